@@ -1,0 +1,21 @@
+/**
+ * What the operations need, handed in by whoever composes the server (main.ts, tests).
+ */
+import type { Config } from '../config.js';
+import type { Scheduler } from '../engine/scheduler.js';
+import type { Registry } from '../models/registry.js';
+
+export type Limits = Pick<Config, 'maxInputs' | 'maxInputChars' | 'truncate' | 'rerankMaxChunks' | 'rerankChunkOverlap'>;
+
+export interface CoreContext {
+  registry: Registry;
+  scheduler: Pick<Scheduler, 'submit'>;
+  limits: Limits;
+}
+
+/** Where the time of one operation went, for timing headers and metrics. */
+export interface Timings {
+  tokenizeMs: number;
+  queueMs: number;
+  inferenceMs: number;
+}

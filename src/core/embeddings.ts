@@ -1,0 +1,112 @@
+/**
+ * The embeddings operation: inputs (texts or token ids) in, one vector per input out.
+ */
+import { ApiError, invalid } from '../errors.js';
+import type { ServedModel } from '../models/registry.js';
+import { cutDimensions, l2NormalizeRows } from '../vectors/normalize.js';
+import type { CoreContext, Timings } from './context.js';
+import { mapInSlices } from './tokenize.js';
+
+export type EmbeddingInput = string | string[] | number[] | number[][];
+
+export interface EmbedRequest {
+  model?: string;
+  input: EmbeddingInput;
+  /** 0 or absent: the model's own width. */
+  dimensions?: number;
+  /** Adds the model's query or document prefix, for models trained with them. */
+  inputType?: 'query' | 'document';
+  /** Overrides the server's truncation setting for this request. */
+  truncate?: boolean;
+  /** Skip the model's normalisation (vectors are still renormalised after a dimension cut). */
+  normalize?: boolean;
+}
+
+export interface EmbedResult {
+  model: string;
+  /** count x dimensions, row-major. */
+  vectors: Float32Array;
+  dimensions: number;
+  count: number;
+  /** Tokens fed to the model, special tokens included. */
+  promptTokens: number;
+  timings: Timings;
+}
+
+/** Splits the OpenAI input union into texts or token-id lists. */
+export function normaliseInput(input: EmbeddingInput): { texts?: string[]; tokens?: number[][] } {
+  if (typeof input === 'string') return { texts: [input] };
+  if (!Array.isArray(input)) throw invalid('input', 'input must be a string, an array of strings, an array of token ids or an array of arrays of token ids.');
+  if (input.length === 0) throw invalid('input', 'input must not be an empty array.');
+  if (input.every((item) => typeof item === 'string')) return { texts: input as string[] };
+  if (input.every((item) => typeof item === 'number')) return { tokens: [input as number[]] };
+  if (input.every((item) => Array.isArray(item))) return { tokens: input as number[][] };
+  throw invalid('input', 'input must not mix strings, numbers and arrays.');
+}
+
+function checkDimensions(model: ServedModel, dimensions: number | undefined): number {
+  if (dimensions === undefined || dimensions === 0) return model.dimensions;
+  if (!Number.isInteger(dimensions) || dimensions < 0) throw invalid('dimensions', 'dimensions must be a positive integer.');
+  if (dimensions > model.dimensions) {
+    throw invalid('dimensions', `dimensions must be at most ${model.dimensions} for "${model.id}"; got ${dimensions}.`);
+  }
+  return dimensions;
+}
+
+/** Token ids with special tokens, cut to the model's window or refused, per the truncate setting. */
+function fit(model: ServedModel, content: Int32Array, truncate: boolean, param: string): Int32Array {
+  const room = model.maxTokens - model.tokenizer.singleSpecials;
+  if (content.length > room && !truncate) {
+    throw new ApiError('input_too_long', `${param} has ${content.length + model.tokenizer.singleSpecials} tokens; "${model.id}" takes at most ${model.maxTokens}.`, { param });
+  }
+  return model.tokenizer.single(content, model.maxTokens);
+}
+
+export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
+  const model = ctx.registry.resolve(request.model, 'embedding');
+  const dimensions = checkDimensions(model, request.dimensions);
+  const truncate = request.truncate ?? ctx.limits.truncate;
+  const { texts, tokens } = normaliseInput(request.input);
+  const count = (texts ?? tokens)!.length;
+  if (count > ctx.limits.maxInputs) throw invalid('input', `input has ${count} items; at most ${ctx.limits.maxInputs} are accepted per request.`);
+
+  const started = performance.now();
+  let sequences: Int32Array[];
+  if (texts) {
+    const prefix = request.inputType ? (model.prefixes[request.inputType] ?? '') : '';
+    texts.forEach((text, i) => {
+      if (text.length === 0) throw invalid(`input[${i}]`, 'input must not contain empty strings.');
+      if (text.length > ctx.limits.maxInputChars) throw invalid(`input[${i}]`, `input[${i}] has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
+    });
+    sequences = await mapInSlices(texts, (text, i) => fit(model, model.tokenizer.encode(prefix + text), truncate, `input[${i}]`), signal);
+  } else {
+    sequences = tokens!.map((ids, i) => {
+      if (ids.length === 0) throw invalid(`input[${i}]`, 'token id arrays must not be empty.');
+      const content = new Int32Array(ids.length);
+      for (let t = 0; t < ids.length; t++) {
+        const id = ids[t]!;
+        if (!Number.isInteger(id) || id < 0 || id >= model.vocabSize) {
+          throw invalid(`input[${i}]`, `token ids must be integers in [0, ${model.vocabSize - 1}] for "${model.id}"; got ${id}.`);
+        }
+        content[t] = id;
+      }
+      return fit(model, content, truncate, `input[${i}]`);
+    });
+  }
+  const tokenizeMs = performance.now() - started;
+  let promptTokens = 0;
+  for (const ids of sequences) promptTokens += ids.length;
+
+  const job = await ctx.scheduler.submit(model.id, sequences.map((ids) => ({ ids })), signal);
+  let vectors = job.output;
+  if (model.normalize && request.normalize !== false) l2NormalizeRows(vectors, job.width);
+  if (dimensions !== job.width) vectors = cutDimensions(vectors, job.width, dimensions);
+  return {
+    model: model.id,
+    vectors,
+    dimensions,
+    count,
+    promptTokens,
+    timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
+  };
+}

@@ -1,0 +1,106 @@
+/**
+ * The rerank operation: a query and documents in, documents ordered by relevance out.
+ * A document longer than the model's window is split into overlapping windows, each scored with
+ * the query, and scores as its best window: no part of it is silently dropped (up to the
+ * configured number of windows).
+ */
+import { randomUUID } from 'node:crypto';
+import { invalid } from '../errors.js';
+import { chunkPair } from '../text/chunking.js';
+import { sigmoid } from '../vectors/scores.js';
+import type { CoreContext, Timings } from './context.js';
+import { mapInSlices } from './tokenize.js';
+
+export interface RerankRequest {
+  model?: string;
+  query: string;
+  documents: string[];
+  /** Absent or 0: all documents. */
+  topN?: number;
+  /** Cut each document to this many tokens before scoring (Cohere's max_tokens_per_doc). */
+  maxTokensPerDoc?: number;
+}
+
+export interface RerankScore {
+  index: number;
+  /** sigmoid(logit), in (0, 1). */
+  score: number;
+  logit: number;
+}
+
+export interface RerankResult {
+  id: string;
+  model: string;
+  /** Sorted by score, highest first, cut to topN. */
+  results: RerankScore[];
+  /** Tokens fed to the model over all (query, window) pairs, special tokens included. */
+  totalTokens: number;
+  queryTokens: number;
+  documentTokens: number;
+  /** Windows scored: one per document unless documents were split. */
+  pairs: number;
+  timings: Timings;
+}
+
+export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: AbortSignal): Promise<RerankResult> {
+  const model = ctx.registry.resolve(request.model, 'rerank');
+  const { query, documents } = request;
+  if (query.length === 0) throw invalid('query', 'query must not be empty.');
+  if (query.length > ctx.limits.maxInputChars) throw invalid('query', `query has ${query.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
+  if (documents.length === 0) throw invalid('documents', 'documents must not be empty.');
+  if (documents.length > ctx.limits.maxInputs) throw invalid('documents', `documents has ${documents.length} items; at most ${ctx.limits.maxInputs} are accepted per request.`);
+  documents.forEach((doc, i) => {
+    if (doc.length > ctx.limits.maxInputChars) throw invalid(`documents[${i}]`, `documents[${i}] has ${doc.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
+  });
+  const topN = request.topN ?? 0;
+  if (!Number.isInteger(topN) || topN < 0) throw invalid('top_n', 'top_n must be a non-negative integer.');
+  if (request.maxTokensPerDoc !== undefined && (!Number.isInteger(request.maxTokensPerDoc) || request.maxTokensPerDoc < 1)) {
+    throw invalid('max_tokens_per_doc', 'max_tokens_per_doc must be a positive integer.');
+  }
+
+  const started = performance.now();
+  const tokenizer = model.tokenizer;
+  const queryIds = tokenizer.encode(query);
+  const chunkOptions = { overlap: ctx.limits.rerankChunkOverlap, maxChunks: ctx.limits.rerankMaxChunks };
+  const owners: number[] = [];
+  const inputs: { ids: Int32Array; typeIds: Uint8Array }[] = [];
+  let documentTokens = 0;
+  const perDocument = await mapInSlices(
+    documents,
+    (doc) => {
+      let docIds = tokenizer.encode(doc);
+      if (request.maxTokensPerDoc !== undefined && docIds.length > request.maxTokensPerDoc) docIds = docIds.subarray(0, request.maxTokensPerDoc);
+      documentTokens += docIds.length;
+      return chunkPair(queryIds, docIds, model.maxTokens, tokenizer.pairSpecials, chunkOptions).map((window) => tokenizer.pair(queryIds, window, model.maxTokens));
+    },
+    signal,
+  );
+  perDocument.forEach((pairs, index) => {
+    for (const pair of pairs) {
+      inputs.push(pair);
+      owners.push(index);
+    }
+  });
+  const tokenizeMs = performance.now() - started;
+  let totalTokens = 0;
+  for (const input of inputs) totalTokens += input.ids.length;
+
+  const job = await ctx.scheduler.submit(model.id, inputs, signal);
+  const best = new Float64Array(documents.length).fill(-Infinity);
+  for (let row = 0; row < owners.length; row++) {
+    const logit = job.output[row * job.width]!;
+    if (logit > best[owners[row]!]!) best[owners[row]!] = logit;
+  }
+  const results: RerankScore[] = Array.from(best, (logit, index) => ({ index, logit, score: sigmoid(logit) }));
+  results.sort((a, b) => b.logit - a.logit || a.index - b.index);
+  return {
+    id: randomUUID(),
+    model: model.id,
+    results: topN > 0 ? results.slice(0, topN) : results,
+    totalTokens,
+    queryTokens: queryIds.length,
+    documentTokens,
+    pairs: inputs.length,
+    timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
+  };
+}

@@ -1,0 +1,46 @@
+/**
+ * The engine: the worker pool and the scheduler in front of it, started together and closed
+ * together. Knows models only as ids with load specs, never as operations.
+ */
+import type { Config } from '../config.js';
+import type { ServedModel } from '../models/registry.js';
+import type { ModelReport } from '../worker/protocol.js';
+import { Pool } from './pool.js';
+import { Scheduler, type BatchObserver } from './scheduler.js';
+
+export class Engine {
+  readonly pool: Pool;
+  readonly scheduler: Scheduler;
+  /** Resolves when every worker has every model warm. */
+  readonly ready: Promise<ModelReport[]>;
+
+  constructor(config: Config, models: ServedModel[], observer: BatchObserver = {}) {
+    this.pool = new Pool({
+      workers: config.workers,
+      models: models.map(({ id, task, onnxPath, pooling, padId }) => ({ id, task, onnxPath, pooling, padId })),
+      session: { intraOpThreads: config.intraOpThreads, spinning: config.ortSpinning, memoryArena: config.ortMemoryArena },
+    });
+    this.scheduler = new Scheduler(
+      this.pool,
+      {
+        maxBatchTokens: config.maxBatchTokens,
+        maxBatchSize: config.maxBatchSize,
+        queueCapacity: config.queueCapacity,
+        maxInFlight: config.workers * 2,
+      },
+      models,
+      observer,
+    );
+    this.ready = this.pool.ready;
+  }
+
+  get isReady(): boolean {
+    return this.pool.isReady;
+  }
+
+  /** Finishes queued and running work, then stops the workers. */
+  async close(): Promise<void> {
+    await this.scheduler.drain();
+    await this.pool.close();
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * The worker pool: piscina threads that each hold one ONNX session per served model. Batches go in
+ * with their typed arrays transferred; readiness is tracked from the workers' announcements.
+ */
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BroadcastChannel } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import type { ModelLoadSpec } from '../models/registry.js';
+import type { BatchResult, BatchTask, ModelReport, ReadyMessage, SessionOptions } from '../worker/protocol.js';
+
+/**
+ * The worker's JavaScript file. Built code finds it beside itself; when the sources run as
+ * TypeScript (the test runner), workers still run the built JavaScript, which `npm test` builds first.
+ */
+function workerFile(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const beside = join(here, '..', 'worker', 'index.js');
+  if (existsSync(beside)) return beside;
+  const built = join(here, '..', '..', 'dist', 'worker', 'index.js');
+  if (existsSync(built)) return built;
+  throw new Error(`The worker script is missing (${built}): run "npm run build" first.`);
+}
+
+export interface PoolOptions {
+  workers: number;
+  models: ModelLoadSpec[];
+  session: SessionOptions;
+}
+
+export class WorkerStartError extends Error {
+  override name = 'WorkerStartError';
+}
+
+export class Pool {
+  private readonly piscina: Piscina;
+  private readonly channel: BroadcastChannel;
+  private readonly warmThreads = new Set<number>();
+  private failed: Error | undefined;
+  /** Resolves once every worker has opened and warmed every model; rejects if one fails. */
+  readonly ready: Promise<ModelReport[]>;
+  /** Worker threads started after the first set (crashed and replaced). */
+  restarts = 0;
+  private created = 0;
+
+  constructor(readonly options: PoolOptions) {
+    const readyChannel = `onnx-gateway-ready-${randomUUID()}`;
+    this.channel = new BroadcastChannel(readyChannel);
+    this.ready = new Promise<ModelReport[]>((resolve, reject) => {
+      this.channel.onmessage = (event) => {
+        const message = (event as { data: ReadyMessage }).data;
+        if (!message.ok) {
+          this.failed = new WorkerStartError(message.error);
+          reject(this.failed);
+          return;
+        }
+        this.warmThreads.add(message.threadId);
+        if (this.warmThreads.size === options.workers) resolve(message.models);
+      };
+    });
+    this.ready.catch(() => undefined);
+    this.piscina = new Piscina({
+      filename: workerFile(),
+      minThreads: options.workers,
+      maxThreads: options.workers,
+      idleTimeout: Number.MAX_SAFE_INTEGER,
+      concurrentTasksPerWorker: 1,
+      workerData: { models: options.models, session: options.session, readyChannel },
+    });
+    this.piscina.on('workerCreate', () => {
+      this.created += 1;
+      if (this.created > options.workers) this.restarts += 1;
+    });
+    // A worker that dies is replaced by piscina; its task is rejected and retried by the scheduler.
+    this.piscina.on('error', () => undefined);
+  }
+
+  get isReady(): boolean {
+    return this.failed === undefined && this.warmThreads.size >= this.options.workers;
+  }
+
+  get threads(): number {
+    return this.options.workers;
+  }
+
+  run(task: BatchTask): Promise<BatchResult> {
+    const transferList: ArrayBuffer[] = [task.ids.buffer as ArrayBuffer, task.lengths.buffer as ArrayBuffer];
+    if (task.typeIds) transferList.push(task.typeIds.buffer as ArrayBuffer);
+    return this.piscina.run(task, { transferList });
+  }
+
+  async close(): Promise<void> {
+    this.channel.close();
+    await this.piscina.close({ force: false });
+  }
+}

@@ -1,0 +1,302 @@
+/**
+ * The scheduler: one queue per model, batches formed when a worker slot frees up.
+ *
+ * Every input of every request is its own queue item, so concurrent requests share batches and a
+ * large request is split into as many batches as it needs. A batch starts from the oldest waiting
+ * item (no request starves) and takes the waiting items closest to it in length, as long as the
+ * padded size (longest x count) stays within the token budget and padding stays a small share of
+ * the work. Nothing waits for a batch to fill: a lone item on an idle server is dispatched at once,
+ * and under load the queue fills by itself while the workers are busy.
+ */
+import { ApiError } from '../errors.js';
+import type { BatchResult, BatchTask } from '../worker/protocol.js';
+
+export interface EngineInput {
+  ids: Int32Array;
+  typeIds?: Uint8Array;
+}
+
+export interface JobResult {
+  /** One row of `width` values per input, in input order. */
+  output: Float32Array;
+  width: number;
+  /** Longest wait of any input between submission and dispatch. */
+  queueMs: number;
+  /** Wall time of the inference runs this job took part in, summed. */
+  inferenceMs: number;
+  batches: number;
+}
+
+export interface BatchRunner {
+  readonly threads: number;
+  run(task: BatchTask): Promise<BatchResult>;
+}
+
+export interface SchedulerOptions {
+  maxBatchTokens: number;
+  maxBatchSize: number;
+  /** Items waiting per model before submissions are refused. */
+  queueCapacity: number;
+  /** Batches handed to the pool at once; above the thread count, a worker finds its next batch ready. */
+  maxInFlight: number;
+}
+
+export interface BatchObserver {
+  onBatch?(model: string, info: { size: number; tokens: number; paddedTokens: number; inferenceMs: number }): void;
+}
+
+/** Least share of a batch's padded tokens that are real tokens. */
+const minFill = 0.8;
+/** How far into a queue batch forming looks for inputs of similar length. */
+const lookahead = 512;
+
+class Job {
+  readonly output: (Float32Array | undefined)[];
+  remaining: number;
+  queueMs = 0;
+  inferenceMs = 0;
+  batches = 0;
+  width = 0;
+  settled = false;
+  /** Detaches the abort listener once the job is settled. */
+  cleanup: (() => void) | undefined;
+  constructor(
+    readonly model: string,
+    count: number,
+    readonly resolve: (result: JobResult) => void,
+    readonly reject: (error: unknown) => void,
+  ) {
+    this.output = new Array(count);
+    this.remaining = count;
+  }
+}
+
+interface Item {
+  job: Job;
+  index: number;
+  ids: Int32Array;
+  typeIds?: Uint8Array;
+  length: number;
+  enqueuedAt: number;
+}
+
+interface Queue {
+  model: string;
+  items: Item[];
+  maxBatchSize: number;
+}
+
+export class Scheduler {
+  private readonly queues = new Map<string, Queue>();
+  private inFlight = 0;
+  /** Recent throughput in items per second, for Retry-After. */
+  private itemsPerSecond = 0;
+  private closed = false;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(
+    private readonly runner: BatchRunner,
+    private readonly options: SchedulerOptions,
+    models: { id: string; maxBatchSize?: number }[],
+    private readonly observer: BatchObserver = {},
+  ) {
+    for (const model of models) {
+      this.queues.set(model.id, { model: model.id, items: [], maxBatchSize: Math.min(model.maxBatchSize ?? options.maxBatchSize, options.maxBatchSize) });
+    }
+  }
+
+  /** Items waiting in a model's queue (all models when none is named). */
+  depth(model?: string): number {
+    if (model) return this.queues.get(model)?.items.length ?? 0;
+    let total = 0;
+    for (const queue of this.queues.values()) total += queue.items.length;
+    return total;
+  }
+
+  get busy(): number {
+    return this.inFlight;
+  }
+
+  submit(model: string, inputs: EngineInput[], signal?: AbortSignal): Promise<JobResult> {
+    const queue = this.queues.get(model);
+    if (!queue) return Promise.reject(new ApiError('model_not_found', `The model "${model}" is not served here.`));
+    if (this.closed) return Promise.reject(new ApiError('shutting_down'));
+    if (signal?.aborted) return Promise.reject(new ApiError('client_closed'));
+    if (inputs.length === 0) return Promise.resolve({ output: new Float32Array(0), width: 0, queueMs: 0, inferenceMs: 0, batches: 0 });
+    if (queue.items.length + inputs.length > this.options.queueCapacity && queue.items.length > 0) {
+      const seconds = Math.min(60, Math.max(1, Math.ceil(queue.items.length / Math.max(this.itemsPerSecond, 1))));
+      return Promise.reject(
+        new ApiError('overloaded', `The queue of "${model}" is full (${queue.items.length} inputs waiting); retry in ${seconds} s.`, {
+          headers: { 'retry-after': String(seconds) },
+        }),
+      );
+    }
+    return new Promise<JobResult>((resolve, reject) => {
+      const job = new Job(model, inputs.length, resolve, reject);
+      const now = performance.now();
+      for (let i = 0; i < inputs.length; i++) {
+        const input = inputs[i]!;
+        queue.items.push({ job, index: i, ids: input.ids, typeIds: input.typeIds, length: input.ids.length, enqueuedAt: now });
+      }
+      if (signal) {
+        const onAbort = () => this.cancel(job);
+        signal.addEventListener('abort', onAbort, { once: true });
+        job.cleanup = () => signal.removeEventListener('abort', onAbort);
+      }
+      this.pump();
+    });
+  }
+
+  /** Stops taking new work; resolves when everything queued and running has finished. */
+  async drain(): Promise<void> {
+    this.closed = true;
+    if (this.inFlight === 0 && this.depth() === 0) return;
+    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private cancel(job: Job): void {
+    if (job.settled) return;
+    const queue = this.queues.get(job.model)!;
+    queue.items = queue.items.filter((item) => item.job !== job);
+    this.settle(job, new ApiError('client_closed'));
+    this.checkIdle();
+  }
+
+  private settle(job: Job, error?: unknown): void {
+    if (job.settled) return;
+    job.settled = true;
+    job.cleanup?.();
+    if (error) {
+      job.reject(error);
+      return;
+    }
+    const output = new Float32Array(job.output.length * job.width);
+    for (let i = 0; i < job.output.length; i++) output.set(job.output[i]!, i * job.width);
+    job.resolve({ output, width: job.width, queueMs: job.queueMs, inferenceMs: job.inferenceMs, batches: job.batches });
+  }
+
+  /** The queue whose oldest item has waited longest. */
+  private nextQueue(): Queue | undefined {
+    let best: Queue | undefined;
+    for (const queue of this.queues.values()) {
+      const head = queue.items[0];
+      if (head && (!best || head.enqueuedAt < best.items[0]!.enqueuedAt)) best = queue;
+    }
+    return best;
+  }
+
+  private pump(): void {
+    while (this.inFlight < this.options.maxInFlight) {
+      const queue = this.nextQueue();
+      if (!queue) return;
+      const batch = this.formBatch(queue);
+      this.dispatch(queue.model, batch, 0);
+    }
+  }
+
+  /** Takes the oldest item and the waiting items nearest to it in length that fit the budget. */
+  formBatch(queue: Queue): Item[] {
+    const items = queue.items;
+    const anchor = items[0]!;
+    const cap = queue.maxBatchSize;
+    if (cap === 1 || items.length === 1) {
+      items.shift();
+      return [anchor];
+    }
+    const window = Math.min(items.length, lookahead);
+    const candidates: number[] = [];
+    for (let i = 1; i < window; i++) candidates.push(i);
+    candidates.sort((a, b) => Math.abs(items[a]!.length - anchor.length) - Math.abs(items[b]!.length - anchor.length) || a - b);
+
+    const chosen = [0];
+    let longest = anchor.length;
+    let tokens = anchor.length;
+    for (const index of candidates) {
+      if (chosen.length >= cap) break;
+      const length = items[index]!.length;
+      const newLongest = Math.max(longest, length);
+      const padded = newLongest * (chosen.length + 1);
+      if (padded > this.options.maxBatchTokens) continue;
+      if ((tokens + length) / padded < minFill) continue;
+      chosen.push(index);
+      longest = newLongest;
+      tokens += length;
+    }
+    chosen.sort((a, b) => b - a);
+    const batch: Item[] = [];
+    for (const index of chosen) batch.push(items.splice(index, 1)[0]!);
+    return batch.reverse();
+  }
+
+  private dispatch(model: string, batch: Item[], attempt: number): void {
+    const now = performance.now();
+    let total = 0;
+    let longest = 0;
+    for (const item of batch) {
+      total += item.length;
+      longest = Math.max(longest, item.length);
+      item.job.queueMs = Math.max(item.job.queueMs, now - item.enqueuedAt);
+    }
+    const ids = new Int32Array(total);
+    const lengths = new Int32Array(batch.length);
+    const pairs = batch[0]!.typeIds !== undefined;
+    const typeIds = pairs ? new Uint8Array(total) : undefined;
+    let offset = 0;
+    batch.forEach((item, row) => {
+      ids.set(item.ids, offset);
+      if (typeIds && item.typeIds) typeIds.set(item.typeIds, offset);
+      lengths[row] = item.length;
+      offset += item.length;
+    });
+
+    this.inFlight += 1;
+    const started = performance.now();
+    this.runner.run({ model, ids, lengths, typeIds }).then(
+      (result) => {
+        this.inFlight -= 1;
+        this.recordThroughput(batch.length, performance.now() - started);
+        this.observer.onBatch?.(model, { size: batch.length, tokens: total, paddedTokens: longest * batch.length, inferenceMs: result.inferenceMs });
+        const jobs = new Set<Job>();
+        batch.forEach((item, row) => {
+          const job = item.job;
+          if (job.settled) return;
+          job.width = result.width;
+          job.output[item.index] = result.output.subarray(row * result.width, (row + 1) * result.width);
+          job.remaining -= 1;
+          jobs.add(job);
+        });
+        for (const job of jobs) {
+          job.inferenceMs += result.inferenceMs;
+          job.batches += 1;
+          if (job.remaining === 0) this.settle(job);
+        }
+        this.pump();
+        this.checkIdle();
+      },
+      (error: unknown) => {
+        this.inFlight -= 1;
+        const live = batch.filter((item) => !item.job.settled);
+        if (attempt === 0 && live.length > 0 && !this.closed) {
+          // A worker may have died under this batch; piscina has replaced it, so try once more.
+          this.dispatch(model, live, 1);
+        } else {
+          const failure = new ApiError('internal', 'Inference failed.', { cause: error });
+          for (const item of live) this.settle(item.job, failure);
+          this.pump();
+        }
+        this.checkIdle();
+      },
+    );
+  }
+
+  private recordThroughput(items: number, ms: number): void {
+    const rate = (items * this.runner.threads * 1000) / Math.max(ms, 0.001);
+    this.itemsPerSecond = this.itemsPerSecond === 0 ? rate : 0.9 * this.itemsPerSecond + 0.1 * rate;
+  }
+
+  private checkIdle(): void {
+    if (this.inFlight === 0 && this.depth() === 0 && this.idleWaiters.length > 0) {
+      for (const resolve of this.idleWaiters.splice(0)) resolve();
+    }
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * POST /v1/embeddings and POST /v1/engines/{model}/embeddings (OpenAI's shape).
+ * The response is written straight from the Float32Array: float JSON per vector, or base64 of
+ * the vector's little-endian bytes.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { embed, type EmbedResult } from '../core/embeddings.js';
+import { float32ToBase64, float32ToJson } from '../vectors/encoding.js';
+import type { HttpServices } from './services.js';
+import { errorResponses } from './schemas.js';
+import { setTimingHeaders } from './timing.js';
+
+const EmbeddingsBody = Type.Object(
+  {
+    input: Type.Union(
+      [
+        Type.String(),
+        Type.Array(Type.String()),
+        Type.Array(Type.Integer()),
+        Type.Array(Type.Array(Type.Integer())),
+      ],
+      { description: 'A text, texts, token ids of the model\'s own vocabulary, or arrays of them.' },
+    ),
+    model: Type.Optional(Type.String({ description: 'A served embedding model id (GET /v1/models). Absent: the first served embedder.' })),
+    encoding_format: Type.Optional(Type.Union([Type.Literal('float'), Type.Literal('base64')], { default: 'float' })),
+    dimensions: Type.Optional(Type.Integer({ minimum: 0, description: '0 or absent: native width; 1..native: first N components, L2-renormalised.' })),
+    user: Type.Optional(Type.String()),
+    input_type: Type.Optional(Type.Union([Type.Literal('query'), Type.Literal('document')], { description: 'Adds the model\'s query or document prefix, for models trained with one.' })),
+  },
+  { additionalProperties: true },
+);
+type EmbeddingsBody = Static<typeof EmbeddingsBody>;
+
+const EmbeddingsResponse = Type.Object({
+  object: Type.Literal('list'),
+  data: Type.Array(
+    Type.Object({
+      object: Type.Literal('embedding'),
+      index: Type.Integer(),
+      embedding: Type.Union([Type.Array(Type.Number()), Type.String({ description: 'base64 of little-endian float32' })]),
+    }),
+  ),
+  model: Type.String(),
+  usage: Type.Object({ prompt_tokens: Type.Integer(), total_tokens: Type.Integer() }),
+});
+
+export function serializeEmbeddings(result: EmbedResult, format: 'float' | 'base64'): string {
+  const { vectors, dimensions, count } = result;
+  const parts: string[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const row = vectors.subarray(i * dimensions, (i + 1) * dimensions);
+    const value = format === 'base64' ? `"${float32ToBase64(row)}"` : float32ToJson(row);
+    parts[i] = `{"object":"embedding","index":${i},"embedding":${value}}`;
+  }
+  return `{"object":"list","data":[${parts.join(',')}],"model":${JSON.stringify(result.model)},"usage":{"prompt_tokens":${result.promptTokens},"total_tokens":${result.promptTokens}}}`;
+}
+
+export async function embeddingsRoutes(app: FastifyInstance, { core }: HttpServices): Promise<void> {
+  const schema = { tags: ['Embeddings'], body: EmbeddingsBody, response: { 200: EmbeddingsResponse, ...errorResponses } };
+
+  const handle = async (body: EmbeddingsBody, model: string | undefined, signal: AbortSignal) => {
+    const result = await embed(core, { model, input: body.input, dimensions: body.dimensions, inputType: body.input_type }, signal);
+    return { result, payload: serializeEmbeddings(result, body.encoding_format ?? 'float') };
+  };
+
+  app.post<{ Body: EmbeddingsBody }>('/v1/embeddings', { schema: { ...schema, summary: 'Create embeddings' } }, async (request, reply) => {
+    const { result, payload } = await handle(request.body, request.body.model, request.signal);
+    setTimingHeaders(reply, result.timings);
+    return reply.type('application/json').serializer((x: string) => x).send(payload);
+  });
+
+  // The path names the model; a different `model` in the body is ignored (the path wins), as the
+  // legacy OpenAI engines API did.
+  app.post<{ Body: EmbeddingsBody; Params: { model: string } }>(
+    '/v1/engines/:model/embeddings',
+    { schema: { ...schema, summary: 'Create embeddings (engine path)', params: Type.Object({ model: Type.String() }) } },
+    async (request, reply) => {
+      const { result, payload } = await handle(request.body, request.params.model, request.signal);
+      setTimingHeaders(reply, result.timings);
+      return reply.type('application/json').serializer((x: string) => x).send(payload);
+    },
+  );
+}

@@ -1,0 +1,62 @@
+/**
+ * Turns every failure into the catalogue's error body. Bad input is a 4xx with a stable code;
+ * only a bug is a 500, and it is logged with the request id.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from '../errors.js';
+
+/** "/documents/0/text" -> "documents[0].text" */
+function paramFromPath(path: string, missing?: string): string | null {
+  const parts = path.split('/').filter(Boolean);
+  if (missing) parts.push(missing);
+  if (parts.length === 0) return null;
+  return parts.reduce((name, part) => (/^\d+$/.test(part) ? `${name}[${part}]` : name ? `${name}.${part}` : part), '');
+}
+
+function fromFastifyError(error: FastifyError): ApiError {
+  if (error.validation && error.validation.length > 0) {
+    const first = error.validation[0]!;
+    const params = first.params as Record<string, unknown> | undefined;
+    const missing = typeof params?.missingProperty === 'string' ? params.missingProperty : undefined;
+    const param = paramFromPath(first.instancePath ?? '', missing);
+    const what = param ?? 'body';
+    const message = missing ? `${what} is required.` : `${what} ${first.message ?? 'is invalid'}.`;
+    return new ApiError('invalid_request', message, { param });
+  }
+  switch (error.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError('invalid_json', error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? 'The request body is empty; send a JSON object.' : `The request body is not valid JSON: ${error.message}`);
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('payload_too_large');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError('unsupported_media_type');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ApiError('invalid_request', 'Content-Length does not match the body.');
+  }
+  if (error instanceof SyntaxError || (error.statusCode === 400 && /JSON/i.test(error.message))) {
+    return new ApiError('invalid_json', `The request body is not valid JSON: ${error.message}`);
+  }
+  if (error.statusCode === 413) return new ApiError('payload_too_large');
+  if (error.statusCode === 415) return new ApiError('unsupported_media_type');
+  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) return new ApiError('invalid_request', error.message);
+  return new ApiError('internal', undefined, { cause: error });
+}
+
+export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+  for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  if (error.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
+  return reply.code(error.status).type('application/json').send(error.toBody());
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((raw: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) => {
+    const error = raw instanceof ApiError ? raw : fromFastifyError(raw);
+    if (error.code === 'internal') request.log.error({ err: raw.cause ?? raw }, 'internal error');
+    else if (error.code === 'client_closed') request.log.info('client closed the request');
+    return sendError(reply, error);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendError(reply, new ApiError('route_not_found', `No route ${request.method} ${request.url.split('?')[0]}.`)),
+  );
+}

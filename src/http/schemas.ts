@@ -1,0 +1,28 @@
+/**
+ * Shared TypeBox schemas: one source for validation, types and the OpenAPI document.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+
+export const ErrorResponse = Type.Object(
+  {
+    error: Type.Object({
+      message: Type.String(),
+      type: Type.String(),
+      param: Type.Union([Type.String(), Type.Null()]),
+      code: Type.String(),
+    }),
+  },
+  { $id: 'ErrorResponse', description: 'Every error has this shape; `code` is stable (see the error catalogue).' },
+);
+export type ErrorResponse = Static<typeof ErrorResponse>;
+
+/** Error responses every model route may give. */
+export const errorResponses = {
+  400: ErrorResponse,
+  401: ErrorResponse,
+  404: ErrorResponse,
+  413: ErrorResponse,
+  415: ErrorResponse,
+  429: ErrorResponse,
+  503: ErrorResponse,
+};

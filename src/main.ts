@@ -1,0 +1,60 @@
+/**
+ * Starts the server: config -> registry -> engine -> app -> listen, and stops it cleanly on
+ * SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the pool.
+ */
+import type { Config } from './config.js';
+import { ModelFilesError } from './models/registry.js';
+import { createServer } from './server.js';
+
+export async function serve(config: Config): Promise<void> {
+  const logger = {
+    level: config.logLevel,
+    redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
+  };
+  let server;
+  try {
+    server = await createServer(config, logger);
+  } catch (error) {
+    if (error instanceof ModelFilesError) {
+      process.stderr.write(`onnx-gateway can not start:\n${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+  const { app } = server;
+  if (config.keys.length === 0) {
+    app.log.warn(`NO API KEYS CONFIGURED: the API is open to anyone who can reach ${config.host}, so the server listens on loopback only. Set ONNX_GATEWAY_API_KEYS to serve beyond this machine.`);
+  }
+  server.ready.then(
+    () => app.log.info({ models: server.registry.list().map((m) => m.id), workers: config.workers }, 'models warm: ready'),
+    (error: Error) => {
+      app.log.fatal(`a worker could not load the models: ${error.message}`);
+      process.exit(1);
+    },
+  );
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info({ signal }, 'shutting down: draining in-flight requests');
+    const timer = setTimeout(() => {
+      app.log.error(`shutdown took longer than ${config.shutdownTimeout} ms: exiting`);
+      process.exit(1);
+    }, config.shutdownTimeout);
+    timer.unref();
+    server.close().then(
+      () => process.exit(0),
+      (error: Error) => {
+        app.log.error({ err: error }, 'error while shutting down');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+
+  await app.listen({ host: config.host, port: config.port });
+}
+
+export type { Config };

@@ -1,0 +1,83 @@
+/**
+ * The catalogue: manifests of known models, one JSON file each in the top-level `models/` folder.
+ * A manifest says where a model comes from and how to use it; the files themselves (read by the
+ * registry) have the last word on sizes and shapes.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export type Task = 'embedding' | 'rerank';
+export type Pooling = 'mean' | 'cls';
+
+export interface HubSource {
+  kind: 'hub';
+  repo: string;
+  revision: string;
+  files: string[];
+}
+export interface GeneratedSource {
+  kind: 'generated';
+  command: string;
+}
+
+export interface Manifest {
+  id: string;
+  task: Task;
+  /** The catalogue's default model for its task (served when no models are configured). */
+  default?: boolean;
+  description?: string;
+  source: HubSource | GeneratedSource;
+  pooling?: Pooling;
+  normalize?: boolean;
+  maxTokens?: number;
+  dimensions?: number;
+  matryoshkaDimensions?: number[];
+  prefixes?: { query?: string; document?: string };
+}
+
+/** The manifests folder shipped with the project (two levels up from src/models or dist/models). */
+export const manifestsDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'models');
+
+export class Catalogue {
+  private readonly manifests = new Map<string, Manifest>();
+
+  constructor(manifests: Manifest[]) {
+    for (const manifest of manifests) this.manifests.set(manifest.id, manifest);
+  }
+
+  static load(dir: string = manifestsDir): Catalogue {
+    const manifests = readdirSync(dir)
+      .filter((name) => name.endsWith('.json'))
+      .sort()
+      .map((name) => validateManifest(JSON.parse(readFileSync(join(dir, name), 'utf8')), name));
+    return new Catalogue(manifests);
+  }
+
+  get(id: string): Manifest | undefined {
+    return this.manifests.get(id);
+  }
+
+  list(): Manifest[] {
+    return [...this.manifests.values()];
+  }
+
+  /** Ids served when no models are configured: the default of each task. */
+  defaults(): string[] {
+    return this.list().filter((m) => m.default).map((m) => m.id);
+  }
+}
+
+function validateManifest(value: unknown, file: string): Manifest {
+  const m = value as Manifest;
+  const fail = (why: string): never => {
+    throw new Error(`models/${file}: ${why}`);
+  };
+  if (typeof m !== 'object' || m === null) fail('not a JSON object');
+  if (typeof m.id !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(m.id)) fail('id must be a plain name');
+  if (m.task !== 'embedding' && m.task !== 'rerank') fail('task must be "embedding" or "rerank"');
+  if (!m.source || (m.source.kind !== 'hub' && m.source.kind !== 'generated')) fail('source.kind must be "hub" or "generated"');
+  if (m.source.kind === 'hub' && (!m.source.repo || !m.source.revision || !Array.isArray(m.source.files))) fail('hub source needs repo, revision and files');
+  if (m.pooling !== undefined && m.pooling !== 'mean' && m.pooling !== 'cls') fail('pooling must be "mean" or "cls"');
+  return m;
+}

@@ -1,0 +1,47 @@
+/**
+ * What crosses between the engine and the workers. Plain data and typed arrays only: token ids go
+ * in as one Int32Array with per-row lengths, results come back as one Float32Array, both
+ * transferred rather than copied.
+ */
+import type { ModelLoadSpec } from '../models/registry.js';
+
+export interface SessionOptions {
+  intraOpThreads: number;
+  spinning: boolean;
+  memoryArena: boolean;
+}
+
+export interface WorkerInit {
+  models: ModelLoadSpec[];
+  session: SessionOptions;
+  /** Name of the BroadcastChannel on which each worker announces that it is warm (or failed). */
+  readyChannel: string;
+}
+
+export interface BatchTask {
+  model: string;
+  /** Token ids of every row, concatenated, special tokens included, no padding. */
+  ids: Int32Array;
+  lengths: Int32Array;
+  /** Token type ids, concatenated like `ids`; only for pair inputs. */
+  typeIds?: Uint8Array;
+}
+
+export interface BatchResult {
+  /** rows x width: pooled vectors (embedders) or one logit per row (rerankers). */
+  output: Float32Array;
+  width: number;
+  inferenceMs: number;
+}
+
+export interface ModelReport {
+  id: string;
+  inputs: string[];
+  output: string;
+  width: number;
+  loadMs: number;
+}
+
+export type ReadyMessage =
+  | { threadId: number; ok: true; models: ModelReport[] }
+  | { threadId: number; ok: false; error: string };

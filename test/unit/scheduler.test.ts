@@ -1,0 +1,193 @@
+import { describe, expect, it } from 'vitest';
+import { Scheduler, type BatchRunner } from '../../src/engine/scheduler.js';
+import type { BatchResult, BatchTask } from '../../src/worker/protocol.js';
+
+/** A runner that records batches and answers each row with [sum of its ids, its length]. */
+class FakeRunner implements BatchRunner {
+  readonly threads = 1;
+  readonly batches: number[][] = [];
+  private pending: (() => void)[] = [];
+  failNext = 0;
+  /** When false, batches complete only when release() is called. */
+  auto = true;
+
+  run(task: BatchTask): Promise<BatchResult> {
+    this.batches.push(Array.from(task.lengths));
+    return new Promise((resolve, reject) => {
+      const finish = () => {
+        if (this.failNext > 0) {
+          this.failNext -= 1;
+          reject(new Error('worker died'));
+          return;
+        }
+        const output = new Float32Array(task.lengths.length * 2);
+        let offset = 0;
+        task.lengths.forEach((length, row) => {
+          let sum = 0;
+          for (let t = 0; t < length; t++) sum += task.ids[offset + t]!;
+          output[row * 2] = sum;
+          output[row * 2 + 1] = length;
+          offset += length;
+        });
+        resolve({ output, width: 2, inferenceMs: 1 });
+      };
+      if (this.auto) queueMicrotask(finish);
+      else this.pending.push(finish);
+    });
+  }
+
+  release(): void {
+    for (const finish of this.pending.splice(0)) finish();
+  }
+}
+
+const seq = (length: number, value = 1) => ({ ids: new Int32Array(length).fill(value) });
+const options = { maxBatchTokens: 1000, maxBatchSize: 8, queueCapacity: 100, maxInFlight: 1 };
+
+describe('Scheduler', () => {
+  it('dispatches a lone item at once on an idle server', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, options, [{ id: 'm' }]);
+    const job = scheduler.submit('m', [seq(5)]);
+    expect(runner.batches).toEqual([[5]]);
+    runner.release();
+    const result = await job;
+    expect(Array.from(result.output)).toEqual([5, 5]);
+  });
+
+  it('shares batches across requests and returns every row to its request in order', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, options, [{ id: 'm' }]);
+    const first = scheduler.submit('m', [seq(4)]); // dispatched alone, holds the only slot
+    const a = scheduler.submit('m', [seq(10, 1), seq(11, 2)]);
+    const b = scheduler.submit('m', [seq(10, 3), seq(12, 4)]);
+    runner.release();
+    await first;
+    await new Promise((r) => setTimeout(r, 0));
+    runner.release();
+    const [ra, rb] = await Promise.all([a, b]);
+    expect(runner.batches[1]!.length).toBe(4);
+    expect(Array.from(ra.output)).toEqual([10, 10, 22, 11]);
+    expect(Array.from(rb.output)).toEqual([30, 10, 48, 12]);
+  });
+
+  it('groups by length and keeps the padded size within the token budget', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchTokens: 300 }, [{ id: 'm' }]);
+    const blocker = scheduler.submit('m', [seq(1)]);
+    const lengths = [100, 5, 98, 6, 97, 7, 8];
+    const job = scheduler.submit('m', lengths.map((n) => seq(n)));
+    for (let i = 0; i < 6; i++) {
+      runner.release();
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    await blocker;
+    const result = await job;
+    for (const batch of runner.batches) {
+      expect(Math.max(...batch) * batch.length).toBeLessThanOrEqual(300);
+      // never a 100-token input padded together with a 5-token one
+      expect(Math.min(...batch) / Math.max(...batch)).toBeGreaterThan(0.5);
+    }
+    expect(Array.from(result.output).filter((_, i) => i % 2 === 1)).toEqual(lengths);
+  });
+
+  it('splits a client batch larger than one model batch', async () => {
+    const runner = new FakeRunner();
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 4, maxInFlight: 1 }, [{ id: 'm' }]);
+    const result = await scheduler.submit('m', Array.from({ length: 10 }, (_, i) => seq(3, i)));
+    expect(result.output.length).toBe(20);
+    expect(Array.from(result.output).filter((_, i) => i % 2 === 0)).toEqual(Array.from({ length: 10 }, (_, i) => 3 * i));
+    expect(runner.batches.every((b) => b.length <= 4)).toBe(true);
+  });
+
+  it('runs one input per batch for models that ask for it', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, options, [{ id: 'q', maxBatchSize: 1 }]);
+    const blocker = scheduler.submit('q', [seq(2)]);
+    const job = scheduler.submit('q', [seq(2), seq(2), seq(2)]);
+    for (let i = 0; i < 5; i++) {
+      runner.release();
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    await Promise.all([blocker, job]);
+    expect(runner.batches.every((b) => b.length === 1)).toBe(true);
+  });
+
+  it('drops a cancelled request before dispatch', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, options, [{ id: 'm' }]);
+    const blocker = scheduler.submit('m', [seq(3)]);
+    const controller = new AbortController();
+    const cancelled = scheduler.submit('m', [seq(50), seq(50)], controller.signal);
+    controller.abort();
+    await expect(cancelled).rejects.toMatchObject({ code: 'client_closed' });
+    expect(scheduler.depth('m')).toBe(0);
+    runner.release();
+    await blocker;
+    expect(runner.batches).toEqual([[3]]);
+  });
+
+  it('refuses with overloaded and Retry-After when the queue is full', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, { ...options, queueCapacity: 3 }, [{ id: 'm' }]);
+    const running = scheduler.submit('m', [seq(2)]);
+    const queued = scheduler.submit('m', [seq(2), seq(2), seq(2)]);
+    const refused = scheduler.submit('m', [seq(2)]);
+    await expect(refused).rejects.toMatchObject({ code: 'overloaded', status: 429 });
+    await refused.catch((error) => expect(Number(error.headers['retry-after'])).toBeGreaterThanOrEqual(1));
+    for (let i = 0; i < 4; i++) {
+      runner.release();
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    await Promise.all([running, queued]);
+  });
+
+  it('retries a batch once when its worker fails, then gives up with internal', async () => {
+    const runner = new FakeRunner();
+    const scheduler = new Scheduler(runner, options, [{ id: 'm' }]);
+    runner.failNext = 1;
+    const ok = await scheduler.submit('m', [seq(2, 5)]);
+    expect(Array.from(ok.output)).toEqual([10, 2]);
+    runner.failNext = 2;
+    await expect(scheduler.submit('m', [seq(2)])).rejects.toMatchObject({ code: 'internal' });
+  });
+
+  it('loses and duplicates nothing under many concurrent requests', async () => {
+    const runner = new FakeRunner();
+    const scheduler = new Scheduler(runner, { ...options, queueCapacity: 10_000, maxInFlight: 2 }, [{ id: 'm' }]);
+    const jobs = Array.from({ length: 200 }, (_, r) =>
+      scheduler.submit('m', Array.from({ length: 1 + (r % 5) }, (_, i) => seq(1 + ((r * 7 + i) % 40), r * 10 + i))),
+    );
+    const results = await Promise.all(jobs);
+    results.forEach((result, r) => {
+      const expected = Array.from({ length: 1 + (r % 5) }, (_, i) => {
+        const length = 1 + ((r * 7 + i) % 40);
+        return [length * (r * 10 + i), length];
+      }).flat();
+      expect(Array.from(result.output)).toEqual(expected);
+    });
+    const rows = runner.batches.reduce((n, b) => n + b.length, 0);
+    expect(rows).toBe(results.reduce((n, r) => n + r.output.length / 2, 0));
+  });
+
+  it('drains queued work before it resolves and refuses new work meanwhile', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, options, [{ id: 'm' }]);
+    const a = scheduler.submit('m', [seq(2)]);
+    const b = scheduler.submit('m', [seq(3)]);
+    const drained = scheduler.drain();
+    await expect(scheduler.submit('m', [seq(1)])).rejects.toMatchObject({ code: 'shutting_down' });
+    for (let i = 0; i < 3; i++) {
+      runner.release();
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    await Promise.all([a, b, drained]);
+  });
+});
