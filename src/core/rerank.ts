@@ -61,7 +61,11 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
   const started = performance.now();
   const tokenizer = model.tokenizer;
   const queryIds = tokenizer.encode(query);
-  const chunkOptions = { overlap: ctx.limits.rerankChunkOverlap, maxChunks: ctx.limits.rerankMaxChunks };
+  // Windows are at least half the room long; an overlap above a quarter of the room would make
+  // consecutive windows mostly repeat each other (and small models could not honour it at all).
+  const room = model.maxTokens - tokenizer.pairSpecials;
+  const overlap = Math.min(ctx.limits.rerankChunkOverlap, Math.floor(room / 4));
+  const chunkOptions = { overlap, maxChunks: ctx.limits.rerankMaxChunks };
   const owners: number[] = [];
   const inputs: { ids: Int32Array; typeIds: Uint8Array }[] = [];
   let documentTokens = 0;

@@ -2,14 +2,12 @@
  * The worker pool: piscina threads that each hold one ONNX session per served model. Batches go in
  * with their typed arrays transferred; readiness is tracked from the workers' announcements.
  */
-import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BroadcastChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { ModelLoadSpec } from '../models/registry.js';
-import type { BatchResult, BatchTask, ModelReport, ReadyMessage, SessionOptions } from '../worker/protocol.js';
+import type { BatchResult, BatchTask, ModelReport, SessionOptions, WarmTask } from '../worker/protocol.js';
 
 /**
  * The worker's JavaScript file. Built code finds it beside itself; when the sources run as
@@ -36,9 +34,7 @@ export class WorkerStartError extends Error {
 
 export class Pool {
   private readonly piscina: Piscina;
-  private readonly channel: BroadcastChannel;
-  private readonly warmThreads = new Set<number>();
-  private failed: Error | undefined;
+  private warm = false;
   /** Resolves once every worker has opened and warmed every model; rejects if one fails. */
   readonly ready: Promise<ModelReport[]>;
   /** Worker threads started after the first set (crashed and replaced). */
@@ -46,29 +42,27 @@ export class Pool {
   private created = 0;
 
   constructor(readonly options: PoolOptions) {
-    const readyChannel = `onnx-gateway-ready-${randomUUID()}`;
-    this.channel = new BroadcastChannel(readyChannel);
-    this.ready = new Promise<ModelReport[]>((resolve, reject) => {
-      this.channel.onmessage = (event) => {
-        const message = (event as { data: ReadyMessage }).data;
-        if (!message.ok) {
-          this.failed = new WorkerStartError(message.error);
-          reject(this.failed);
-          return;
-        }
-        this.warmThreads.add(message.threadId);
-        if (this.warmThreads.size === options.workers) resolve(message.models);
-      };
-    });
-    this.ready.catch(() => undefined);
     this.piscina = new Piscina({
       filename: workerFile(),
       minThreads: options.workers,
       maxThreads: options.workers,
       idleTimeout: Number.MAX_SAFE_INTEGER,
       concurrentTasksPerWorker: 1,
-      workerData: { models: options.models, session: options.session, readyChannel },
+      workerData: { models: options.models, session: options.session },
     });
+    // One warm-up task per thread, all at once: a thread runs one task at a time and each waits
+    // for its thread's models, so every thread gets exactly one and loads its sessions now.
+    const warmUps = Array.from({ length: options.workers }, () => this.piscina.run({ warm: true } satisfies WarmTask) as Promise<ModelReport[]>);
+    this.ready = Promise.all(warmUps).then(
+      (reports) => {
+        this.warm = true;
+        return reports[0]!;
+      },
+      (error: Error) => {
+        throw new WorkerStartError(error.message);
+      },
+    );
+    this.ready.catch(() => undefined);
     this.piscina.on('workerCreate', () => {
       this.created += 1;
       if (this.created > options.workers) this.restarts += 1;
@@ -78,7 +72,7 @@ export class Pool {
   }
 
   get isReady(): boolean {
-    return this.failed === undefined && this.warmThreads.size >= this.options.workers;
+    return this.warm;
   }
 
   get threads(): number {
@@ -92,7 +86,6 @@ export class Pool {
   }
 
   async close(): Promise<void> {
-    this.channel.close();
     await this.piscina.close({ force: false });
   }
 }

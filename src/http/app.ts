@@ -34,6 +34,8 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   });
 
   registerErrorHandling(app);
+  // The API speaks JSON only: plain text bodies get 415 instead of a confusing validation error.
+  app.removeContentTypeParser('text/plain');
   // The OpenAPI document is generated from the route schemas, so it can not drift from them.
   await app.register(swagger, {
     openapi: {

@@ -1,11 +1,11 @@
 /**
  * The piscina worker: opens one session per served model when the thread starts, warms each up,
- * announces itself on the ready channel, then runs batches. Knows nothing of queues or requests.
+ * then runs batches. Knows nothing of queues or requests.
  */
-import { BroadcastChannel, threadId, workerData } from 'node:worker_threads';
+import { workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { Runner } from './runner.js';
-import type { BatchResult, BatchTask, ModelReport, ReadyMessage, WorkerInit } from './protocol.js';
+import type { BatchResult, BatchTask, ModelReport, WarmTask, WorkerInit } from './protocol.js';
 
 const init = workerData as WorkerInit;
 const runners = new Map<string, Runner>();
@@ -21,16 +21,13 @@ async function start(): Promise<ModelReport[]> {
   return reports;
 }
 
+// piscina imports this module when a thread gets its first task; the pool sends each thread a
+// warm-up task at start, so models load before the first request.
 const ready = start();
-const channel = new BroadcastChannel(init.readyChannel);
-ready.then(
-  (models) => channel.postMessage({ threadId, ok: true, models } satisfies ReadyMessage),
-  (error: Error) => channel.postMessage({ threadId, ok: false, error: error.message } satisfies ReadyMessage),
-).finally(() => channel.close());
-// A failed start is reported on the channel; keep the rejection from crashing the thread.
 ready.catch(() => undefined);
 
-export default async function runBatch(task: BatchTask): Promise<BatchResult> {
+export default async function handle(task: BatchTask | WarmTask): Promise<BatchResult | ModelReport[]> {
+  if ('warm' in task) return ready;
   await ready;
   const runner = runners.get(task.model);
   if (!runner) throw new Error(`Model "${task.model}" is not loaded in this worker.`);

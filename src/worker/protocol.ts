@@ -14,8 +14,11 @@ export interface SessionOptions {
 export interface WorkerInit {
   models: ModelLoadSpec[];
   session: SessionOptions;
-  /** Name of the BroadcastChannel on which each worker announces that it is warm (or failed). */
-  readyChannel: string;
+}
+
+/** Resolves with the worker's model reports once its sessions are open and warm. */
+export interface WarmTask {
+  warm: true;
 }
 
 export interface BatchTask {
@@ -41,7 +44,3 @@ export interface ModelReport {
   width: number;
   loadMs: number;
 }
-
-export type ReadyMessage =
-  | { threadId: number; ok: true; models: ModelReport[] }
-  | { threadId: number; ok: false; error: string };

@@ -1,0 +1,347 @@
+/**
+ * Dynamic int8 quantization of MatMul weights, for CPU inference of BERT-style
+ * encoders.
+ *
+ * Every MatMul whose weight (input B) is a 2-D float32 initializer becomes
+ * onnxruntime's com.microsoft DynamicQuantizeMatMul: the weight is stored as
+ * int8, symmetric (zero point 0) with one scale per output column, and a bias
+ * Add that follows is folded into the node. At run time the kernel quantizes
+ * the activation (uint8, one scale for the whole input tensor) and runs an
+ * integer GEMM. Weight-by-activation MatMuls (attention scores), Gemm, Gather
+ * (embedding tables) and everything else stay float32.
+ *
+ * Because the activation scale is taken over the whole input tensor, padded
+ * batch included, an int8 result depends on the other inputs of its batch:
+ * run int8 models one input per batch where results must be reproducible.
+ *
+ * Caveat: on x86 CPUs without VNNI, onnxruntime's u8 x s8 kernels add pairs
+ * of products in int16 and can saturate; onnxruntime's own quantizer offers
+ * `reduce_range` (7-bit weights) for that case.
+ */
+import { randomBytes } from 'node:crypto';
+import { open, readFile, rename, rm } from 'node:fs/promises';
+import { initializerToFloat32, node, readModel, tensor, toNumber, writeModel, type OnnxModel } from './model.js';
+import { DataLocation, DataType, ModelProtoType, type GraphProto, type NodeProto, type TensorProto } from './proto.js';
+import type { ConvertedMatMul, QuantizeReport, SkippedMatMul } from './quantize-report.js';
+
+export type { ConvertedMatMul, QuantizeReport, SkippedMatMul } from './quantize-report.js';
+
+export const MS_DOMAIN = 'com.microsoft';
+
+/** Symmetric int8 without -128, so that w and -w quantize to opposite values. */
+const QMAX = 127;
+
+/** Ops that mean a graph is quantized already (QLinear* and QOrdered* are matched by prefix). */
+const QUANTIZED_OPS = new Set([
+  'DynamicQuantizeMatMul',
+  'MatMulInteger',
+  'MatMulIntegerToFloat',
+  'ConvInteger',
+  'DynamicQuantizeLinear',
+  'DynamicQuantizeLSTM',
+  'QuantizeLinear',
+  'DequantizeLinear',
+  'QAttention',
+  'QGemm',
+  'QEmbedLayerNormalization',
+  'MatMulNBits',
+  'MatMulBnb4',
+  'MatMulFpQ4',
+  'GatherBlockQuantized',
+]);
+
+/**
+ * Quantizes the MatMul weights of `model`. The input is not modified; the
+ * result shares the messages it leaves unchanged with it.
+ * Throws when the graph cannot be converted safely (see `refuseUnsafe`) or
+ * has no MatMul to convert.
+ */
+export function quantizeModel(model: OnnxModel): { model: OnnxModel; report: QuantizeReport } {
+  const bytesBefore = encodedSize(model);
+  const { model: quantized, converted, skipped } = convert(model);
+  return { model: quantized, report: { converted, skipped, bytesBefore, bytesAfter: encodedSize(quantized) } };
+}
+
+/** quantizeModel on a file; `outPath` is replaced atomically (temp file + rename), so readers never see half a model. */
+export async function quantizeFile(inPath: string, outPath: string): Promise<QuantizeReport> {
+  const bytes = await readFile(inPath);
+  let result: ReturnType<typeof convert>;
+  try {
+    result = convert(readModel(bytes));
+  } catch (err) {
+    throw new Error(`${inPath}: ${(err as Error).message}`, { cause: err });
+  }
+  const out = writeModel(result.model);
+  await writeAtomically(outPath, out);
+  return { converted: result.converted, skipped: result.skipped, bytesBefore: bytes.length, bytesAfter: out.length };
+}
+
+// --- weights -----------------------------------------------------------------------
+
+export interface QuantizedWeight {
+  /** Row-major [K, N], in [-127, 127]. */
+  values: Int8Array;
+  /** One per column: max |w| / 127 (1 for an all-zero column). */
+  scales: Float32Array;
+}
+
+/** Symmetric per-column int8 quantization of a row-major [k, n] matrix; undefined if it holds NaN or infinity. */
+export function quantizeWeight(w: Float32Array, k: number, n: number): QuantizedWeight | undefined {
+  const scales = new Float32Array(n);
+  for (let i = 0; i < w.length; i++) {
+    const a = Math.abs(w[i]);
+    if (!Number.isFinite(a)) return undefined;
+    const c = i % n;
+    if (a > scales[c]) scales[c] = a;
+  }
+  for (let c = 0; c < n; c++) scales[c] = scales[c] > 0 ? scales[c] / QMAX : 1;
+  const values = new Int8Array(k * n);
+  for (let i = 0; i < w.length; i++) {
+    // Divide by the stored (float32) scale, so that q * scale is what the kernel computes with.
+    const q = roundHalfToEven(w[i] / scales[i % n]);
+    values[i] = q > QMAX ? QMAX : q < -QMAX ? -QMAX : q;
+  }
+  return { values, scales };
+}
+
+/** numpy's rint, which onnxruntime's own quantizer uses. */
+function roundHalfToEven(x: number): number {
+  const r = Math.round(x); // halves go up
+  return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+// --- graph rewrite -----------------------------------------------------------------
+
+interface Conversion {
+  model: OnnxModel;
+  converted: ConvertedMatMul[];
+  skipped: SkippedMatMul[];
+}
+
+/** The replacement initializers of one float weight, shared by every MatMul using it. */
+interface WeightPlan {
+  k: number;
+  n: number;
+  tensors: TensorProto[];
+  names: { values: string; scale: string; zeroPoint: string };
+}
+
+function convert(model: OnnxModel): Conversion {
+  const graph = model.graph;
+  if (!graph) throw new Error('the model has no graph');
+  refuseUnsafe(graph);
+
+  const nodes = graph.node ?? [];
+  const initializers = new Map((graph.initializer ?? []).map((t) => [t.name ?? '', t]));
+  const graphInputs = new Set((graph.input ?? []).map((v) => v.name));
+  const graphOutputs = new Set((graph.output ?? []).map((v) => v.name));
+  // Names read by nested graphs (If/Loop bodies) count as consumers we cannot rewrite.
+  const nestedReads = new Set<string>();
+  for (const n of nodes) for (const g of subgraphs(n)) collectReads(g, nestedReads);
+  const consumers = new Map<string, NodeProto[]>();
+  for (const n of nodes) {
+    for (const name of n.input ?? []) {
+      if (!name) continue; // an omitted optional input
+      const users = consumers.get(name);
+      if (users) users.push(n);
+      else consumers.set(name, [n]);
+    }
+  }
+  const names = new Set<string>([...initializers.keys(), ...graphInputs, ...graphOutputs].filter((s): s is string => !!s));
+  for (const n of nodes) for (const name of [...(n.input ?? []), ...(n.output ?? [])]) names.add(name);
+  const unique = (base: string) => {
+    let name = base;
+    for (let i = 1; names.has(name); i++) name = `${base}_${i}`;
+    names.add(name);
+    return name;
+  };
+
+  const isDefaultDomain = (n: NodeProto) => !n.domain || n.domain === 'ai.onnx';
+  const isWeightUse = (n: NodeProto, weight: string) =>
+    n.opType === 'MatMul' && isDefaultDomain(n) && n.input?.[1] === weight && n.input[0] !== weight;
+
+  /** Why the weight of a MatMul cannot be quantized, or undefined if it can. */
+  const weightProblem = (weight: string): string | undefined => {
+    const t = initializers.get(weight);
+    if (!t) return 'B is not an initializer (computed at run time)';
+    if (graphInputs.has(weight)) return 'B is also a graph input, so callers may override it';
+    if (t.dataType !== DataType.FLOAT) return `B has ONNX data type ${t.dataType}, not float32`;
+    if ((t.dims ?? []).length !== 2) return `B is ${(t.dims ?? []).length}-D, not a 2-D matrix`;
+    const other = (consumers.get(weight) ?? []).find((n) => !isWeightUse(n, weight));
+    if (other) return `B is also used by ${other.opType} node ${other.name || other.output?.[0]}`;
+    if (graphOutputs.has(weight)) return 'B is also a graph output';
+    if (nestedReads.has(weight)) return 'B is also used inside a subgraph';
+    return undefined;
+  };
+
+  const plans = new Map<string, WeightPlan | string>(); // weight -> plan, or why not
+  const planFor = (weight: string): WeightPlan | string => {
+    let plan = plans.get(weight);
+    if (plan !== undefined) return plan;
+    plan = weightProblem(weight) ?? quantizeInitializer(initializers.get(weight)!, unique);
+    plans.set(weight, plan);
+    return plan;
+  };
+
+  const converted: ConvertedMatMul[] = [];
+  const skipped: SkippedMatMul[] = [];
+  const replacements = new Map<NodeProto, NodeProto>();
+  const removedAdds = new Set<NodeProto>();
+  const removedValues = new Set<string>();
+
+  for (const n of nodes) {
+    if (n.opType !== 'MatMul' || !isDefaultDomain(n)) continue;
+    const name = n.name || n.output?.[0] || '(unnamed MatMul)';
+    const [a, weight] = n.input ?? [];
+    if (!a || !weight) {
+      skipped.push({ name, reason: 'malformed MatMul (fewer than two inputs)' });
+      continue;
+    }
+    const plan = planFor(weight);
+    if (typeof plan === 'string') {
+      skipped.push({ name, weight, reason: plan });
+      continue;
+    }
+    const y = n.output?.[0] ?? '';
+    const add = foldableBiasAdd(y, plan.n);
+    const inputs = [a, plan.names.values, plan.names.scale, plan.names.zeroPoint];
+    let outputs = [y];
+    if (add) {
+      inputs.push(add.bias);
+      outputs = [...(add.node.output ?? [])];
+      removedAdds.add(add.node);
+      removedValues.add(y);
+    }
+    replacements.set(n, node('DynamicQuantizeMatMul', inputs, outputs, [], MS_DOMAIN, n.name ? `${n.name}_quant` : undefined));
+    converted.push({ name, weight, shape: [plan.k, plan.n], biasFolded: add !== undefined });
+  }
+
+  /** The single Add consuming `y` with a 1-D float initializer of length n, if any. */
+  function foldableBiasAdd(y: string, n: number): { node: NodeProto; bias: string } | undefined {
+    const users = consumers.get(y) ?? [];
+    if (!y || users.length !== 1 || graphOutputs.has(y) || nestedReads.has(y)) return undefined;
+    const add = users[0];
+    if (add.opType !== 'Add' || !isDefaultDomain(add) || add.input?.length !== 2 || add.output?.length !== 1) return undefined;
+    const bias = add.input[0] === y ? add.input[1] : add.input[0];
+    const t = initializers.get(bias);
+    if (!t || graphInputs.has(bias) || t.dataType !== DataType.FLOAT) return undefined;
+    const dims = t.dims ?? [];
+    return dims.length === 1 && toNumber(dims[0]) === n ? { node: add, bias } : undefined;
+  }
+
+  if (converted.length === 0) {
+    const reasons = [...new Set(skipped.map((s) => s.reason))];
+    throw new Error(
+      `nothing to quantize: no MatMul has a 2-D float32 weight initializer${reasons.length ? ` (${reasons.join('; ')})` : ''}`,
+    );
+  }
+
+  // Each quantized weight takes the place of the float one in the initializer list.
+  const initializer: TensorProto[] = [];
+  for (const t of graph.initializer ?? []) {
+    const plan = plans.get(t.name ?? '');
+    if (plan === undefined || typeof plan === 'string') initializer.push(t);
+    else {
+      initializer.push(...plan.tensors);
+      removedValues.add(t.name ?? '');
+    }
+  }
+
+  const opsetImport = [...(model.opsetImport ?? [])];
+  if (!opsetImport.some((o) => o.domain === MS_DOMAIN)) opsetImport.push({ domain: MS_DOMAIN, version: 1 });
+
+  const quantized: OnnxModel = {
+    ...model,
+    graph: {
+      ...graph,
+      node: nodes.filter((n) => !removedAdds.has(n)).map((n) => replacements.get(n) ?? n),
+      initializer,
+      // Shape hints for values that no longer exist would only confuse tools.
+      valueInfo: (graph.valueInfo ?? []).filter((v) => !removedValues.has(v.name ?? '')),
+    },
+    opsetImport,
+  };
+  return { model: quantized, converted, skipped };
+}
+
+function quantizeInitializer(t: TensorProto, unique: (base: string) => string): WeightPlan | string {
+  const [k, n] = (t.dims ?? []).map(toNumber);
+  const q = quantizeWeight(initializerToFloat32(t), k, n);
+  if (!q) return 'B holds NaN or infinite values';
+  const base = t.name ?? 'weight';
+  const names = { values: unique(`${base}_quantized`), scale: unique(`${base}_scale`), zeroPoint: unique(`${base}_zero_point`) };
+  return {
+    k,
+    n,
+    names,
+    tensors: [
+      tensor(names.values, DataType.INT8, [k, n], q.values),
+      tensor(names.scale, DataType.FLOAT, [n], q.scales),
+      // Symmetric, so all zeros; written out (typed like B, shaped like the scales) as onnxruntime's quantizer does.
+      tensor(names.zeroPoint, DataType.INT8, [n], new Int8Array(n)),
+    ],
+  };
+}
+
+/** Throws on graphs that cannot be rewritten safely as a whole. */
+function refuseUnsafe(graph: GraphProto): void {
+  for (const g of [graph, ...allSubgraphs(graph)]) {
+    for (const t of g.initializer ?? []) {
+      if (t.dataLocation === DataLocation.EXTERNAL || (t.externalData?.length ?? 0) > 0) {
+        throw new Error(
+          `initializer ${t.name} keeps its data in an external file; quantizing would leave the output pointing at the original's data (load and save the model with its data inline first)`,
+        );
+      }
+    }
+    for (const n of g.node ?? []) {
+      const op = n.opType ?? '';
+      if (QUANTIZED_OPS.has(op) || op.startsWith('QLinear') || op.startsWith('QOrdered')) {
+        throw new Error(`the graph is already quantized (it has a ${op} node ${n.name ?? ''}); quantize the float32 original instead`);
+      }
+    }
+  }
+}
+
+// --- graph walking -----------------------------------------------------------------
+
+function subgraphs(n: NodeProto): GraphProto[] {
+  return (n.attribute ?? []).flatMap((a) => [...(a.g ? [a.g] : []), ...(a.graphs ?? [])]);
+}
+
+function allSubgraphs(graph: GraphProto): GraphProto[] {
+  return (graph.node ?? []).flatMap(subgraphs).flatMap((g) => [g, ...allSubgraphs(g)]);
+}
+
+/** Every name read by a node of `graph` or of graphs nested in it (outer-scope reads included). */
+function collectReads(graph: GraphProto, into: Set<string>): void {
+  for (const n of graph.node ?? []) {
+    for (const name of n.input ?? []) if (name) into.add(name);
+    for (const g of subgraphs(n)) collectReads(g, into);
+  }
+  for (const v of graph.output ?? []) if (v.name) into.add(v.name);
+}
+
+// --- output ------------------------------------------------------------------------
+
+/** The serialized size, without building the buffer. */
+function encodedSize(model: OnnxModel): number {
+  return ModelProtoType.encode(model).len;
+}
+
+async function writeAtomically(path: string, bytes: Uint8Array): Promise<void> {
+  // Same directory as the target: rename is only atomic within one file system.
+  const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  try {
+    const file = await open(temp, 'wx');
+    try {
+      await file.writeFile(bytes);
+      await file.sync(); // the data must be on disk before the rename makes it visible
+    } finally {
+      await file.close();
+    }
+    await rename(temp, path);
+  } catch (err) {
+    await rm(temp, { force: true });
+    throw err;
+  }
+}

@@ -1,0 +1,257 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Server } from '../../src/server.js';
+import { auth, startServer } from '../helpers/server.js';
+
+let server: Server;
+beforeAll(async () => {
+  server = await startServer();
+});
+afterAll(() => server?.close());
+
+const post = (url: string, body: unknown, headers: Record<string, string> = auth) =>
+  server.app.inject({ method: 'POST', url, payload: body as object, headers });
+
+function decodeBase64(text: string): Float32Array {
+  const bytes = Buffer.from(text, 'base64');
+  return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+}
+
+describe('auth', () => {
+  it('refuses a missing key with 401 and WWW-Authenticate', async () => {
+    const res = await post('/v1/embeddings', { input: 'hi' }, {});
+    expect(res.statusCode).toBe(401);
+    expect(res.headers['www-authenticate']).toBe('Bearer');
+    expect(res.json().error.code).toBe('unauthorized');
+  });
+  it('refuses a wrong key', async () => {
+    const res = await post('/v1/embeddings', { input: 'hi' }, { authorization: 'Bearer nope' });
+    expect(res.statusCode).toBe(401);
+  });
+  it('keeps /health public', async () => {
+    const res = await server.app.inject({ method: 'GET', url: '/health' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().status).toBe('ok');
+  });
+});
+
+describe('POST /v1/embeddings', () => {
+  it('answers the OpenAI shape with float vectors of the native width, normalised', async () => {
+    const res = await post('/v1/embeddings', { model: 'tiny-embedder', input: ['hello world', 'a second text'] });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.object).toBe('list');
+    expect(body.model).toBe('tiny-embedder');
+    expect(body.data).toHaveLength(2);
+    expect(body.data[1]).toMatchObject({ object: 'embedding', index: 1 });
+    const vector: number[] = body.data[0].embedding;
+    expect(vector).toHaveLength(32);
+    expect(Math.hypot(...vector)).toBeCloseTo(1, 5);
+    expect(body.usage.prompt_tokens).toBeGreaterThan(4);
+    expect(body.usage.total_tokens).toBe(body.usage.prompt_tokens);
+    expect(res.headers['server-timing']).toMatch(/tokenize;dur=.*queue;dur=.*inference;dur=/);
+  });
+
+  it('encodes base64 as the little-endian float32 bytes of the same vector', async () => {
+    const float = (await post('/v1/embeddings', { input: 'same text' })).json().data[0].embedding as number[];
+    const b64 = (await post('/v1/embeddings', { input: 'same text', encoding_format: 'base64' })).json().data[0].embedding as string;
+    const decoded = decodeBase64(b64);
+    expect(Array.from(decoded)).toEqual(float.map((x) => Math.fround(x)));
+  });
+
+  it('honours dimensions: first N components, renormalised', async () => {
+    const full = (await post('/v1/embeddings', { input: 'cut me' })).json().data[0].embedding as number[];
+    const cut = (await post('/v1/embeddings', { input: 'cut me', dimensions: 8 })).json().data[0].embedding as number[];
+    expect(cut).toHaveLength(8);
+    const norm = Math.hypot(...full.slice(0, 8));
+    cut.forEach((x, i) => expect(x).toBeCloseTo(full[i]! / norm, 5));
+    expect((await post('/v1/embeddings', { input: 'x', dimensions: 0 })).json().data[0].embedding).toHaveLength(32);
+  });
+
+  it('refuses dimensions above the native width', async () => {
+    const res = await post('/v1/embeddings', { input: 'x', dimensions: 33 });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatchObject({ code: 'invalid_request', param: 'dimensions' });
+  });
+
+  it('accepts token ids and arrays of token ids', async () => {
+    const one = await post('/v1/embeddings', { input: [7, 8, 9] });
+    expect(one.statusCode).toBe(200);
+    expect(one.json().data).toHaveLength(1);
+    const many = await post('/v1/embeddings', { input: [[7, 8], [9]] });
+    expect(many.json().data).toHaveLength(2);
+    const bad = await post('/v1/embeddings', { input: [[7, 10_000_000]] });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error.param).toBe('input[0]');
+  });
+
+  it('serves the engines path, where the path names the model', async () => {
+    const res = await post('/v1/engines/tiny-embedder/embeddings', { input: 'x', model: 'something-else' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().model).toBe('tiny-embedder');
+    const unknown = await post('/v1/engines/nope/embeddings', { input: 'x' });
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json().error.code).toBe('model_not_found');
+  });
+
+  it('truncates inputs longer than the window and counts the tokens used', async () => {
+    const res = await post('/v1/embeddings', { input: 'word '.repeat(500) });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().usage.prompt_tokens).toBe(64);
+  });
+
+  it.each([
+    ['an empty string', { input: '' }, 'input[0]'],
+    ['an empty array', { input: [] }, 'input'],
+    ['an empty string in an array', { input: ['a', ''] }, 'input[1]'],
+    ['a number', { input: 5 }, 'input'],
+    ['mixed types', { input: ['a', 5] }, 'input'],
+    ['a missing input', { model: 'tiny-embedder' }, 'input'],
+    ['a wrong encoding_format', { input: 'a', encoding_format: 'hex' }, 'encoding_format'],
+    ['a string dimensions', { input: 'a', dimensions: '8' }, 'dimensions'],
+    ['a negative dimensions', { input: 'a', dimensions: -1 }, 'dimensions'],
+    ['floats as token ids', { input: [1.5, 2] }, 'input'],
+  ])('answers 400 with the field named for %s', async (_name, body, param) => {
+    const res = await post('/v1/embeddings', body);
+    expect(res.statusCode).toBe(400);
+    const error = res.json().error;
+    expect(error.code).toBe('invalid_request');
+    expect(error.param).toBe(param);
+    expect(typeof error.message).toBe('string');
+  });
+
+  it('refuses more inputs than the configured maximum', async () => {
+    const res = await post('/v1/embeddings', { input: Array.from({ length: 2049 }, () => 'a') });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.param).toBe('input');
+  });
+
+  it('answers 404 model_not_found for an unknown model, and 400 for a model of the wrong task', async () => {
+    const res = await post('/v1/embeddings', { input: 'a', model: 'text-embedding-3-small' });
+    expect(res.statusCode).toBe(404);
+    expect(res.json().error).toMatchObject({ code: 'model_not_found', param: 'model' });
+    const wrong = await post('/v1/embeddings', { input: 'a', model: 'tiny-reranker' });
+    expect(wrong.statusCode).toBe(400);
+  });
+
+  it('handles unicode, emoji and control characters', async () => {
+    const res = await post('/v1/embeddings', { input: ['naïve café', '日本語のテキスト', '👨‍👩‍👧‍👦 family', 'tab\there\u0000nul', '   '] });
+    expect(res.statusCode).toBe(200);
+    for (const item of res.json().data) expect(item.embedding.every((x: number) => Number.isFinite(x))).toBe(true);
+  });
+});
+
+describe('POST /v1/rerank', () => {
+  const documents = ['the cat sat on the mat', 'quantum field theory', { text: 'cats and dogs' }];
+
+  it('answers results sorted by score with sigmoid scores, cut to top_n', async () => {
+    const res = await post('/v1/rerank', { model: 'tiny-reranker', query: 'cat', documents, top_n: 2, return_documents: true });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.id).toMatch(/[0-9a-f-]{36}/);
+    expect(body.results).toHaveLength(2);
+    expect(body.results[0].relevance_score).toBeGreaterThanOrEqual(body.results[1].relevance_score);
+    for (const r of body.results) {
+      expect(r.relevance_score).toBeGreaterThan(0);
+      expect(r.relevance_score).toBeLessThan(1);
+      const text = typeof documents[r.index] === 'string' ? documents[r.index] : (documents[r.index] as { text: string }).text;
+      expect(r.document.text).toBe(text);
+    }
+    expect(body.meta.api_version.version).toBeDefined();
+    expect(body.meta.billed_units.search_units).toBe(1);
+    expect(body.usage.total_tokens).toBeGreaterThan(0);
+  });
+
+  it('returns all documents without top_n, without document text by default', async () => {
+    const body = (await post('/v1/rerank', { query: 'cat', documents })).json();
+    expect(body.results.map((r: { index: number }) => r.index).sort()).toEqual([0, 1, 2]);
+    expect(body.results[0].document).toBeUndefined();
+  });
+
+  it('scores a long document by its best window instead of cutting it', async () => {
+    const filler = 'lorem ipsum dolor sit amet '.repeat(40);
+    const short = (await post('/v1/rerank', { query: 'cat', documents: ['the cat sat on the mat'] })).json();
+    const long = (await post('/v1/rerank', { query: 'cat', documents: [filler + ' the cat sat on the mat'] })).json();
+    expect(long.usage.total_tokens).toBeGreaterThan(64);
+    expect(long.results[0].relevance_score).toBeGreaterThan(0);
+    expect(short.results).toHaveLength(1);
+  });
+
+  it.each([
+    ['an empty query', { query: '', documents: ['a'] }, 'query'],
+    ['no documents', { query: 'q', documents: [] }, 'documents'],
+    ['a missing query', { documents: ['a'] }, 'query'],
+    ['a number document', { query: 'q', documents: [1] }, 'documents[0]'],
+    ['a negative top_n', { query: 'q', documents: ['a'], top_n: -1 }, 'top_n'],
+  ])('answers 400 for %s', async (_name, body, param) => {
+    const res = await post('/v1/rerank', body);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.param).toBe(param);
+  });
+});
+
+describe('GET /v1/models', () => {
+  it('lists the served models in the OpenAI shape with task, dimensions and window', async () => {
+    const res = await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.object).toBe('list');
+    const embedder = body.data.find((m: { id: string }) => m.id === 'tiny-embedder');
+    expect(embedder).toMatchObject({ object: 'model', task: 'embedding', dimensions: 32, max_tokens: 64, variant: 'fp32' });
+    expect(typeof embedder.created).toBe('number');
+    expect(typeof embedder.owned_by).toBe('string');
+    expect(body.data.find((m: { id: string }) => m.id === 'tiny-reranker')).toMatchObject({ task: 'rerank' });
+  });
+});
+
+describe('errors', () => {
+  it('answers malformed JSON with invalid_json', async () => {
+    const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', payload: '{"input": "a"', headers: { ...auth, 'content-type': 'application/json' } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.code).toBe('invalid_json');
+  });
+  it('answers an empty JSON body with invalid_json', async () => {
+    const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', payload: '', headers: { ...auth, 'content-type': 'application/json' } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.code).toBe('invalid_json');
+  });
+  it('answers a JSON array body with invalid_request', async () => {
+    const res = await post('/v1/embeddings', ['a']);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.code).toBe('invalid_request');
+  });
+  it('answers a wrong content type with 415', async () => {
+    const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', payload: 'input=a', headers: { ...auth, 'content-type': 'text/plain' } });
+    expect(res.statusCode).toBe(415);
+    expect(res.json().error.code).toBe('unsupported_media_type');
+  });
+  it('answers an unknown route with route_not_found', async () => {
+    const res = await server.app.inject({ method: 'GET', url: '/v1/nothing-here', headers: auth });
+    expect(res.statusCode).toBe(404);
+    expect(res.json().error.code).toBe('route_not_found');
+  });
+  it.each(['/v1/chat/completions', '/v1/completions', '/v1/responses', '/v1/images/generations', '/v1/audio/speech', '/v1/moderations'])(
+    'answers %s with 501 unsupported_operation',
+    async (url) => {
+      const res = await post(url, { model: 'x' });
+      expect(res.statusCode).toBe(501);
+      expect(res.json().error.code).toBe('unsupported_operation');
+    },
+  );
+  it('keeps the workers alive after bad input', async () => {
+    const res = await post('/v1/embeddings', { input: 'still fine' });
+    expect(res.statusCode).toBe(200);
+  });
+});
+
+describe('body limit', () => {
+  let small: Server;
+  beforeAll(async () => {
+    small = await startServer({ bodyLimit: 4096 });
+  });
+  afterAll(() => small?.close());
+  it('answers a body over the limit with 413 payload_too_large', async () => {
+    const res = await small.app.inject({ method: 'POST', url: '/v1/embeddings', payload: { input: 'x'.repeat(10_000) }, headers: auth });
+    expect(res.statusCode).toBe(413);
+    expect(res.json().error.code).toBe('payload_too_large');
+  });
+});

@@ -1,0 +1,202 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { clsPool, cutDimensions, float32ToBase64, float32ToJson, l2NormalizeRows, meanPool, sigmoid } from '../../src/vectors/index.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const modelsDir = resolve(root, process.env.ONNX_GATEWAY_MODELS_DIR ?? '.data/models');
+const TOLERANCE = 1e-4;
+
+function modelSuite(model: string): { title: string; missing: boolean } {
+  const missing = !existsSync(resolve(modelsDir, model, 'golden.json'));
+  const hint = `${model} not in ${modelsDir}: generate with: python3 ../shared/models/synthetic/make_models.py --out .data/models`;
+  return { title: missing ? `${model} (skipped: ${hint})` : model, missing };
+}
+
+function expectClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tolerance = TOLERANCE): void {
+  expect(actual.length).toBe(expected.length);
+  let worst = 0;
+  for (let i = 0; i < expected.length; i++) worst = Math.max(worst, Math.abs(actual[i]! - expected[i]!));
+  expect(worst).toBeLessThanOrEqual(tolerance);
+}
+
+interface EmbedderGolden {
+  items: { mean_pooled: number[]; normalized: number[]; normalized_128: number[]; normalized_64: number[] }[];
+  last_hidden_state_example: { item_index: number; shape: [number, number]; values: number[][] };
+}
+interface RerankerGolden {
+  items: { logit: number; score: number }[];
+}
+
+const embedder = modelSuite('synthetic-all-MiniLM-L6-v2');
+describe.skipIf(embedder.missing)(`vectors against golden ${embedder.title}`, () => {
+  const g = embedder.missing ? undefined! : (JSON.parse(readFileSync(resolve(modelsDir, 'synthetic-all-MiniLM-L6-v2', 'golden.json'), 'utf8')) as EmbedderGolden);
+  const dim = 384;
+
+  it('meanPool of last_hidden_state_example gives mean_pooled, padding or not', () => {
+    const { item_index, shape, values } = g.last_hidden_state_example;
+    const [tokens, width] = shape;
+    expect(width).toBe(dim);
+    expect(values).toHaveLength(tokens);
+    const hidden = Float32Array.from(values.flat());
+    const expected = g.items[item_index]!.mean_pooled;
+    expectClose(meanPool(hidden, [tokens], tokens, dim), expected);
+
+    // Two rows right-padded to 16 tokens; the padding holds garbage that must not count.
+    const seqLen = 16;
+    const padded = new Float32Array(2 * seqLen * dim).fill(1e6);
+    padded.set(hidden, 0);
+    padded.set(hidden.subarray(0, 3 * dim), seqLen * dim);
+    const pooled = meanPool(padded, [tokens, 3], seqLen, dim);
+    expectClose(pooled.subarray(0, dim), expected);
+    const firstThree = new Float32Array(dim);
+    for (let t = 0; t < 3; t++) for (let d = 0; d < dim; d++) firstThree[d] += hidden[t * dim + d] / 3;
+    expectClose(pooled.subarray(dim), firstThree, 1e-6);
+  });
+
+  it('l2NormalizeRows and cutDimensions give normalized, normalized_128 and normalized_64', () => {
+    const rows = Float32Array.from(g.items.flatMap((item) => item.mean_pooled));
+    expect(l2NormalizeRows(rows, dim)).toBe(rows);
+    expectClose(rows, g.items.flatMap((item) => item.normalized));
+    expectClose(cutDimensions(rows, dim, 128), g.items.flatMap((item) => item.normalized_128));
+    expectClose(cutDimensions(rows, dim, 64), g.items.flatMap((item) => item.normalized_64));
+    expect(cutDimensions(rows, dim, dim)).toEqual(rows);
+  });
+});
+
+const reranker = modelSuite('synthetic-ms-marco-MiniLM-L-6-v2');
+describe.skipIf(reranker.missing)(`sigmoid against golden ${reranker.title}`, () => {
+  it('turns logits into the golden scores', () => {
+    const g = JSON.parse(readFileSync(resolve(modelsDir, 'synthetic-ms-marco-MiniLM-L-6-v2', 'golden.json'), 'utf8')) as RerankerGolden;
+    for (const item of g.items) expect(Math.abs(sigmoid(item.logit) - item.score)).toBeLessThan(1e-6);
+  });
+});
+
+describe('pooling', () => {
+  it('meanPool weights only the first lengths[i] tokens; an empty row is zero', () => {
+    // 2 rows x 3 tokens x 2 dims
+    const hidden = Float32Array.from([1, 2, 3, 4, 100, 100, 5, 6, 100, 100, 100, 100]);
+    expect(Array.from(meanPool(hidden, [2, 1], 3, 2))).toEqual([2, 3, 5, 6]);
+    expect(Array.from(meanPool(hidden, [0, 3], 3, 2))).toEqual([0, 0, 205 / 3, 206 / 3].map(Math.fround));
+  });
+
+  it('clsPool takes the first token of each row', () => {
+    const hidden = Float32Array.from([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(Array.from(clsPool(hidden, 2, 2, 2))).toEqual([1, 2, 5, 6]);
+  });
+
+  it('rejects shapes that do not match', () => {
+    expect(() => meanPool(new Float32Array(10), [2], 3, 2)).toThrow(RangeError);
+    expect(() => meanPool(new Float32Array(6), [4], 3, 2)).toThrow(RangeError);
+    expect(() => clsPool(new Float32Array(7), 2, 2, 2)).toThrow(RangeError);
+  });
+});
+
+describe('normalize', () => {
+  it('keeps zero rows zero and scales others to unit length', () => {
+    const rows = Float32Array.from([3, 4, 0, 0, -1e-20, 0]);
+    l2NormalizeRows(rows, 2);
+    expect(Array.from(rows)).toEqual([Math.fround(0.6), Math.fround(0.8), 0, 0, Math.fround(Math.fround(-1e-20) / 1e-12), 0]);
+  });
+
+  it('cutDimensions keeps the first components, renormalised, in a new matrix', () => {
+    const rows = Float32Array.from([3, 4, 12, 0, 0, 5]);
+    const cut = cutDimensions(rows, 3, 2);
+    expect(Array.from(cut)).toEqual([0.6, 0.8, 0, 0].map(Math.fround));
+    expect(Array.from(rows)).toEqual([3, 4, 12, 0, 0, 5]);
+    expect(() => cutDimensions(rows, 3, 4)).toThrow(RangeError);
+    expect(() => cutDimensions(rows, 3, 0)).toThrow(RangeError);
+    expect(() => l2NormalizeRows(rows, 4)).toThrow(RangeError);
+  });
+});
+
+describe('sigmoid', () => {
+  it('is stable at the extremes', () => {
+    expect(sigmoid(0)).toBe(0.5);
+    expect(sigmoid(1000)).toBe(1);
+    expect(sigmoid(-1000)).toBe(0);
+    expect(sigmoid(Infinity)).toBe(1);
+    expect(sigmoid(-Infinity)).toBe(0);
+    expect(sigmoid(-50) / 1.928749847963918e-22).toBeCloseTo(1, 12);
+    expect(sigmoid(-700)).toBeGreaterThan(0);
+    for (const x of [-30, -2.5, -0.1, 0.1, 2.5, 30]) expect(sigmoid(x) + sigmoid(-x)).toBeCloseTo(1, 15);
+  });
+});
+
+describe('float32ToBase64', () => {
+  it('writes little-endian float32 bytes', () => {
+    expect(float32ToBase64(Float32Array.of(1))).toBe('AACAPw==');
+    expect(float32ToBase64(new Float32Array(0))).toBe('');
+  });
+
+  it('round-trips, also for a view into a larger buffer', () => {
+    const all = Float32Array.from({ length: 400 }, () => Math.random() * 2 - 1);
+    const v = all.subarray(7, 391);
+    const bytes = Buffer.from(float32ToBase64(v), 'base64');
+    const back = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+    expect(Array.from(back)).toEqual(Array.from(v));
+  });
+});
+
+describe('float32ToJson', () => {
+  /** Parses the text and checks every element is the same float32, sign of zero included. */
+  function expectRoundTrip(v: Float32Array): string {
+    const text = float32ToJson(v);
+    const back = JSON.parse(text) as number[];
+    expect(back).toHaveLength(v.length);
+    for (let i = 0; i < v.length; i++) {
+      if (!Object.is(Math.fround(back[i]!), v[i])) expect.fail(`element ${i}: ${v[i]} came back as ${back[i]} from ${text.split(',')[i]}`);
+    }
+    return text;
+  }
+
+  const edges = [
+    0, -0, 1, -1, 2, 0.5, 0.1, -0.1, 1 / 3, 2 / 3, 100, 1e-4, 9.99999e-5, 1e-5, 1e-7, 1e-38, 1e-45,
+    1.401298464324817e-45, // smallest subnormal
+    1.1754942106924411e-38, // largest subnormal
+    1.1754943508222875e-38, // smallest normal
+    3.4e38, 3.4028234663852886e38, -3.4028234663852886e38, // largest
+    16777216, 16777217, 123456789, 1e9, 1e10, 1e21, 1e22, 4294967296, -7, 42, 0.001, 0.0123, 123.456,
+  ];
+
+  it('round-trips edge values exactly and stays short', () => {
+    const text = expectRoundTrip(Float32Array.from(edges));
+    expect(text.startsWith('[0,-0,1,-1,2,0.5,0.100000001,')).toBe(true);
+    expect(float32ToJson(Float32Array.of(16777216, 100, 42, -7))).toBe('[16777216,100,42,-7]');
+    expect(float32ToJson(Float32Array.of(1e-45, 3.4028234663852886e38))).toBe('[1.40129846e-45,3.40282347e+38]');
+    expect(float32ToJson(new Float32Array(0))).toBe('[]');
+  });
+
+  it('round-trips random bit patterns exactly with at most 9 significant digits', () => {
+    const bits = new Uint32Array(200_000);
+    for (let i = 0; i < bits.length; i++) bits[i] = (Math.random() * 2 ** 32) >>> 0;
+    const all = new Float32Array(bits.buffer);
+    const v = all.filter(Number.isFinite);
+    const text = expectRoundTrip(v);
+    let mostDigits = 0;
+    for (const number of text.slice(1, -1).split(',')) {
+      const significand = /^-?(?:0\.0*)?([\d.]*?)(?:e.*)?$/.exec(number)![1]!;
+      mostDigits = Math.max(mostDigits, significand.replace('.', '').length);
+    }
+    expect(mostDigits).toBe(9);
+  });
+
+  it('round-trips unit vectors and is shorter than JSON.stringify', () => {
+    const v = Float32Array.from({ length: 384 }, () => Math.random() * 2 - 1);
+    l2NormalizeRows(v, 384);
+    const text = expectRoundTrip(v);
+    expect(text.length).toBeLessThan(JSON.stringify(Array.from(v)).length * 0.75);
+  });
+
+  it('fits the widest numbers', () => {
+    // "-0.000ddddddddd" and "-d.dddddddde-xx" in every slot: the output buffer bound.
+    expectRoundTrip(new Float32Array(1000).fill(-0.000123456789));
+    expectRoundTrip(new Float32Array(1000).fill(-1.23456789e-38));
+    expectRoundTrip(new Float32Array(1000).fill(-1.23456789e-5));
+  });
+
+  it('throws on NaN and infinities rather than write invalid JSON', () => {
+    for (const bad of [NaN, Infinity, -Infinity]) expect(() => float32ToJson(Float32Array.of(0.5, bad))).toThrow(/element 1/);
+  });
+});
