@@ -5,7 +5,7 @@
  * candidate string from a code-point array: quadratic string work per word, and the single largest
  * cost of tokenising (about 40%). This does the same greedy longest-match-first search with one
  * walk of a prefix trie per piece, so the output is identical (the tests compare both on
- * multilingual edge cases), at about 4 times the speed of that stage.
+ * multilingual edge cases), at 3-4 times the speed of that stage.
  */
 import * as tokenizers from '@huggingface/tokenizers';
 

@@ -98,8 +98,12 @@ describe.skipIf(embedder.missing)(`TextTokenizer on golden ${embedder.title}`, a
       'x'.repeat(100),
       'x'.repeat(101),
       '😀'.repeat(60),
-      'a\ud800b \udc00 \ud83d',
-      '𠀀𠀁 ﬁne Ⅻ 가',
+      'a\ud800b \udc00 \ud83d \ud800\u200b\udc00',
+      '𠀀𠀁 ﬁne Ⅻ 가 가 中文 豈 㐀',
+      // CJK from each spaced-out block between letters, and an astral one, which the library leaves alone.
+      'x\u4e2dy x\u3400y x\uf900y x\ufa6ay x\u{20000}y',
+      // Dropped, kept and whitespace-mapped characters of clean_text.
+      'a\u0000b\ufffdc\u200bd\ufeffe\u0085f\u2028g\u000bh\u001ci\ue000j\t\n\r\f k\u3000l\u00a0m\u1680n\u202f',
     ];
     for (const file of ['mixed.jsonl', 'passages.jsonl']) {
       const path = resolve(root, '../shared/eval/texts', file);
