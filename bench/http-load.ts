@@ -1,0 +1,110 @@
+/**
+ * The load generator, in its own process (forked by bench/http.ts with an IPC channel) so it never
+ * shares an event loop with the server or the orchestrator. Runs autocannon's programmatic API:
+ * each request takes the next body of a shared rotation, so concurrent connections do not march
+ * through the mix in lock-step.
+ */
+import { createRequire } from 'node:module';
+
+export interface LoadJob {
+  id: number;
+  url: string;
+  path: string;
+  bodies: string[];
+  connections: number;
+  durationS: number;
+  timeoutS: number;
+  headers: Record<string, string>;
+}
+
+export interface LoadResult {
+  id: number;
+  durationS: number;
+  /** 2xx responses */
+  ok: number;
+  /**
+   * Steady-state 2xx responses/s: (ok - 1) / (last - first 2xx completion). Unlike ok / duration it
+   * does not count the ramp-up before the first answer nor lose the requests in flight at the end.
+   */
+  okPerSec: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  statusCodes: Record<string, number>;
+  /** exact percentiles of the 2xx responses' latencies */
+  latencyMs: { p50: number; p90: number; p99: number; mean: number; max: number };
+  error?: string;
+}
+
+interface AutocannonResult { duration: number; errors: number; timeouts: number; non2xx: number; statusCodeStats?: Record<string, { count: number }> }
+interface AutocannonRequest { method?: string; path?: string; body?: string; headers?: Record<string, string> }
+interface Tracker { on(event: 'response', fn: (client: unknown, status: number, bytes: number, ms: number) => void): void }
+type Autocannon = (opts: Record<string, unknown>, cb: (err: Error | null, res: AutocannonResult) => void) => Tracker;
+
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+function pct(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+async function run(job: LoadJob): Promise<LoadResult> {
+  let next = 0;
+  const n = job.bodies.length;
+  const latencies: number[] = [];
+  let first = 0;
+  let last = 0;
+  const res = await new Promise<AutocannonResult>((resolve, reject) => {
+    const tracker = autocannon({
+      url: job.url,
+      connections: job.connections,
+      duration: job.durationS,
+      timeout: job.timeoutS,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...job.headers },
+      requests: [{
+        method: 'POST',
+        path: job.path,
+        setupRequest: (req: AutocannonRequest) => ({ ...req, body: job.bodies[next++ % n] }),
+      }],
+    }, (err, r) => (err ? reject(err) : resolve(r)));
+    tracker.on('response', (_client, status, _bytes, ms) => {
+      if (status < 200 || status >= 300) return;
+      const t = performance.now();
+      if (latencies.length === 0) first = t;
+      last = t;
+      latencies.push(ms);
+    });
+  });
+  const statusCodes: Record<string, number> = {};
+  for (const [code, v] of Object.entries(res.statusCodeStats ?? {})) statusCodes[code] = Number(v.count);
+  const sorted = Float64Array.from(latencies).sort();
+  const ok = latencies.length;
+  return {
+    id: job.id,
+    durationS: res.duration,
+    ok,
+    okPerSec: ok >= 2 && last > first ? (ok - 1) / ((last - first) / 1000) : ok / Math.max(res.duration, 1e-9),
+    non2xx: res.non2xx,
+    errors: res.errors,
+    timeouts: res.timeouts,
+    statusCodes,
+    latencyMs: {
+      p50: pct(sorted, 50), p90: pct(sorted, 90), p99: pct(sorted, 99),
+      mean: ok ? latencies.reduce((a, b) => a + b, 0) / ok : NaN, max: ok ? sorted[ok - 1] : NaN,
+    },
+  };
+}
+
+if (process.send) {
+  process.on('message', (job: LoadJob) => {
+    run(job).then(
+      (r) => process.send!(r),
+      (e: unknown) => process.send!({
+        id: job.id, durationS: 0, ok: 0, okPerSec: 0, non2xx: 0, errors: 0, timeouts: 0, statusCodes: {},
+        latencyMs: { p50: NaN, p90: NaN, p99: NaN, mean: NaN, max: NaN }, error: (e as Error).message,
+      } satisfies LoadResult),
+    );
+  });
+  process.on('disconnect', () => process.exit(0));
+}

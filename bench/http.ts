@@ -1,0 +1,408 @@
+/**
+ * HTTP load against a pluggable list of target servers, from a load generator in its own process
+ * (bench/http-load.ts, autocannon). Workloads:
+ *   embed-1-float / embed-1-base64: one input per request, rotating through the mix
+ *   embed-32-float: 32 inputs per request (windows of the mix)
+ *   rerank-1x50: 1 query x 50 documents per request
+ * at increasing concurrency. Reports requests/s, inputs/s (pairs/s for rerank), p50/p99 latency,
+ * and non-2xx/errors. A target is started by the bench (child process, GET /health polled until 200)
+ * or given as a URL.
+ *
+ * Built-in targets:
+ *   gateway       `node dist/cli.js serve` (or `--gateway-from-src`: `node --import tsx src/cli.ts serve`)
+ *   transformers  bench/peers/transformers-server.ts (fastify + transformers.js pipeline)
+ *   minimal       bench/peers/minimal-server.ts (fastify + piscina, 1 input per run)
+ *   name=URL      an already running server
+ */
+import { type ChildProcess, fork, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import {
+  DEFAULT_EMBED_MODEL, DEFAULT_RERANK_MODEL, REPO_ROOT, type Spread, flagList, flagNumber, flagNumbers, flagString, log,
+  modelsDir, parseFlags, round, roundSpread, sleep, spawnNode, spread,
+} from './lib/common.js';
+import { embeddingMix, rerankMix } from './mix.js';
+import type { LoadJob, LoadResult } from './http-load.js';
+
+// ---------------------------------------------------------------------------------------------
+// Targets
+
+export interface RunningTarget { name: string; url: string; apiKey: string | null; stop(): Promise<void>; logTail(): string }
+export interface TargetSpec { name: string; kind: 'gateway' | 'peer' | 'url'; start(): Promise<RunningTarget> }
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitHealthy(url: string, child: ChildProcess | null, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    if (child && child.exitCode !== null) throw new Error(`exited with code ${child.exitCode} before becoming healthy`);
+    try {
+      const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2000) });
+      if (res.status === 200) return;
+      last = `status ${res.status}`;
+    } catch (error) {
+      last = (error as Error).message;
+    }
+    await sleep(250);
+  }
+  throw new Error(`GET ${url}/health did not answer 200 within ${timeoutMs} ms (last: ${last})`);
+}
+
+function childTarget(name: string, child: ChildProcess, url: string, apiKey: string | null): RunningTarget {
+  const tail: string[] = [];
+  const keep = (chunk: Buffer): void => {
+    tail.push(chunk.toString());
+    while (tail.length > 50) tail.shift();
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  return {
+    name, url, apiKey,
+    logTail: () => tail.join('').slice(-2000),
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise<void>((r) => child.once('exit', () => r()));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => { if (child.exitCode === null) child.kill('SIGKILL'); }, 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function startChild(name: string, make: (port: number, apiKey: string) => ChildProcess, healthTimeoutMs: number): Promise<RunningTarget> {
+  const port = await freePort();
+  const apiKey = `bench-${randomBytes(12).toString('hex')}`;
+  const child = make(port, apiKey);
+  const url = `http://127.0.0.1:${port}`;
+  const target = childTarget(name, child, url, apiKey);
+  try {
+    await waitHealthy(url, child, healthTimeoutMs);
+  } catch (error) {
+    await target.stop();
+    throw new Error(`${name}: ${(error as Error).message}\n${target.logTail()}`);
+  }
+  return target;
+}
+
+export interface TargetOptions { embedModel: string; rerankModel: string; gatewayFromSrc: boolean; apiKey: string | null }
+
+export function targetSpecs(names: string[], opts: TargetOptions): TargetSpec[] {
+  return names.map((name): TargetSpec => {
+    const eq = name.indexOf('=');
+    if (eq > 0) {
+      const label = name.slice(0, eq);
+      const url = name.slice(eq + 1).replace(/\/$/, '');
+      return {
+        name: label, kind: 'url',
+        async start() {
+          await waitHealthy(url, null, 10_000);
+          return { name: label, url, apiKey: opts.apiKey, stop: async () => {}, logTail: () => '' };
+        },
+      };
+    }
+    if (name === 'gateway') {
+      return {
+        name, kind: 'gateway',
+        start: () => {
+          const cli = opts.gatewayFromSrc ? join(REPO_ROOT, 'src', 'cli.ts') : join(REPO_ROOT, 'dist', 'cli.js');
+          if (!existsSync(cli)) return Promise.reject(new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`));
+          return startChild(name, (port, apiKey) => spawn(process.execPath, [...(opts.gatewayFromSrc ? ['--import', import.meta.resolve('tsx')] : []), cli, 'serve'], {
+            cwd: REPO_ROOT,
+            stdio: ['ignore', 'pipe', 'pipe'],
+            env: {
+              ...process.env,
+              ONNX_GATEWAY_MODELS_DIR: modelsDir(),
+              ONNX_GATEWAY_MODELS: `${opts.embedModel},${opts.rerankModel}`,
+              ONNX_GATEWAY_PORT: String(port),
+              ONNX_GATEWAY_HOST: '127.0.0.1',
+              ONNX_GATEWAY_API_KEYS: apiKey,
+              ONNX_GATEWAY_LOG_LEVEL: process.env.ONNX_GATEWAY_LOG_LEVEL ?? 'warn',
+            },
+          }), 180_000);
+        },
+      };
+    }
+    const peerFile = { transformers: './peers/transformers-server', minimal: './peers/minimal-server' }[name];
+    if (!peerFile) throw new Error(`unknown target "${name}" (gateway, transformers, minimal, or name=URL)`);
+    const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+    return {
+      name, kind: 'peer',
+      start: () => startChild(name, (port, apiKey) => spawnNode(new URL(peerFile + ext, import.meta.url), [
+        '--port', String(port), '--embed-model', opts.embedModel, '--rerank-model', opts.rerankModel,
+      ], { env: { ...process.env, BENCH_API_KEY: apiKey } }), 180_000),
+    };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workloads
+
+export interface Workload { name: string; path: string; unit: 'inputs' | 'pairs'; unitsPerRequest: number; concurrency: number[]; bodies: string[] }
+
+export interface WorkloadOptions { n: number; single: number[]; batch: number[]; rerank: number[]; embedModel: string; rerankModel: string }
+
+export function workloads(o: WorkloadOptions): Workload[] {
+  const texts = embeddingMix(o.n);
+  const single = (format: 'float' | 'base64'): string[] => texts.map((t) => JSON.stringify({ model: o.embedModel, input: t, encoding_format: format }));
+  const windows: string[] = [];
+  for (let s = 0; s < texts.length; s += 8) {
+    const input = Array.from({ length: 32 }, (_, k) => texts[(s + k) % texts.length]);
+    windows.push(JSON.stringify({ model: o.embedModel, input, encoding_format: 'float' }));
+  }
+  const reranks = rerankMix(8).map((r) => JSON.stringify({ model: o.rerankModel, query: r.query, documents: r.documents }));
+  return [
+    { name: 'embed-1-float', path: '/v1/embeddings', unit: 'inputs', unitsPerRequest: 1, concurrency: o.single, bodies: single('float') },
+    { name: 'embed-1-base64', path: '/v1/embeddings', unit: 'inputs', unitsPerRequest: 1, concurrency: o.single, bodies: single('base64') },
+    { name: 'embed-32-float', path: '/v1/embeddings', unit: 'inputs', unitsPerRequest: 32, concurrency: o.batch, bodies: windows },
+    { name: 'rerank-1x50', path: '/v1/rerank', unit: 'pairs', unitsPerRequest: 50, concurrency: o.rerank, bodies: reranks },
+  ].filter((w) => w.concurrency.length > 0) as Workload[];
+}
+
+/** One request of the workload, checked for the expected shape. */
+async function validate(t: RunningTarget, w: Workload): Promise<{ error: string | null; ms: number }> {
+  const t0 = performance.now();
+  const error = await check(t, w);
+  return { error, ms: performance.now() - t0 };
+}
+
+async function check(t: RunningTarget, w: Workload): Promise<string | null> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (t.apiKey) headers.authorization = `Bearer ${t.apiKey}`;
+  try {
+    const res = await fetch(t.url + w.path, { method: 'POST', headers, body: w.bodies[1 % w.bodies.length], signal: AbortSignal.timeout(120_000) });
+    const text = await res.text();
+    if (res.status !== 200) return `status ${res.status}: ${text.slice(0, 300)}`;
+    const body = JSON.parse(text) as { data?: Array<{ embedding: unknown; index: number }>; results?: Array<{ index: number; relevance_score: number }> };
+    if (w.path === '/v1/rerank') {
+      if (!Array.isArray(body.results) || body.results.length !== 50) return `expected 50 rerank results, got ${body.results?.length}`;
+      if (body.results.some((r) => typeof r.index !== 'number' || typeof r.relevance_score !== 'number')) return 'rerank results lack index/relevance_score';
+      return null;
+    }
+    if (!Array.isArray(body.data) || body.data.length !== w.unitsPerRequest) return `expected ${w.unitsPerRequest} embeddings, got ${body.data?.length}`;
+    const e = body.data[0].embedding;
+    if (w.name.includes('base64')) {
+      if (typeof e !== 'string' || Buffer.from(e, 'base64').length % 4 !== 0 || Buffer.from(e, 'base64').length === 0) return 'base64 embedding is not float32 bytes';
+    } else if (!Array.isArray(e) || e.length === 0 || typeof e[0] !== 'number') return 'float embedding is not an array of numbers';
+    return null;
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
+/**
+ * Waits until the server has finished the requests the load generator abandoned at the end of a run
+ * (a server that can not cancel keeps computing them): a tiny request must come back about as fast
+ * as on an idle server.
+ */
+async function waitIdle(t: RunningTarget, embedModel: string, idleMs: number, capMs = 120_000): Promise<number> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (t.apiKey) headers.authorization = `Bearer ${t.apiKey}`;
+  const body = JSON.stringify({ model: embedModel, input: 'ping' });
+  const t0 = performance.now();
+  while (performance.now() - t0 < capMs) {
+    const s = performance.now();
+    try {
+      await (await fetch(`${t.url}/v1/embeddings`, { method: 'POST', headers, body, signal: AbortSignal.timeout(capMs) })).arrayBuffer();
+    } catch { /* retry */ }
+    const ms = performance.now() - s;
+    if (ms <= idleMs) break;
+  }
+  return performance.now() - t0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load generator process
+
+class LoadGenerator {
+  private readonly child: ChildProcess;
+  private nextId = 1;
+  private readonly pending = new Map<number, (r: LoadResult) => void>();
+
+  constructor() {
+    const file = new URL(`./http-load${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+    this.child = fork(fileURLToPath(file), [], {
+      cwd: REPO_ROOT,
+      execArgv: file.pathname.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.child.on('message', (r: LoadResult) => {
+      const done = this.pending.get(r.id);
+      this.pending.delete(r.id);
+      done?.(r);
+    });
+  }
+
+  run(job: Omit<LoadJob, 'id'>): Promise<LoadResult> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const onExit = (): void => { this.pending.delete(id); reject(new Error('load generator exited')); };
+      this.child.once('exit', onExit);
+      this.pending.set(id, (r) => { this.child.off('exit', onExit); resolve(r); });
+      this.child.send({ ...job, id } satisfies LoadJob);
+    });
+  }
+
+  close(): void {
+    this.child.disconnect();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export interface HttpPoint {
+  target: string;
+  workload: string;
+  unit: 'inputs' | 'pairs';
+  concurrency: number;
+  durationS: number;
+  requestsPerSec: Spread;
+  unitsPerSec: Spread;
+  p50Ms: Spread;
+  p99Ms: Spread;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  statusCodes: Record<string, number>;
+}
+
+export interface HttpTargetResult {
+  name: string; kind: string; url: string | null; error: string | null;
+  /** latency of a 1-token request on the idle server, ms */
+  idlePingMs: number | null;
+  validation: Record<string, string | null>; points: HttpPoint[];
+  /** points above the lowest concurrency not run because the expected latency exceeded maxDurationS / 3 (saturated well before) */
+  skipped: Array<{ workload: string; concurrency: number; expectedLatencyS: number }>;
+}
+
+export interface HttpOptions extends TargetOptions, WorkloadOptions {
+  targets: string[];
+  durationS: number;
+  warmupS: number;
+  repeats: number;
+  maxDurationS: number;
+  only?: string[];
+}
+
+export function httpDefaults(quick: boolean): Omit<HttpOptions, 'embedModel' | 'rerankModel' | 'gatewayFromSrc' | 'apiKey'> {
+  return quick
+    ? { targets: ['gateway', 'transformers', 'minimal'], n: 64, single: [1, 8, 32], batch: [1, 8], rerank: [1, 4], durationS: 3, warmupS: 1, repeats: 1, maxDurationS: 20 }
+    : { targets: ['gateway', 'transformers', 'minimal'], n: 256, single: [1, 8, 32, 128], batch: [1, 8, 32], rerank: [1, 4, 16], durationS: 10, warmupS: 3, repeats: 3, maxDurationS: 90 };
+}
+
+export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
+  const specs = targetSpecs(opts.targets, opts);
+  const wls = workloads(opts).filter((w) => !opts.only || opts.only.includes(w.name));
+  const gen = new LoadGenerator();
+  const out: HttpTargetResult[] = [];
+  try {
+    for (const spec of specs) {
+      const result: HttpTargetResult = { name: spec.name, kind: spec.kind, url: null, error: null, idlePingMs: null, validation: {}, points: [], skipped: [] };
+      out.push(result);
+      let target: RunningTarget;
+      try {
+        log(`http: starting ${spec.name}`);
+        target = await spec.start();
+      } catch (error) {
+        result.error = (error as Error).message;
+        log(`http: ${spec.name} skipped: ${result.error.split('\n')[0]}`);
+        continue;
+      }
+      result.url = target.url;
+      const headers: Record<string, string> = target.apiKey ? { authorization: `Bearer ${target.apiKey}` } : {};
+      try {
+        // Idle latency of a tiny request: the yardstick of waitIdle.
+        await waitIdle(target, opts.embedModel, Infinity);
+        const idleSamples: number[] = [];
+        for (let i = 0; i < 5; i++) { const s = performance.now(); await waitIdle(target, opts.embedModel, Infinity); idleSamples.push(performance.now() - s); }
+        const idleMs = Math.max(50, 3 * Math.min(...idleSamples));
+        result.idlePingMs = round(Math.min(...idleSamples), 2);
+        for (const w of wls) {
+          const { error: invalid, ms: oneMs } = await validate(target, w);
+          result.validation[w.name] = invalid;
+          if (invalid) { log(`http: ${spec.name} ${w.name} failed validation: ${invalid}`); continue; }
+          // Warm-up at concurrency 2 (JIT, arenas, connection setup), then let the server drain.
+          await gen.run({ url: target.url, path: w.path, bodies: w.bodies, connections: 2, durationS: Math.max(opts.warmupS, Math.ceil(Math.min((2 * oneMs) / 1000, opts.maxDurationS / 2))), timeoutS: 120, headers });
+          await waitIdle(target, opts.embedModel, idleMs);
+          let unitsRate = 0; // last measured units/s, for sizing the next point's duration (Little's law)
+          for (const c of w.concurrency) {
+            // Expected latency at this concurrency: Little's law on the last point, else c x one unloaded request.
+            const estLatencyS = unitsRate > 0 ? (c * w.unitsPerRequest) / unitsRate : (c * oneMs) / 1000;
+            if (c !== w.concurrency[0] && estLatencyS > opts.maxDurationS / 3) {
+              result.skipped.push({ workload: w.name, concurrency: c, expectedLatencyS: round(estLatencyS, 1) });
+              log(`  ${spec.name.padEnd(12)} ${w.name.padEnd(15)} c=${String(c).padStart(3)} skipped: expected latency ${round(estLatencyS, 1)} s`);
+              continue;
+            }
+            const durationS = Math.ceil(Math.min(opts.maxDurationS, Math.max(opts.durationS, 4 * estLatencyS)));
+            const reps: LoadResult[] = [];
+            for (let r = 0; r < opts.repeats; r++) {
+              reps.push(await gen.run({ url: target.url, path: w.path, bodies: w.bodies, connections: c, durationS, timeoutS: Math.max(60, durationS * 2), headers }));
+              await waitIdle(target, opts.embedModel, idleMs);
+            }
+            const failed = reps.find((r) => r.error);
+            if (failed) log(`http: ${spec.name} ${w.name} c=${c}: ${failed.error}`);
+            const rps = reps.map((r) => r.okPerSec);
+            const p: HttpPoint = {
+              target: spec.name, workload: w.name, unit: w.unit, concurrency: c, durationS,
+              requestsPerSec: roundSpread(spread(rps), 2),
+              unitsPerSec: roundSpread(spread(rps.map((x) => x * w.unitsPerRequest)), 1),
+              p50Ms: roundSpread(spread(reps.map((r) => r.latencyMs.p50)), 1),
+              p99Ms: roundSpread(spread(reps.map((r) => r.latencyMs.p99)), 1),
+              non2xx: reps.reduce((a, r) => a + r.non2xx, 0),
+              errors: reps.reduce((a, r) => a + r.errors, 0),
+              timeouts: reps.reduce((a, r) => a + r.timeouts, 0),
+              statusCodes: reps.reduce<Record<string, number>>((acc, r) => {
+                for (const [k, v] of Object.entries(r.statusCodes)) acc[k] = (acc[k] ?? 0) + v;
+                return acc;
+              }, {}),
+            };
+            unitsRate = p.unitsPerSec.median;
+            result.points.push(p);
+            log(`  ${spec.name.padEnd(12)} ${w.name.padEnd(15)} c=${String(c).padStart(3)} ${String(round(p.unitsPerSec.median, 1)).padStart(7)} ${w.unit}/s `
+              + `${String(p.requestsPerSec.median).padStart(7)} req/s p50 ${p.p50Ms.median} ms p99 ${p.p99Ms.median} ms`
+              + `${p.non2xx || p.errors ? ` (non-2xx ${p.non2xx}, errors ${p.errors})` : ''}`);
+          }
+        }
+      } finally {
+        await target.stop();
+      }
+    }
+  } finally {
+    gen.close();
+  }
+  return out;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const f = parseFlags(process.argv.slice(2));
+  const d = httpDefaults(f.quick === true);
+  runHttp({
+    ...d,
+    targets: flagList(f, 'targets', d.targets),
+    n: flagNumber(f, 'n', d.n),
+    single: flagNumbers(f, 'concurrency', d.single),
+    batch: flagNumbers(f, 'batch-concurrency', d.batch),
+    rerank: flagNumbers(f, 'rerank-concurrency', d.rerank),
+    durationS: flagNumber(f, 'duration', d.durationS),
+    maxDurationS: flagNumber(f, 'max-duration', d.maxDurationS),
+    repeats: flagNumber(f, 'repeats', d.repeats),
+    only: typeof f.workloads === 'string' ? f.workloads.split(',') : undefined,
+    embedModel: flagString(f, 'embed-model', DEFAULT_EMBED_MODEL),
+    rerankModel: flagString(f, 'rerank-model', DEFAULT_RERANK_MODEL),
+    gatewayFromSrc: f['gateway-from-src'] === true,
+    apiKey: flagString(f, 'api-key', process.env.BENCH_API_KEY ?? '') || null,
+  }).then((r) => process.stdout.write(JSON.stringify(r, null, 2) + '\n'), (e: unknown) => { console.error(e); process.exitCode = 1; });
+}
