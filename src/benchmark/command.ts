@@ -1,0 +1,87 @@
+/**
+ * The `bench` subcommand: see latency.ts.
+ */
+import { writeFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import { loadConfig } from '../config.js';
+import { startCore } from '../server.js';
+import { coreTarget, formatTable, httpTarget, runBench, toCsv, type BenchPlan } from './latency.js';
+
+interface BenchOptions {
+  model?: string;
+  task: 'embedding' | 'rerank';
+  server?: string;
+  apiKey?: string;
+  batchSizes: string;
+  seqLengths: string;
+  requests: string;
+  concurrency: string;
+  modelsDir?: string;
+  workers?: string;
+  intraOpThreads?: string;
+  json?: string;
+  csv?: string;
+}
+
+const numbers = (text: string, name: string) => {
+  const values = text.split(',').map((s) => Number(s.trim()));
+  if (values.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--${name} takes positive integers separated by commas; got "${text}".`);
+  return values;
+};
+
+export function registerBenchCommand(program: Command): void {
+  program
+    .command('bench')
+    .description('measure a model: latency percentiles and throughput across batch sizes and sequence lengths')
+    .option('--model <id>', 'model to measure (a served id, or a model folder in the models dir)')
+    .option('--task <task>', 'embedding or rerank (batch = documents per query)', 'embedding')
+    .option('--server <url>', 'measure a running server over HTTP instead of loading the model here')
+    .option('--api-key <key>', 'Bearer key for --server (default: env ONNX_GATEWAY_API_KEY)')
+    .option('--batch-sizes <list>', 'inputs per request', '1,8,32')
+    .option('--seq-lengths <list>', 'tokens per input, special tokens included', '16,128,512')
+    .option('--requests <n>', 'requests per point', '20')
+    .option('--concurrency <n>', 'requests in flight at once', '1')
+    .option('--models-dir <dir>', 'models dir (env ONNX_GATEWAY_MODELS_DIR)')
+    .option('--workers <n>', 'worker threads when loading the model here')
+    .option('--intra-op-threads <n>', 'ONNX Runtime threads per worker when loading the model here')
+    .option('--json <file>', 'write the points as JSON')
+    .option('--csv <file>', 'write the points as CSV')
+    .action(async (options: BenchOptions) => {
+      const plan: BenchPlan = {
+        batchSizes: numbers(options.batchSizes, 'batch-sizes'),
+        sequenceLengths: numbers(options.seqLengths, 'seq-lengths'),
+        requests: numbers(options.requests, 'requests')[0]!,
+        concurrency: numbers(options.concurrency, 'concurrency')[0]!,
+      };
+      if (options.task !== 'embedding' && options.task !== 'rerank') throw new Error('--task is embedding or rerank.');
+      let close = async () => {};
+      let target;
+      let model = options.model;
+      if (options.server) {
+        if (!model) throw new Error('--model is required with --server.');
+        target = httpTarget(options.server, model, options.task, options.apiKey ?? process.env.ONNX_GATEWAY_API_KEY);
+      } else {
+        const config = loadConfig({
+          models: model ? [model] : undefined,
+          modelsDir: options.modelsDir,
+          workers: options.workers,
+          intraOpThreads: options.intraOpThreads,
+          logLevel: 'silent',
+          maxInputs: Math.max(...plan.batchSizes),
+        });
+        const started = await startCore(config);
+        await started.ready;
+        const served = started.registry.list().find((m) => m.task === options.task && (!model || m.id === model));
+        if (!served) throw new Error(`No ${options.task} model to measure: name one with --model.`);
+        model = served.id;
+        target = coreTarget(started.core, served.id, options.task);
+        close = () => started.engine.close();
+      }
+      process.stderr.write(`bench: ${model} (${options.task}), ${options.server ? `server ${options.server}` : 'in process'}, ${plan.requests} requests per point, concurrency ${plan.concurrency}\n`);
+      const points = await runBench(target, plan);
+      await close();
+      process.stdout.write(`${formatTable(points)}\n`);
+      if (options.json) writeFileSync(options.json, JSON.stringify({ model, task: options.task, server: options.server ?? null, plan, points }, null, 2));
+      if (options.csv) writeFileSync(options.csv, toCsv(points));
+    });
+}
