@@ -57,6 +57,18 @@ export const settings = {
     env: 'ONNX_GATEWAY_MODELS', flag: '--models', default: [], defaultText: "the catalogue's default embedder and reranker",
     description: 'Comma-separated ids of the models to serve (catalogue ids or folder names in the models dir). `id:int8` serves the int8 variant.',
   }),
+  manifestsDir: setting('string', {
+    env: 'ONNX_GATEWAY_MANIFESTS_DIR', flag: '--manifests-dir', default: null,
+    description: 'Folder of your own model manifests (JSON, as in the shipped `models/`), read after the shipped ones; a manifest with a shipped id replaces it.',
+  }),
+  download: setting('boolean', {
+    env: 'ONNX_GATEWAY_DOWNLOAD', flag: '--download', default: true,
+    description: 'At start, download configured catalogue models whose files are missing from the Hugging Face Hub (false: refuse to start and say how to get them).',
+  }),
+  hfEndpoint: setting('string', {
+    env: 'ONNX_GATEWAY_HF_ENDPOINT', flag: '--hf-endpoint', default: null, defaultText: '`HF_ENDPOINT`, else https://huggingface.co',
+    description: 'Base URL of the Hugging Face Hub or a mirror that models are downloaded from. A token for gated or private repositories is read from `HF_TOKEN`.',
+  }),
   workers: setting('integer', {
     env: 'ONNX_GATEWAY_WORKERS', flag: '--workers', default: null, defaultText: 'cores / intra-op threads', min: 1, max: 256,
     description: 'Inference worker threads, each holding one session per served model.',
@@ -74,11 +86,11 @@ export const settings = {
     description: 'Use the ONNX Runtime CPU memory arena (faster; keeps peak memory reserved).',
   }),
   maxBatchTokens: setting('integer', {
-    env: 'ONNX_GATEWAY_MAX_BATCH_TOKENS', flag: '--max-batch-tokens', default: 16384, unit: 'tokens', min: 1,
-    description: 'Token budget of one inference batch, padding included (longest x count).',
+    env: 'ONNX_GATEWAY_MAX_BATCH_TOKENS', flag: '--max-batch-tokens', default: 256, unit: 'tokens', min: 1,
+    description: 'Token budget of one inference batch, padding included (longest x count); an input longer than the budget runs alone. Small on CPUs: see Performance.',
   }),
   maxBatchSize: setting('integer', {
-    env: 'ONNX_GATEWAY_MAX_BATCH_SIZE', flag: '--max-batch-size', default: 8, unit: 'inputs', min: 1, max: 1024,
+    env: 'ONNX_GATEWAY_MAX_BATCH_SIZE', flag: '--max-batch-size', default: 32, unit: 'inputs', min: 1, max: 1024,
     description: 'Most inputs in one inference batch (int8 models always run one input per batch).',
   }),
   queueCapacity: setting('integer', {
@@ -109,6 +121,50 @@ export const settings = {
     env: 'ONNX_GATEWAY_RERANK_CHUNK_OVERLAP', flag: '--rerank-chunk-overlap', default: 64, unit: 'tokens', min: 0,
     description: 'Tokens shared by consecutive windows of a long rerank document.',
   }),
+  teiModels: setting('list', {
+    env: 'ONNX_GATEWAY_TEI_MODELS', flag: '--tei-models', default: [], defaultText: 'the first served embedder and reranker',
+    description: 'Served models that answer the TEI routes, whose requests name no model: `/embed` uses the first embedder listed, `/rerank` the first reranker; `/info`, `/tokenize` and `/decode` the first listed.',
+  }),
+  imageModels: setting('list', {
+    env: 'ONNX_GATEWAY_IMAGE_MODELS', flag: '--image-models', default: [], defaultText: '(none)',
+    description: 'Comma-separated ids of the image pipelines served by `POST /v1/images/edits` (manifests in `models/images/`, or folders with their own `pipeline.json`).',
+  }),
+  imageModelsDir: setting('string', {
+    env: 'ONNX_GATEWAY_IMAGE_MODELS_DIR', flag: '--image-models-dir', default: null, defaultText: 'the models dir',
+    description: 'Folder of image model folders (`<id>/onnx/model.onnx`).',
+  }),
+  imageWorkers: setting('integer', {
+    env: 'ONNX_GATEWAY_IMAGE_WORKERS', flag: '--image-workers', default: 1, min: 1, max: 64,
+    description: 'Worker threads of the image lane, a pool apart from the text workers: image edits never take a text worker.',
+  }),
+  imageIntraOpThreads: setting('integer', {
+    env: 'ONNX_GATEWAY_IMAGE_INTRA_OP_THREADS', flag: '--image-intra-op-threads', default: null, defaultText: 'half the cores (at least 1)', min: 1, max: 256,
+    description: 'ONNX Runtime intra-op threads per image worker.',
+  }),
+  imageMemoryArena: setting('boolean', {
+    env: 'ONNX_GATEWAY_IMAGE_MEMORY_ARENA', flag: '--image-memory-arena', default: false,
+    description: 'Use the ONNX Runtime memory arena for image models (off: large fixed-size models such as ISNet peak at about half the memory).',
+  }),
+  imageConcurrency: setting('integer', {
+    env: 'ONNX_GATEWAY_IMAGE_CONCURRENCY', flag: '--image-concurrency', default: 2, min: 1, max: 256,
+    description: 'Image edits processed at once (each holds its decoded and output images, about 100 MB at 4K); the others wait in order.',
+  }),
+  imageQueueCapacity: setting('integer', {
+    env: 'ONNX_GATEWAY_IMAGE_QUEUE_CAPACITY', flag: '--image-queue-capacity', default: 32, unit: 'edits', min: 0,
+    description: 'Image edits waiting for their turn before new ones get 429 overloaded.',
+  }),
+  imageBodyLimit: setting('integer', {
+    env: 'ONNX_GATEWAY_IMAGE_BODY_LIMIT', flag: '--image-body-limit', default: 128 * 1024 * 1024, unit: 'bytes', min: 1024,
+    description: 'Largest image edit request body (JSON with base64 images, or the files of a multipart form together; 413 above).',
+  }),
+  imageMaxEdge: setting('integer', {
+    env: 'ONNX_GATEWAY_IMAGE_MAX_EDGE', flag: '--image-max-edge', default: 4096, unit: 'pixels', min: 16, max: 65535,
+    description: 'Longest edge of an output image (`size` above it is a 400).',
+  }),
+  imageMaxPixels: setting('integer', {
+    env: 'ONNX_GATEWAY_IMAGE_MAX_PIXELS', flag: '--image-max-pixels', default: 4096 * 4096, unit: 'pixels', min: 256,
+    description: 'Most pixels of an input image (checked before decoding: decompression bombs are refused) and of an output image.',
+  }),
   shutdownTimeout: setting('integer', {
     env: 'ONNX_GATEWAY_SHUTDOWN_TIMEOUT', flag: '--shutdown-timeout', default: 30_000, unit: 'ms', min: 0,
     description: 'On SIGTERM, how long in-flight requests may take to finish before the process exits.',
@@ -117,12 +173,58 @@ export const settings = {
     env: 'ONNX_GATEWAY_LOG_LEVEL', flag: '--log-level', default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
     description: 'Log level (structured JSON logs on stdout).',
   }),
+  logBodies: setting('boolean', {
+    env: 'ONNX_GATEWAY_LOG_BODIES', flag: '--log-bodies', default: false,
+    description: 'Log every request body (input texts included) at info level, for debugging. Off: logs carry no input text.',
+  }),
+  dataDir: setting('string', {
+    env: 'ONNX_GATEWAY_DATA_DIR', flag: '--data-dir', default: '.data',
+    description: 'Folder for the server\'s own state: search task records and the local search index (`search/*.sqlite`).',
+  }),
+  searchProvider: setting('string', {
+    env: 'ONNX_GATEWAY_SEARCH_PROVIDER', flag: '--search-provider', default: 'local', choices: ['local', 'searxng'],
+    description: 'Where web search tasks search: `local` (the document index in the data dir) or `searxng` (the instance at searxngUrl).',
+  }),
+  searxngUrl: setting('string', {
+    env: 'ONNX_GATEWAY_SEARXNG_URL', flag: '--searxng-url', default: null,
+    description: 'Base URL of a SearXNG instance with the JSON format enabled (`search.formats` in its settings.yml).',
+  }),
+  searxngTimeout: setting('integer', {
+    env: 'ONNX_GATEWAY_SEARXNG_TIMEOUT', flag: '--searxng-timeout', default: 10_000, unit: 'ms', min: 100,
+    description: 'Longest wait for a SearXNG answer before the task fails.',
+  }),
+  searchConcurrency: setting('integer', {
+    env: 'ONNX_GATEWAY_SEARCH_CONCURRENCY', flag: '--search-concurrency', default: 2, min: 1, max: 256,
+    description: 'Search tasks run at the same time; the others wait in order.',
+  }),
+  searchMaxPending: setting('integer', {
+    env: 'ONNX_GATEWAY_SEARCH_MAX_PENDING', flag: '--search-max-pending', default: 1000, unit: 'tasks', min: 1,
+    description: 'Search tasks waiting before new ones get 429 overloaded.',
+  }),
+  searchRetention: setting('integer', {
+    env: 'ONNX_GATEWAY_SEARCH_RETENTION', flag: '--search-retention', default: 86_400, unit: 's', min: 1,
+    description: 'How long finished search task records are kept.',
+  }),
+  searchTaskTimeout: setting('integer', {
+    env: 'ONNX_GATEWAY_SEARCH_TASK_TIMEOUT', flag: '--search-task-timeout', default: 60_000, unit: 'ms', min: 100,
+    description: 'Longest a search task may run before it fails with `timeout`.',
+  }),
+  searchFusion: setting('string', {
+    env: 'ONNX_GATEWAY_SEARCH_FUSION', flag: '--search-fusion', default: 'rrf', choices: ['rrf', 'mix'],
+    description: 'How the local index fuses BM25 and dense rankings: reciprocal rank fusion or a mix of min-max normalised scores.',
+  }),
+  searchRerankDepth: setting('integer', {
+    env: 'ONNX_GATEWAY_SEARCH_RERANK_DEPTH', flag: '--search-rerank-depth', default: 30, unit: 'documents', min: 0, max: 1000,
+    description: 'Fused candidates of the local index the cross-encoder reorders (0: none).',
+  }),
 } as const;
 
 export type SettingName = keyof typeof settings;
 export type Config = { [N in SettingName]: SettingValue<(typeof settings)[N]['kind']> } & {
   host: string;
   workers: number;
+  imageModelsDir: string;
+  imageIntraOpThreads: number;
   /** Keys from apiKeys and apiKeysFile together. */
   keys: string[];
 };
@@ -189,9 +291,14 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
   const config = values as Config;
   config.keys = [...config.apiKeys, ...(config.apiKeysFile ? readKeysFile(config.apiKeysFile) : [])];
   config.workers ??= Math.max(1, Math.floor(cores / config.intraOpThreads));
+  config.imageModelsDir ??= config.modelsDir;
+  config.imageIntraOpThreads ??= Math.max(1, Math.floor(cores / 2));
   config.host ??= config.keys.length > 0 ? '0.0.0.0' : '127.0.0.1';
   if (config.keys.length === 0 && !isLoopback(config.host)) {
     throw new ConfigError(`No API keys are configured, so the server only listens on loopback; host "${config.host}" is not. Set ONNX_GATEWAY_API_KEYS or ONNX_GATEWAY_API_KEYS_FILE.`);
+  }
+  if (config.searchProvider === 'searxng' && !/^https?:\/\/[^/\s]+/.test(config.searxngUrl ?? '')) {
+    throw new ConfigError(`searchProvider is "searxng", so searxngUrl (ONNX_GATEWAY_SEARXNG_URL) must be the instance's http(s) URL; got "${config.searxngUrl ?? ''}".`);
   }
   return config;
 }

@@ -3,19 +3,32 @@
  * SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the pool.
  */
 import type { Config } from './config.js';
+import { DownloadError, downloadConfiguredModels } from './models/download.js';
 import { ModelFilesError } from './models/registry.js';
 import { createServer } from './server.js';
 
-export async function serve(config: Config): Promise<void> {
-  const logger = {
+/**
+ * The server's pino options. Request logs carry no headers and no bodies (fastify logs method,
+ * URL and status); credentials are redacted all the same in case a log call includes headers.
+ */
+export function loggerOptions(config: Pick<Config, 'logLevel'>) {
+  return {
     level: config.logLevel,
-    redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
+    redact: {
+      paths: ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'req.headers["api-key"]', 'headers.authorization'],
+      censor: '[redacted]',
+    },
   };
+}
+
+export async function serve(config: Config): Promise<void> {
   let server;
   try {
-    server = await createServer(config, logger);
+    // Missing catalogue models are fetched before the registry looks for their files.
+    if (config.download) await downloadConfiguredModels(config);
+    server = await createServer(config, loggerOptions(config));
   } catch (error) {
-    if (error instanceof ModelFilesError) {
+    if (error instanceof ModelFilesError || error instanceof DownloadError) {
       process.stderr.write(`onnx-gateway can not start:\n${error.message}\n`);
       process.exit(1);
     }

@@ -18,7 +18,13 @@ export interface EmbedRequest {
   inputType?: 'query' | 'document';
   /** Overrides the server's truncation setting for this request. */
   truncate?: boolean;
-  /** Skip the model's normalisation (vectors are still renormalised after a dimension cut). */
+  /** Which end of a too-long input is cut: `right` (the default) keeps its start, `left` its end. */
+  truncationDirection?: 'left' | 'right';
+  /**
+   * L2-normalise the vectors: absent follows the model's own configuration, true normalises even
+   * for a model that does not, false returns the pooled vectors as they are (they are still
+   * renormalised after a dimension cut).
+   */
   normalize?: boolean;
 }
 
@@ -54,18 +60,21 @@ function checkDimensions(model: ServedModel, dimensions: number | undefined): nu
 }
 
 /** Token ids with special tokens, cut to the model's window or refused, per the truncate setting. */
-function fit(model: ServedModel, content: Int32Array, truncate: boolean, param: string): Int32Array {
+function fit(model: ServedModel, content: Int32Array, truncate: boolean, direction: 'left' | 'right', param: string): Int32Array {
   const room = model.maxTokens - model.tokenizer.singleSpecials;
   if (content.length > room && !truncate) {
     throw new ApiError('input_too_long', `${param} has ${content.length + model.tokenizer.singleSpecials} tokens; "${model.id}" takes at most ${model.maxTokens}.`, { param });
   }
-  return model.tokenizer.single(content, model.maxTokens);
+  // single() keeps the start; cutting from the left hands it only the end.
+  const kept = direction === 'left' && content.length > room ? content.subarray(content.length - room) : content;
+  return model.tokenizer.single(kept, model.maxTokens);
 }
 
 export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
   const model = ctx.registry.resolve(request.model, 'embedding');
   const dimensions = checkDimensions(model, request.dimensions);
   const truncate = request.truncate ?? ctx.limits.truncate;
+  const direction = request.truncationDirection ?? 'right';
   const { texts, tokens } = normaliseInput(request.input);
   const count = (texts ?? tokens)!.length;
   if (count > ctx.limits.maxInputs) throw invalid('input', `input has ${count} items; at most ${ctx.limits.maxInputs} are accepted per request.`);
@@ -78,7 +87,7 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
       if (text.length === 0) throw invalid(`input[${i}]`, 'input must not contain empty strings.');
       if (text.length > ctx.limits.maxInputChars) throw invalid(`input[${i}]`, `input[${i}] has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
     });
-    sequences = await mapInSlices(texts, (text, i) => fit(model, model.tokenizer.encode(prefix + text), truncate, `input[${i}]`), signal);
+    sequences = await mapInSlices(texts, (text, i) => fit(model, model.tokenizer.encode(prefix + text), truncate, direction, `input[${i}]`), signal);
   } else {
     sequences = tokens!.map((ids, i) => {
       if (ids.length === 0) throw invalid(`input[${i}]`, 'token id arrays must not be empty.');
@@ -90,7 +99,7 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
         }
         content[t] = id;
       }
-      return fit(model, content, truncate, `input[${i}]`);
+      return fit(model, content, truncate, direction, `input[${i}]`);
     });
   }
   const tokenizeMs = performance.now() - started;
@@ -99,7 +108,7 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
 
   const job = await ctx.scheduler.submit(model.id, sequences.map((ids) => ({ ids })), signal);
   let vectors = job.output;
-  if (model.normalize && request.normalize !== false) l2NormalizeRows(vectors, job.width);
+  if (request.normalize ?? model.normalize) l2NormalizeRows(vectors, job.width);
   if (dimensions !== job.width) vectors = cutDimensions(vectors, job.width, dimensions);
   return {
     model: model.id,

@@ -13,7 +13,7 @@ import type { BatchResult, BatchTask, ModelReport, SessionOptions, WarmTask } fr
  * The worker's JavaScript file. Built code finds it beside itself; when the sources run as
  * TypeScript (the test runner), workers still run the built JavaScript, which `npm test` builds first.
  */
-function workerFile(): string {
+export function workerFile(): string {
   const here = dirname(fileURLToPath(import.meta.url));
   const beside = join(here, '..', 'worker', 'index.js');
   if (existsSync(beside)) return beside;
@@ -86,6 +86,9 @@ export class Pool {
   }
 
   async close(): Promise<void> {
+    // Ending a thread while ONNX Runtime is inside a run (the warm-up included) aborts the whole
+    // process, so let the warm-up finish, or fail, first.
+    await this.ready.catch(() => undefined);
     await this.piscina.close({ force: false });
   }
 }

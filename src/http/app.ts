@@ -8,10 +8,13 @@ import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { ApiError } from '../errors.js';
 import { bearerAuth } from './auth.js';
+import { compatRoutes } from './compat/index.js';
 import { embeddingsRoutes } from './embeddings.js';
+import { imagesRoutes } from './images.js';
 import { registerErrorHandling } from './errors.js';
 import { modelsRoutes } from './models.js';
 import { rerankRoutes } from './rerank.js';
+import { searchRoutes } from './search.js';
 import type { HttpServices } from './services.js';
 import { unsupportedRoutes } from './unsupported.js';
 
@@ -26,7 +29,8 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     bodyLimit: services.config.bodyLimit,
     requestIdHeader: 'x-request-id',
     genReqId: () => randomUUID(),
-    return503OnClosing: true,
+    // Requests that arrive while draining get the catalogue's `shutting_down` (hook below).
+    return503OnClosing: false,
     ajv: {
       // Validate strictly: no type coercion, keep unknown fields (clients send extras).
       customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: false },
@@ -34,8 +38,33 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   });
 
   registerErrorHandling(app);
+  // From the start of close() (SIGTERM), new requests on open connections are refused, /health
+  // included, so a load balancer moves on; requests already in flight finish, and their
+  // keep-alive connections close after the response so the server can finish closing.
+  let draining = false;
+  app.addHook('preClose', async () => {
+    draining = true;
+  });
+  app.addHook('onRequest', async () => {
+    if (draining) throw new ApiError('shutting_down');
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (draining) reply.header('connection', 'close');
+  });
+  services.metrics?.register(app);
+  // Bodies carry users' texts: they are logged only when asked for, to debug a client.
+  if (services.config.logBodies) {
+    app.addHook('preHandler', async (request) => {
+      if (request.body !== undefined) request.log.info({ body: request.body }, 'request body');
+    });
+  }
   // The API speaks JSON only: plain text bodies get 415 instead of a confusing validation error.
   app.removeContentTypeParser('text/plain');
+  // Any route can fail with a bug: document its 500 in the route's own error shape (that of its 400).
+  app.addHook('onRoute', (route) => {
+    const responses = route.schema?.response as Record<string, unknown> | undefined;
+    if (responses?.['400'] && !responses['500']) route.schema = { ...route.schema, response: { ...responses, 500: responses['400'] } };
+  });
   // The OpenAPI document is generated from the route schemas, so it can not drift from them.
   await app.register(swagger, {
     openapi: {
@@ -65,6 +94,9 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     await api.register(embeddingsRoutes, services);
     await api.register(rerankRoutes, services);
     await api.register(modelsRoutes, services);
+    await api.register(compatRoutes, services);
+    await api.register(searchRoutes, services);
+    await api.register(imagesRoutes, services);
     await api.register(unsupportedRoutes);
   });
 

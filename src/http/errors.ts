@@ -43,19 +43,29 @@ function fromFastifyError(error: FastifyError): ApiError {
   return new ApiError('internal', undefined, { cause: error });
 }
 
-export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+/** Renders an error as a response body: the catalogue's shape, or a compatibility route's own. */
+export type ErrorRenderer = (error: ApiError) => unknown;
+
+const catalogueShape: ErrorRenderer = (error) => error.toBody();
+
+export function sendError(reply: FastifyReply, error: ApiError, render: ErrorRenderer = catalogueShape): FastifyReply {
   for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
   if (error.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
-  return reply.code(error.status).type('application/json').send(error.toBody());
+  return reply.code(error.status).type('application/json').send(render(error));
 }
 
-export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((raw: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) => {
+/** The error handler of the app; a route group that speaks another API's error shape sets its own with that renderer. */
+export function errorHandler(render: ErrorRenderer = catalogueShape) {
+  return (raw: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) => {
     const error = raw instanceof ApiError ? raw : fromFastifyError(raw);
     if (error.code === 'internal') request.log.error({ err: raw.cause ?? raw }, 'internal error');
     else if (error.code === 'client_closed') request.log.info('client closed the request');
-    return sendError(reply, error);
-  });
+    return sendError(reply, error, render);
+  };
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler(errorHandler());
   app.setNotFoundHandler((request, reply) =>
     sendError(reply, new ApiError('route_not_found', `No route ${request.method} ${request.url.split('?')[0]}.`)),
   );

@@ -10,12 +10,10 @@ const groups: Record<string, string[]> = {
   completions: ['/v1/completions'],
   responses: ['/v1/responses', '/v1/responses/*'],
   'image generation': ['/v1/images/generations', '/v1/images/variations'],
-  'image edits': ['/v1/images/edits'],
   audio: ['/v1/audio/*'],
   moderations: ['/v1/moderations'],
   videos: ['/v1/videos', '/v1/videos/*'],
   realtime: ['/v1/realtime', '/v1/realtime/*'],
-  'web search': ['/v1/web-search/search', '/v1/web-search/search/*'],
   'web reader': ['/v1/reader', '/v1/reader/*'],
 };
 

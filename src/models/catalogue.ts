@@ -3,9 +3,10 @@
  * A manifest says where a model comes from and how to use it; the files themselves (read by the
  * registry) have the last word on sizes and shapes.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ModelFilesError } from './registry.js';
 
 export type Task = 'embedding' | 'rerank';
 export type Pooling = 'mean' | 'cls';
@@ -66,6 +67,14 @@ export class Catalogue {
   defaults(): string[] {
     return this.list().filter((m) => m.default).map((m) => m.id);
   }
+}
+
+/** The shipped manifests plus those in `extraDir` (the manifestsDir setting); an id there replaces a shipped one. */
+export function loadCatalogue(extraDir?: string | null): Catalogue {
+  const shipped = Catalogue.load();
+  if (!extraDir) return shipped;
+  if (!existsSync(extraDir)) throw new ModelFilesError(`The manifests dir ${extraDir} does not exist.`);
+  return new Catalogue([...shipped.list(), ...Catalogue.load(extraDir).list()]);
 }
 
 function validateManifest(value: unknown, file: string): Manifest {

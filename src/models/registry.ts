@@ -46,7 +46,7 @@ export class ModelFilesError extends Error {
 }
 
 /** File names of the ONNX graph for each variant, in order of preference. */
-const onnxFiles: Record<Variant, string[]> = {
+export const onnxFiles: Record<Variant, string[]> = {
   fp32: ['onnx/model.onnx', 'model.onnx'],
   int8: ['onnx/model_int8.onnx', 'onnx/model_quantized.onnx'],
 };
@@ -83,7 +83,10 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
   if (!onnxRelative) missing.push(onnxFiles[variant][0]!);
   if (missing.length > 0) {
     const where = existsSync(dir) ? `${dir} lacks ${missing.join(', ')}` : `${dir} does not exist`;
-    throw new ModelFilesError(`Model "${spec}" is not usable: ${where}. ${howToGet(baseId, manifest, modelsDir)}`);
+    // Only the int8 graph missing: it is made from the fp32 one, not downloaded.
+    const onlyInt8 = variant === 'int8' && missing.length === 1 && onnxFiles.fp32.some((file) => existsSync(join(dir, file)));
+    const how = onlyInt8 ? `Make it with "onnx-gateway models quantize ${baseId}".` : howToGet(baseId, manifest, modelsDir);
+    throw new ModelFilesError(`Model "${spec}" is not usable: ${where}. ${how}`);
   }
   const onnxPath = join(dir, onnxRelative!);
 

@@ -5,10 +5,14 @@
 import { workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { Runner } from './runner.js';
+import { ImageRunner } from './image-runner.js';
+import { isImageTask, type ImageTask, type ImageTaskResult, type ImageWorkerInit } from './image-protocol.js';
 import type { BatchResult, BatchTask, ModelReport, WarmTask, WorkerInit } from './protocol.js';
 
-const init = workerData as WorkerInit;
+const init = workerData as WorkerInit & ImageWorkerInit;
 const runners = new Map<string, Runner>();
+/** Image models, opened only in the image lane's threads (which hold no text models). */
+const imageRunners = new Map<string, ImageRunner>();
 
 async function start(): Promise<ModelReport[]> {
   const reports: ModelReport[] = [];
@@ -18,6 +22,9 @@ async function start(): Promise<ModelReport[]> {
     reports.push(await runner.warmUp(performance.now() - started));
     runners.set(spec.id, runner);
   }
+  for (const spec of init.images ?? []) {
+    imageRunners.set(spec.id, await ImageRunner.open(spec, init.imageSession ?? init.session));
+  }
   return reports;
 }
 
@@ -26,9 +33,10 @@ async function start(): Promise<ModelReport[]> {
 const ready = start();
 ready.catch(() => undefined);
 
-export default async function handle(task: BatchTask | WarmTask): Promise<BatchResult | ModelReport[]> {
+export default async function handle(task: BatchTask | WarmTask | ImageTask): Promise<BatchResult | ModelReport[] | ImageTaskResult> {
   if ('warm' in task) return ready;
   await ready;
+  if (isImageTask(task)) return runImage(task);
   const runner = runners.get(task.model);
   if (!runner) throw new Error(`Model "${task.model}" is not loaded in this worker.`);
   const result = await runner.run(task);
@@ -37,4 +45,14 @@ export default async function handle(task: BatchTask | WarmTask): Promise<BatchR
     [Piscina.transferableSymbol]: [result.output.buffer],
     [Piscina.valueSymbol]: result,
   } as never) as unknown as BatchResult;
+}
+
+async function runImage(task: ImageTask): Promise<ImageTaskResult> {
+  const runner = imageRunners.get(task.model);
+  if (!runner) throw new Error(`Image model "${task.model}" is not loaded in this worker.`);
+  const result = await runner.run(task);
+  return Piscina.move({
+    [Piscina.transferableSymbol]: [result.pixels.buffer],
+    [Piscina.valueSymbol]: result,
+  } as never) as unknown as ImageTaskResult;
 }

@@ -2,8 +2,9 @@
  * Starts a real server (registry, worker pool, app) for tests, on the tiny generated models unless
  * told otherwise. Requests go through app.inject, or over HTTP after listen().
  */
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createServer, type Server } from '../../src/server.js';
@@ -14,6 +15,8 @@ export async function startServer(overrides: Partial<Record<keyof Config, unknow
   const config = loadConfig(
     {
       modelsDir: inject('tinyModelsDir'),
+      // Search task records and the local index live in the data dir: one per test server.
+      dataDir: mkdtempSync(join(tmpdir(), 'onnx-gateway-data-')),
       models: ['tiny-embedder', 'tiny-reranker'],
       apiKeys: [testKey],
       host: '127.0.0.1',

@@ -1,0 +1,20 @@
+/**
+ * What the image operations need, handed in by whoever composes the server.
+ */
+import type { ImageTaskRunner } from '../../engine/image-pool.js';
+import type { ImageRegistry } from '../../models/image-catalogue.js';
+
+export interface ImageLimits {
+  /** Longest edge of an output image. */
+  maxEdge: number;
+  /** Most pixels of an input image (decoded) or an output image. */
+  maxPixels: number;
+}
+
+export interface ImagesContext {
+  pipelines: ImageRegistry;
+  lane: ImageTaskRunner;
+  limits: ImageLimits;
+  /** Tokens of a prompt, for usage (the served text model's tokenizer). */
+  countTextTokens(text: string): number;
+}

@@ -1,0 +1,177 @@
+/**
+ * Fetches one web page for the reader, with the SSRF guard and limits:
+ * - only http and https;
+ * - every connection's address is checked after DNS resolution, in the socket's own lookup, so
+ *   the address checked is the address connected to (no second resolution to rebind);
+ * - redirects are followed by hand, each hop checked the same way, up to a limit;
+ * - the body is cut off above a size (after decompression) and the whole fetch above a time.
+ */
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { isIP, type LookupFunction } from 'node:net';
+import type { Readable } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
+import { ApiError, invalid } from '../../errors.js';
+import { isPublicAddress } from './address-policy.js';
+
+export interface FetchLimits {
+  /** Largest body accepted, after decompression, in bytes. */
+  maxBytes: number;
+  /** Longest the whole fetch (redirects included) may take, in ms. */
+  timeoutMs: number;
+  maxRedirects: number;
+  /** Let the reader reach private, loopback and link-local addresses. */
+  allowPrivate: boolean;
+  /** Which resolved addresses may be connected to; default: public ones, or any with allowPrivate. */
+  allowAddress?: (address: string) => boolean;
+}
+
+function addressCheck(limits: FetchLimits): (address: string) => boolean {
+  return limits.allowAddress ?? (limits.allowPrivate ? () => true : isPublicAddress);
+}
+
+export interface FetchedPage {
+  /** The URL after redirects. */
+  url: string;
+  status: number;
+  /** The media type, lower-case, without parameters. */
+  mediaType: string;
+  body: string;
+}
+
+const userAgent = 'onnx-gateway-reader/0.1';
+
+function refused(url: URL, address: string, hop: boolean): ApiError {
+  return invalid(
+    'url',
+    `${hop ? 'The page redirected to' : 'The url'} ${url.host}, which resolves to ${address}: a private, loopback or link-local address, which the reader does not fetch.`,
+  );
+}
+
+/** A socket lookup that refuses addresses the check does not allow. */
+function guardedLookup(url: URL, allowed: (address: string) => boolean, hop: boolean): LookupFunction {
+  return (hostname, options, callback) => {
+    dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
+      if (error) return callback(error, '', 0);
+      const bad = addresses.find((a) => !allowed(a.address));
+      if (bad) return callback(refused(url, bad.address, hop) as unknown as NodeJS.ErrnoException, '', 0);
+      if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
+      callback(null, addresses[0]!.address, addresses[0]!.family);
+    });
+  };
+}
+
+function parseUrl(raw: string, base?: URL): URL {
+  let url: URL;
+  try {
+    url = new URL(raw, base);
+  } catch {
+    throw invalid('url', base ? `The page redirected to an invalid URL "${raw}".` : `url "${raw}" is not a valid URL.`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid('url', `url must be http or https; got ${url.protocol.slice(0, -1)}.`);
+  if (url.username || url.password) throw invalid('url', 'url must not contain credentials.');
+  return url;
+}
+
+function decoded(response: IncomingMessage): Readable {
+  switch ((response.headers['content-encoding'] ?? '').toLowerCase()) {
+    case 'gzip':
+    case 'x-gzip':
+      return response.pipe(createGunzip());
+    case 'deflate':
+      return response.pipe(createInflate());
+    case 'br':
+      return response.pipe(createBrotliDecompress());
+    default:
+      return response;
+  }
+}
+
+/** The charset from Content-Type, else from a <meta> in the first bytes, else UTF-8. */
+function decodeText(bytes: Buffer, contentType: string): string {
+  const fromHeader = /charset=["']?([\w-]+)/i.exec(contentType)?.[1];
+  const fromMeta = fromHeader ? undefined : /<meta[^>]+charset=["']?([\w-]+)/i.exec(bytes.subarray(0, 2048).toString('latin1'))?.[1];
+  try {
+    return new TextDecoder(fromHeader ?? fromMeta ?? 'utf-8').decode(bytes);
+  } catch {
+    return new TextDecoder('utf-8').decode(bytes);
+  }
+}
+
+function once(url: URL, limits: FetchLimits, hop: boolean, signal: AbortSignal): Promise<{ response: IncomingMessage; body?: Buffer }> {
+  const literal = url.hostname.replace(/^\[|\]$/g, '');
+  // The socket skips the lookup for IP literals, so they are checked here.
+  if (isIP(literal) && !addressCheck(limits)(literal)) return Promise.reject(refused(url, literal, hop));
+  return new Promise((resolve, reject) => {
+    const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, {
+      method: 'GET',
+      signal,
+      lookup: guardedLookup(url, addressCheck(limits), hop),
+      headers: {
+        'user-agent': userAgent,
+        accept: 'text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,*/*;q=0.1',
+        'accept-encoding': 'gzip, deflate, br',
+      },
+    });
+    request.on('error', reject);
+    request.on('response', (response) => {
+      if (response.statusCode && response.statusCode >= 300 && response.statusCode < 400 && response.headers.location) {
+        response.resume();
+        resolve({ response });
+        return;
+      }
+      const declared = Number(response.headers['content-length']);
+      if (Number.isFinite(declared) && declared > limits.maxBytes && !response.headers['content-encoding']) {
+        request.destroy();
+        reject(new ApiError('upstream_error', `The page is ${declared} bytes; the reader takes at most ${limits.maxBytes}.`));
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const stream = decoded(response);
+      stream.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > limits.maxBytes) {
+          request.destroy();
+          stream.destroy();
+          reject(new ApiError('upstream_error', `The page is larger than ${limits.maxBytes} bytes, the most the reader takes.`));
+          return;
+        }
+        chunks.push(chunk);
+      });
+      stream.on('error', (error) => reject(new ApiError('upstream_error', `The page could not be read: ${error.message}.`)));
+      stream.on('end', () => resolve({ response, body: Buffer.concat(chunks) }));
+    });
+    request.end();
+  });
+}
+
+export async function fetchPage(raw: string, limits: FetchLimits, signal?: AbortSignal): Promise<FetchedPage> {
+  let url = parseUrl(raw);
+  const timeout = AbortSignal.timeout(limits.timeoutMs);
+  const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
+  for (let hops = 0; ; hops++) {
+    let result;
+    try {
+      result = await once(url, limits, hops > 0, combined);
+    } catch (error) {
+      if (error instanceof ApiError) throw error;
+      if (timeout.aborted) throw new ApiError('timeout', `The page did not load within ${limits.timeoutMs} ms.`);
+      if (signal?.aborted) throw new ApiError('client_closed');
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') throw new ApiError('upstream_error', `The host ${url.hostname} could not be resolved.`);
+      throw new ApiError('upstream_error', `The page at ${url.host} could not be fetched: ${code ?? (error as Error).message}.`);
+    }
+    const { response, body } = result;
+    const status = response.statusCode ?? 0;
+    if (!body) {
+      if (hops >= limits.maxRedirects) throw new ApiError('upstream_error', `The page redirected more than ${limits.maxRedirects} times.`);
+      url = parseUrl(response.headers.location!, url);
+      continue;
+    }
+    if (status < 200 || status >= 300) throw new ApiError('upstream_error', `The page answered HTTP ${status}.`);
+    const contentType = response.headers['content-type'] ?? 'text/html';
+    return { url: url.href, status, mediaType: contentType.split(';')[0]!.trim().toLowerCase(), body: decodeText(body, contentType) };
+  }
+}

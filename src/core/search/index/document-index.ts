@@ -1,0 +1,328 @@
+/**
+ * The local document index: one SQLite file with the documents, an FTS5 full-text table (BM25,
+ * Porter stemming) and one float32 vector per document from the served embedder.
+ *
+ * Dense search is exact: every vector of the current embedder is held in one matrix in memory and
+ * scored against the query (cosine: the vectors are normalised). That is a few milliseconds for
+ * tens of thousands of documents; the matrix is reloaded when the file changes, also when another
+ * process (the `index add` command) wrote to it.
+ */
+import type { Scored } from '../fusion.js';
+import { openDatabase, type SqliteDatabase } from '../sqlite.js';
+import type { SearchImage } from '../types.js';
+
+export interface IndexDocument {
+  /** Stable identity: adding a document with the same key replaces it. */
+  key: string;
+  url: string;
+  title: string;
+  text: string;
+  /** What the document came from (a file path, a collection name). */
+  source: string;
+  /** Lower-case ISO 639 code. */
+  language?: string;
+  /** Upper-case ISO 3166 code. */
+  region?: string;
+  /** Epoch milliseconds. */
+  publishedAt?: number;
+  images?: SearchImage[];
+}
+
+export interface StoredDocument extends IndexDocument {
+  id: number;
+  addedAt: number;
+}
+
+export interface IndexFilter {
+  /** Only documents published at or after this time (epoch ms); undated documents are left out. */
+  since?: number;
+  /** Documents in this language, or of unknown language. */
+  language?: string;
+  /** Documents of this region, or of unknown region. */
+  region?: string;
+}
+
+export interface DocumentVectors {
+  model: string;
+  dimensions: number;
+  /** One row per document, in the order of the documents. */
+  data: Float32Array;
+}
+
+export interface IndexStats {
+  documents: number;
+  /** Documents with a vector of each embedder. */
+  vectors: Record<string, number>;
+  updatedAt: number | null;
+}
+
+interface DocumentRow {
+  id: number;
+  key: string;
+  url: string;
+  title: string;
+  text: string;
+  source: string;
+  language: string | null;
+  region: string | null;
+  published_at: number | null;
+  images: string | null;
+  added_at: number;
+}
+
+/** Words too common to help BM25 find anything, dropped from queries that have other words. */
+const stopwords = new Set(
+  'a an and are as at be by for from has have in is it its of on or that the to was were will with this these those not no but into than then there their which who whom what when where why how can could do does did been being'.split(' '),
+);
+
+/** An FTS5 query matching any of the query's words (each quoted, so no word is read as syntax). */
+export function matchExpression(query: string): string | undefined {
+  const words = [...new Set(query.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])];
+  const content = words.filter((word) => !stopwords.has(word));
+  const terms = content.length > 0 ? content : words;
+  return terms.length > 0 ? terms.map((term) => `"${term}"`).join(' OR ') : undefined;
+}
+
+export class DocumentIndex {
+  private readonly statements;
+  private matrix: { model: string; version: string; ids: Int32Array; dimensions: number; data: Float32Array } | undefined;
+  private writes = 0;
+
+  constructor(private readonly db: SqliteDatabase) {
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS documents (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL UNIQUE,
+        url TEXT NOT NULL,
+        title TEXT NOT NULL,
+        text TEXT NOT NULL,
+        source TEXT NOT NULL,
+        language TEXT,
+        region TEXT,
+        published_at INTEGER,
+        images TEXT,
+        added_at INTEGER NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS documents_published ON documents (published_at);
+      CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(title, text, tokenize = 'porter unicode61 remove_diacritics 2');
+      CREATE TABLE IF NOT EXISTS document_vectors (
+        document_id INTEGER PRIMARY KEY REFERENCES documents (id) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        dimensions INTEGER NOT NULL,
+        vector BLOB NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS document_vectors_model ON document_vectors (model);
+    `);
+    this.statements = {
+      find: db.prepare<unknown[], { id: number }>('SELECT id FROM documents WHERE key = ?'),
+      insert: db.prepare(
+        'INSERT INTO documents (key, url, title, text, source, language, region, published_at, images, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      ),
+      update: db.prepare(
+        'UPDATE documents SET url = ?, title = ?, text = ?, source = ?, language = ?, region = ?, published_at = ?, images = ?, added_at = ? WHERE id = ?',
+      ),
+      ftsDelete: db.prepare('DELETE FROM documents_fts WHERE rowid = ?'),
+      ftsInsert: db.prepare('INSERT INTO documents_fts (rowid, title, text) VALUES (?, ?, ?)'),
+      vectorDelete: db.prepare('DELETE FROM document_vectors WHERE document_id = ?'),
+      vectorInsert: db.prepare('INSERT OR REPLACE INTO document_vectors (document_id, model, dimensions, vector) VALUES (?, ?, ?, ?)'),
+      delete: db.prepare('DELETE FROM documents WHERE id = ?'),
+      count: db.prepare<unknown[], { n: number; updated: number | null }>('SELECT count(*) AS n, max(added_at) AS updated FROM documents'),
+      vectorCounts: db.prepare<unknown[], { model: string; n: number }>('SELECT model, count(*) AS n FROM document_vectors GROUP BY model'),
+      vectors: db.prepare<unknown[], { document_id: number; dimensions: number; vector: Buffer }>(
+        'SELECT document_id, dimensions, vector FROM document_vectors WHERE model = ? ORDER BY document_id',
+      ),
+      missing: db.prepare<unknown[], DocumentRow>(
+        'SELECT d.* FROM documents d LEFT JOIN document_vectors v ON v.document_id = d.id AND v.model = ? WHERE v.document_id IS NULL ORDER BY d.id LIMIT ?',
+      ),
+    };
+  }
+
+  static open(path: string): DocumentIndex {
+    return new DocumentIndex(openDatabase(path));
+  }
+
+  /**
+   * Adds documents, replacing those with the same key. `vectors` (optional) holds one row per
+   * document; a replaced document without a new vector loses its old one.
+   */
+  upsert(documents: readonly IndexDocument[], vectors?: DocumentVectors): { added: number; updated: number; ids: number[] } {
+    if (vectors && vectors.data.length !== documents.length * vectors.dimensions) {
+      throw new Error(`upsert: ${documents.length} documents but ${vectors.data.length / vectors.dimensions} vectors`);
+    }
+    const run = this.db.transaction(() => {
+      let added = 0;
+      let updated = 0;
+      const ids: number[] = [];
+      const now = Date.now();
+      documents.forEach((doc, i) => {
+        const fields = [doc.url, doc.title, doc.text, doc.source, doc.language ?? null, doc.region ?? null, doc.publishedAt ?? null, doc.images?.length ? JSON.stringify(doc.images) : null, now];
+        const existing = this.statements.find.get(doc.key);
+        let id: number;
+        if (existing) {
+          id = existing.id;
+          this.statements.update.run(...fields, id);
+          this.statements.ftsDelete.run(id);
+          this.statements.vectorDelete.run(id);
+          updated++;
+        } else {
+          id = Number(this.statements.insert.run(doc.key, ...fields).lastInsertRowid);
+          added++;
+        }
+        this.statements.ftsInsert.run(id, doc.title, doc.text);
+        if (vectors) {
+          const row = vectors.data.subarray(i * vectors.dimensions, (i + 1) * vectors.dimensions);
+          this.statements.vectorInsert.run(id, vectors.model, vectors.dimensions, Buffer.from(row.buffer, row.byteOffset, row.byteLength));
+        }
+        ids.push(id);
+      });
+      return { added, updated, ids };
+    });
+    const result = run();
+    this.writes++;
+    return result;
+  }
+
+  /** Stores vectors for documents already in the index (ids in the order of the rows). */
+  setVectors(ids: readonly number[], vectors: DocumentVectors): void {
+    const run = this.db.transaction(() => {
+      ids.forEach((id, i) => {
+        const row = vectors.data.subarray(i * vectors.dimensions, (i + 1) * vectors.dimensions);
+        this.statements.vectorInsert.run(id, vectors.model, vectors.dimensions, Buffer.from(row.buffer, row.byteOffset, row.byteLength));
+      });
+    });
+    run();
+    this.writes++;
+  }
+
+  /** Documents that have no vector from `model` yet. */
+  withoutVectors(model: string, limit: number): StoredDocument[] {
+    return this.statements.missing.all(model, limit).map(fromRow);
+  }
+
+  remove(key: string): boolean {
+    const existing = this.statements.find.get(key);
+    if (!existing) return false;
+    this.db.transaction(() => {
+      this.statements.ftsDelete.run(existing.id);
+      this.statements.delete.run(existing.id);
+    })();
+    this.writes++;
+    return true;
+  }
+
+  stats(): IndexStats {
+    const { n, updated } = this.statements.count.get()!;
+    const vectors: Record<string, number> = {};
+    for (const row of this.statements.vectorCounts.all()) vectors[row.model] = row.n;
+    return { documents: n, vectors, updatedAt: updated };
+  }
+
+  documents(ids: readonly number[]): Map<number, StoredDocument> {
+    const found = new Map<number, StoredDocument>();
+    if (ids.length === 0) return found;
+    for (let start = 0; start < ids.length; start += 500) {
+      const slice = ids.slice(start, start + 500);
+      const rows = this.db.prepare<unknown[], DocumentRow>(`SELECT * FROM documents WHERE id IN (${slice.map(() => '?').join(',')})`).all(...slice);
+      for (const row of rows) found.set(row.id, fromRow(row));
+    }
+    return found;
+  }
+
+  /** BM25 over title and text, best first; `score` is FTS5's bm25 negated (higher is better). */
+  bm25(query: string, limit: number, filter: IndexFilter = {}): Scored[] {
+    const match = matchExpression(query);
+    if (!match) return [];
+    const { clause, params } = filterClause(filter, 'd');
+    const join = clause ? `JOIN documents d ON d.id = documents_fts.rowid WHERE documents_fts MATCH ? AND ${clause}` : 'WHERE documents_fts MATCH ?';
+    const rows = this.db
+      .prepare<unknown[], { id: number; score: number }>(`SELECT documents_fts.rowid AS id, bm25(documents_fts) AS score FROM documents_fts ${join} ORDER BY score LIMIT ?`)
+      .all(match, ...params, limit);
+    return rows.map((row) => ({ id: row.id, score: -row.score }));
+  }
+
+  /** Documents with a vector of `model`. */
+  vectorCount(model: string): number {
+    return this.loadMatrix(model).ids.length;
+  }
+
+  /** Exact cosine search over the vectors of `model`, best first. */
+  dense(query: Float32Array, model: string, limit: number, filter: IndexFilter = {}): Scored[] {
+    const matrix = this.loadMatrix(model);
+    if (matrix.ids.length === 0) return [];
+    if (query.length !== matrix.dimensions) throw new Error(`dense: query has ${query.length} dimensions, the index ${matrix.dimensions}`);
+    const { clause, params } = filterClause(filter, 'd');
+    const allowed = clause ? new Set(this.db.prepare<unknown[], { id: number }>(`SELECT id FROM documents d WHERE ${clause}`).all(...params).map((r) => r.id)) : undefined;
+    const { ids, data, dimensions } = matrix;
+    // Keep the best `limit` in a small sorted array: cheaper than sorting every score.
+    const best: Scored[] = [];
+    for (let row = 0; row < ids.length; row++) {
+      const id = ids[row]!;
+      if (allowed && !allowed.has(id)) continue;
+      let dot = 0;
+      const offset = row * dimensions;
+      for (let d = 0; d < dimensions; d++) dot += data[offset + d]! * query[d]!;
+      if (best.length < limit || dot > best[best.length - 1]!.score) {
+        let at = best.length;
+        while (at > 0 && best[at - 1]!.score < dot) at--;
+        best.splice(at, 0, { id, score: dot });
+        if (best.length > limit) best.pop();
+      }
+    }
+    return best;
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+
+  private loadMatrix(model: string) {
+    // data_version changes when another connection wrote; `writes` when this one did.
+    const version = `${String(this.db.pragma('data_version', { simple: true }))}:${this.writes}`;
+    if (this.matrix?.model === model && this.matrix.version === version) return this.matrix;
+    const rows = this.statements.vectors.all(model);
+    const dimensions = rows[0]?.dimensions ?? 0;
+    const ids = new Int32Array(rows.length);
+    const data = new Float32Array(rows.length * dimensions);
+    const bytes = new Uint8Array(data.buffer);
+    rows.forEach((row, i) => {
+      ids[i] = row.document_id;
+      bytes.set(row.vector.subarray(0, dimensions * 4), i * dimensions * 4);
+    });
+    this.matrix = { model, version, ids, dimensions, data };
+    return this.matrix;
+  }
+}
+
+function filterClause(filter: IndexFilter, alias: string): { clause: string; params: unknown[] } {
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  if (filter.since !== undefined) {
+    parts.push(`${alias}.published_at >= ?`);
+    params.push(filter.since);
+  }
+  if (filter.language) {
+    parts.push(`(${alias}.language IS NULL OR ${alias}.language = ?)`);
+    params.push(filter.language);
+  }
+  if (filter.region) {
+    parts.push(`(${alias}.region IS NULL OR ${alias}.region = ?)`);
+    params.push(filter.region);
+  }
+  return { clause: parts.join(' AND '), params };
+}
+
+function fromRow(row: DocumentRow): StoredDocument {
+  return {
+    id: row.id,
+    key: row.key,
+    url: row.url,
+    title: row.title,
+    text: row.text,
+    source: row.source,
+    language: row.language ?? undefined,
+    region: row.region ?? undefined,
+    publishedAt: row.published_at ?? undefined,
+    images: row.images ? (JSON.parse(row.images) as SearchImage[]) : undefined,
+    addedAt: row.added_at,
+  };
+}

@@ -1,0 +1,77 @@
+/**
+ * Adds documents to the local index in batches: each batch is embedded by the served embedder
+ * (when there is one) and written in one transaction with its vectors.
+ */
+import type { CoreContext } from '../../context.js';
+import { embed } from '../../embeddings.js';
+import type { DocumentIndex, IndexDocument } from './document-index.js';
+import { modelText } from './retriever.js';
+
+export interface IngestOptions {
+  /** Compute vectors (default: when an embedder is served). */
+  embed?: boolean;
+  batchSize?: number;
+  onProgress?: (progress: IngestReport) => void;
+  signal?: AbortSignal;
+}
+
+export interface IngestReport {
+  added: number;
+  updated: number;
+  /** Documents given a vector. */
+  embedded: number;
+  /** Index ids of the documents, in input order. */
+  ids: number[];
+}
+
+export async function ingestDocuments(
+  /** Absent: documents are indexed without vectors. */
+  ctx: CoreContext | undefined,
+  index: DocumentIndex,
+  documents: AsyncIterable<IndexDocument> | Iterable<IndexDocument>,
+  options: IngestOptions = {},
+): Promise<IngestReport> {
+  const embedder = options.embed === false || !ctx ? undefined : ctx.registry.list().find((m) => m.task === 'embedding');
+  const batchSize = options.batchSize ?? 64;
+  const report: IngestReport = { added: 0, updated: 0, embedded: 0, ids: [] };
+  let batch: IndexDocument[] = [];
+
+  const flush = async () => {
+    if (batch.length === 0) return;
+    const docs = batch;
+    batch = [];
+    let vectors;
+    if (embedder) {
+      const result = await embed(ctx!, { model: embedder.id, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
+      vectors = { model: embedder.id, dimensions: result.dimensions, data: result.vectors };
+      report.embedded += docs.length;
+    }
+    const written = index.upsert(docs, vectors);
+    report.added += written.added;
+    report.updated += written.updated;
+    report.ids.push(...written.ids);
+    options.onProgress?.(report);
+  };
+
+  for await (const doc of documents) {
+    batch.push(doc);
+    if (batch.length >= batchSize) await flush();
+  }
+  await flush();
+  return report;
+}
+
+/** Gives vectors of the served embedder to documents that lack them (added without, or under another embedder). */
+export async function embedMissing(ctx: CoreContext, index: DocumentIndex, options: Omit<IngestOptions, 'embed'> = {}): Promise<number> {
+  const embedder = ctx.registry.list().find((m) => m.task === 'embedding');
+  if (!embedder) return 0;
+  const batchSize = options.batchSize ?? 64;
+  let done = 0;
+  for (;;) {
+    const docs = index.withoutVectors(embedder.id, batchSize);
+    if (docs.length === 0) return done;
+    const result = await embed(ctx, { model: embedder.id, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
+    index.setVectors(docs.map((d) => d.id), { model: embedder.id, dimensions: result.dimensions, data: result.vectors });
+    done += docs.length;
+  }
+}

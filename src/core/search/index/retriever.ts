@@ -1,0 +1,94 @@
+/**
+ * Retrieval over the local index in stages: BM25 and dense vectors, fused, then the cross-encoder
+ * over the top of the fused list. Each stage is reachable on its own, for evaluation.
+ */
+import type { CoreContext } from '../../context.js';
+import { embed } from '../../embeddings.js';
+import { rerank } from '../../rerank.js';
+import { fuse, type FusionMethod, type Scored } from '../fusion.js';
+import type { DocumentIndex, IndexDocument, IndexFilter, StoredDocument } from './document-index.js';
+
+export interface RetrieverOptions {
+  fusion: FusionMethod;
+  /** Fused candidates the cross-encoder scores (0: no reranking). */
+  rerankDepth: number;
+}
+
+export type RetrievalMode = 'bm25' | 'dense' | 'hybrid' | 'rerank';
+
+/** Characters of a document given to the models; the models' windows cut far earlier anyway. */
+const modelTextChars = 8000;
+
+export function modelText(doc: Pick<IndexDocument, 'title' | 'text'>): string {
+  const text = doc.title ? `${doc.title} ${doc.text}` : doc.text;
+  return text.length > modelTextChars ? text.slice(0, modelTextChars) : text;
+}
+
+export class LocalRetriever {
+  constructor(
+    private readonly ctx: CoreContext,
+    readonly index: DocumentIndex,
+    readonly options: RetrieverOptions,
+  ) {}
+
+  /** The served embedder whose vectors the index holds, if any model embeds here. */
+  get embedder(): string | undefined {
+    return this.ctx.registry.list().find((m) => m.task === 'embedding')?.id;
+  }
+
+  get reranker(): string | undefined {
+    return this.ctx.registry.list().find((m) => m.task === 'rerank')?.id;
+  }
+
+  bm25(query: string, limit: number, filter?: IndexFilter): Scored[] {
+    return this.index.bm25(query, limit, filter);
+  }
+
+  async dense(query: string, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<Scored[]> {
+    const model = this.embedder;
+    if (!model || this.index.vectorCount(model) === 0) return [];
+    const { vectors } = await embed(this.ctx, { model, input: [query], inputType: 'query', truncate: true }, signal);
+    return this.index.dense(vectors, model, limit, filter);
+  }
+
+  async hybrid(query: string, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<Scored[]> {
+    const [lexical, dense] = [this.bm25(query, limit, filter), await this.dense(query, limit, filter, signal)];
+    if (dense.length === 0) return lexical;
+    return fuse(this.options.fusion, [lexical, dense]).slice(0, limit);
+  }
+
+  /**
+   * Reranks the first `depth` of `candidates` with the cross-encoder; the rest keep their order
+   * behind them. Scores of reranked documents are the cross-encoder's, in (0, 1).
+   */
+  async rerank(query: string, candidates: Scored[], depth: number, signal?: AbortSignal): Promise<{ ranked: Scored[]; reranked: number }> {
+    const model = this.reranker;
+    const head = candidates.slice(0, depth);
+    if (!model || head.length === 0) return { ranked: candidates, reranked: 0 };
+    const docs = this.index.documents(head.map((c) => c.id));
+    const present = head.filter((c) => docs.has(c.id));
+    const result = await rerank(this.ctx, { model, query, documents: present.map((c) => modelText(docs.get(c.id)!)) }, signal);
+    const ranked = result.results.map(({ index, score }) => ({ id: present[index]!.id, score }));
+    return { ranked: [...ranked, ...candidates.slice(depth)], reranked: ranked.length };
+  }
+
+  /** The full pipeline up to `mode`, best first. */
+  async retrieve(query: string, mode: RetrievalMode, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<{ ranked: Scored[]; reranked: number }> {
+    switch (mode) {
+      case 'bm25':
+        return { ranked: this.bm25(query, limit, filter), reranked: 0 };
+      case 'dense':
+        return { ranked: await this.dense(query, limit, filter, signal), reranked: 0 };
+      case 'hybrid':
+        return { ranked: await this.hybrid(query, limit, filter, signal), reranked: 0 };
+      case 'rerank': {
+        const candidates = await this.hybrid(query, Math.max(limit, this.options.rerankDepth), filter, signal);
+        return this.rerank(query, candidates, Math.max(this.options.rerankDepth, 0), signal);
+      }
+    }
+  }
+
+  documents(ids: readonly number[]): Map<number, StoredDocument> {
+    return this.index.documents(ids);
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * The search service: the task queue, the configured provider and the local index, opened
+ * together from the configuration and closed together.
+ */
+import { join } from 'node:path';
+import type { Config } from '../../config.js';
+import type { CoreContext } from '../context.js';
+import { DocumentIndex, type IndexDocument } from './index/document-index.js';
+import { ingestDocuments, type IngestOptions, type IngestReport } from './index/ingest.js';
+import { LocalRetriever } from './index/retriever.js';
+import { LocalSearchProvider } from './providers/local.js';
+import { SearxngSearchProvider } from './providers/searxng.js';
+import { openDatabase } from './sqlite.js';
+import { SqliteTaskStore } from './task-store.js';
+import { SearchTasks } from './tasks.js';
+import type { SearchProvider } from './types.js';
+
+export type SearchSettings = Pick<
+  Config,
+  | 'dataDir'
+  | 'searchProvider'
+  | 'searxngUrl'
+  | 'searxngTimeout'
+  | 'searchConcurrency'
+  | 'searchMaxPending'
+  | 'searchRetention'
+  | 'searchTaskTimeout'
+  | 'searchFusion'
+  | 'searchRerankDepth'
+>;
+
+export interface SearchLog {
+  error(object: unknown, message: string): void;
+}
+
+/** Where the local index lives under the data dir. */
+export function indexPath(dataDir: string): string {
+  return join(dataDir, 'search', 'index.sqlite');
+}
+
+export function openRetriever(ctx: CoreContext, settings: Pick<SearchSettings, 'dataDir' | 'searchFusion' | 'searchRerankDepth'>): LocalRetriever {
+  return new LocalRetriever(ctx, DocumentIndex.open(indexPath(settings.dataDir)), {
+    fusion: settings.searchFusion === 'mix' ? 'mix' : 'rrf',
+    rerankDepth: settings.searchRerankDepth,
+  });
+}
+
+export class SearchService {
+  private constructor(
+    private readonly ctx: CoreContext,
+    readonly tasks: SearchTasks,
+    readonly retriever: LocalRetriever,
+  ) {}
+
+  static async open(ctx: CoreContext, settings: SearchSettings, log?: SearchLog): Promise<SearchService> {
+    const retriever = openRetriever(ctx, settings);
+    let provider: SearchProvider;
+    if (settings.searchProvider === 'searxng') {
+      if (!settings.searxngUrl) throw new Error('searchProvider is "searxng" but searxngUrl is not set.');
+      provider = new SearxngSearchProvider(ctx, { url: settings.searxngUrl, timeoutMs: settings.searxngTimeout });
+    } else {
+      provider = new LocalSearchProvider(retriever);
+    }
+    const store = new SqliteTaskStore(openDatabase(join(settings.dataDir, 'search', 'tasks.sqlite')));
+    const tasks = await SearchTasks.open(store, provider, {
+      concurrency: settings.searchConcurrency,
+      maxPending: settings.searchMaxPending,
+      retentionMs: settings.searchRetention * 1000,
+      taskTimeoutMs: settings.searchTaskTimeout,
+      log,
+    });
+    return new SearchService(ctx, tasks, retriever);
+  }
+
+  get index(): DocumentIndex {
+    return this.retriever.index;
+  }
+
+  ingest(documents: AsyncIterable<IndexDocument> | Iterable<IndexDocument>, options?: IngestOptions): Promise<IngestReport> {
+    return ingestDocuments(this.ctx, this.index, documents, options);
+  }
+
+  async close(): Promise<void> {
+    await this.tasks.close();
+    this.index.close();
+  }
+}

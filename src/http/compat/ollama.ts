@@ -1,0 +1,151 @@
+/**
+ * Ollama's embedding routes, as the `ollama` client calls them: POST /api/embed, the older
+ * POST /api/embeddings, and GET /api/tags (the served embedding models). Ollama names carry a tag;
+ * `name:latest` is the served model `name`. Errors keep the catalogue's statuses and take
+ * Ollama's body, `{error}`.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { embed } from '../../core/embeddings.js';
+import { ApiError } from '../../errors.js';
+import type { ServedModel } from '../../models/registry.js';
+import { float32ToJson } from '../../vectors/encoding.js';
+import { errorHandler, type ErrorRenderer } from '../errors.js';
+import type { HttpServices } from '../services.js';
+import { setTimingHeaders } from '../timing.js';
+import { errorResponsesOf } from './errors.js';
+import { formatParameters, readModelFacts } from './model-facts.js';
+import { vectorsToJson } from './vectors.js';
+
+const tags = ['Ollama compatibility'];
+
+const OllamaError = Type.Object({ error: Type.String() }, { description: "Ollama's error shape, with the catalogue's status." });
+const errorResponses = errorResponsesOf(OllamaError);
+const ollamaError: ErrorRenderer = (error) => ({ error: error.message });
+
+const Ignored = { description: 'Accepted and ignored: models stay loaded.' };
+
+const EmbedBody = Type.Object(
+  {
+    model: Type.String({ description: 'A served embedding model id; `id:latest` names it too (GET /api/tags).' }),
+    input: Type.Union([Type.String(), Type.Array(Type.String())]),
+    truncate: Type.Optional(Type.Boolean({ description: "Cut inputs longer than the model's window (absent: the server's truncate setting)." })),
+    dimensions: Type.Optional(Type.Integer({ minimum: 0, description: 'Keep the first N components, renormalised.' })),
+    keep_alive: Type.Optional(Type.Union([Type.String(), Type.Number()], Ignored)),
+    options: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Accepted and ignored.' })),
+  },
+  { additionalProperties: true },
+);
+type EmbedBody = Static<typeof EmbedBody>;
+
+const EmbeddingsBody = Type.Object(
+  {
+    model: Type.String(),
+    prompt: Type.String(),
+    keep_alive: Type.Optional(Type.Union([Type.String(), Type.Number()], Ignored)),
+    options: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Accepted and ignored.' })),
+  },
+  { additionalProperties: true },
+);
+type EmbeddingsBody = Static<typeof EmbeddingsBody>;
+
+const EmbedResponse = Type.Object({
+  model: Type.String(),
+  embeddings: Type.Array(Type.Array(Type.Number())),
+  total_duration: Type.Integer({ description: 'ns' }),
+  load_duration: Type.Integer({ description: 'ns; 0: models are loaded at start' }),
+  prompt_eval_count: Type.Integer({ description: 'Tokens fed to the model, special tokens included.' }),
+});
+
+const TagsResponse = Type.Object({
+  models: Type.Array(
+    Type.Object({
+      name: Type.String(),
+      model: Type.String(),
+      modified_at: Type.String(),
+      size: Type.Integer({ description: 'Bytes of the ONNX file' }),
+      digest: Type.String(),
+      details: Type.Object({
+        parent_model: Type.String(),
+        format: Type.String(),
+        family: Type.String(),
+        families: Type.Array(Type.String()),
+        parameter_size: Type.String({ description: 'Estimated from the file size' }),
+        quantization_level: Type.String(),
+      }),
+    }),
+  ),
+});
+
+/** Ollama names always carry a tag; ours only for a variant (`id:int8`). */
+const ollamaName = (model: ServedModel) => (model.id.includes(':') ? model.id : `${model.id}:latest`);
+
+export async function ollamaRoutes(app: FastifyInstance, { core, registry }: HttpServices): Promise<void> {
+  app.setErrorHandler(errorHandler(ollamaError));
+
+  /** The served id an Ollama name means: the name itself, or without its `:latest` tag. */
+  const servedId = (name: string) => {
+    if (name.endsWith(':latest') && !registry.list().some((m) => m.id === name)) return name.slice(0, -':latest'.length);
+    return name;
+  };
+
+  app.post<{ Body: EmbedBody }>(
+    '/api/embed',
+    { schema: { tags, summary: 'Embed (Ollama)', body: EmbedBody, response: { 200: EmbedResponse, ...errorResponses } } },
+    async (request, reply) => {
+      const started = performance.now();
+      const { model, input, truncate, dimensions } = request.body;
+      const result = await embed(core, { model: servedId(model), input, truncate, dimensions }, request.signal);
+      setTimingHeaders(reply, result.timings);
+      const totalNs = Math.round((performance.now() - started) * 1e6);
+      const payload = `{"model":${JSON.stringify(model)},"embeddings":${vectorsToJson(result)},"total_duration":${totalNs},"load_duration":0,"prompt_eval_count":${result.promptTokens}}`;
+      return reply.type('application/json').serializer((x: string) => x).send(payload);
+    },
+  );
+
+  app.post<{ Body: EmbeddingsBody }>(
+    '/api/embeddings',
+    {
+      schema: {
+        tags,
+        summary: 'Embed one prompt (Ollama, older route)',
+        body: EmbeddingsBody,
+        response: { 200: Type.Object({ embedding: Type.Array(Type.Number()) }), ...errorResponses },
+      },
+    },
+    async (request, reply) => {
+      const { model, prompt } = request.body;
+      const result = await embed(core, { model: servedId(model), input: [prompt] }, request.signal);
+      setTimingHeaders(reply, result.timings);
+      return reply.type('application/json').serializer((x: string) => x).send(`{"embedding":${float32ToJson(result.vectors)}}`);
+    },
+  );
+
+  const embedders = registry.list().filter((m) => m.task === 'embedding');
+  const tagsList = embedders.map((model) => {
+    const facts = readModelFacts(model);
+    return {
+      name: ollamaName(model),
+      model: ollamaName(model),
+      modified_at: facts.modifiedAt.toISOString(),
+      size: facts.size,
+      digest: facts.digest,
+      details: {
+        parent_model: '',
+        format: 'onnx',
+        family: facts.family,
+        families: [facts.family],
+        parameter_size: formatParameters(facts.parameters),
+        quantization_level: model.variant === 'int8' ? 'INT8' : 'F32',
+      },
+    };
+  });
+  // Ollama's generation routes: a clear 501 rather than a 404 that looks like a wrong host.
+  for (const path of ['/api/generate', '/api/chat']) {
+    app.post(path, { schema: { hide: true } as never }, async () => {
+      throw new ApiError('unsupported_operation', `${path} is not supported by this server; it serves embeddings: /api/embed, /api/embeddings and /api/tags.`);
+    });
+  }
+
+  app.get('/api/tags', { schema: { tags, summary: 'List the embedding models (Ollama)', response: { 200: TagsResponse, ...errorResponses } } }, async () => ({ models: tagsList }));
+}

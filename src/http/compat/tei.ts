@@ -1,0 +1,260 @@
+/**
+ * Hugging Face text-embeddings-inference (TEI) routes, at TEI's paths (no /v1): POST /embed,
+ * /rerank, /tokenize, /decode, GET /info, and POST / (TEI's default route: embed, or rerank when
+ * the first TEI model is a reranker). A TEI process serves one model, so its requests name none;
+ * the teiModels setting says which served models answer.
+ *
+ * Errors keep the catalogue's statuses (400 where TEI says 413 or 422 for bad input) and take
+ * TEI's body, `{error, error_type}`, plus the catalogue's stable `code`.
+ */
+import { readFileSync } from 'node:fs';
+import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ConfigError } from '../../config.js';
+import { embed } from '../../core/embeddings.js';
+import { rerank } from '../../core/rerank.js';
+import { decode, tokenize } from '../../core/tokens.js';
+import { ApiError, type ErrorCode } from '../../errors.js';
+import type { Registry, ServedModel } from '../../models/registry.js';
+import { errorHandler, type ErrorRenderer } from '../errors.js';
+import type { HttpServices } from '../services.js';
+import { setTimingHeaders } from '../timing.js';
+import { errorResponsesOf } from './errors.js';
+import { readModelFacts } from './model-facts.js';
+import { vectorsToJson } from './vectors.js';
+
+const tags = ['TEI compatibility'];
+
+const version: string = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version;
+
+const TeiError = Type.Object(
+  {
+    error: Type.String(),
+    error_type: Type.String({ description: 'Validation, Overloaded, Unhealthy, Unauthorized or Backend' }),
+    code: Type.String({ description: "The error catalogue's stable code" }),
+  },
+  { description: "TEI's error shape, with the catalogue's status and code." },
+);
+const errorResponses = errorResponsesOf(TeiError);
+
+const errorTypes: Partial<Record<ErrorCode, string>> = {
+  unauthorized: 'Unauthorized',
+  overloaded: 'Overloaded',
+  not_ready: 'Unhealthy',
+  shutting_down: 'Unhealthy',
+  internal: 'Backend',
+  upstream_error: 'Backend',
+  timeout: 'Backend',
+  unsupported_operation: 'Backend',
+};
+const teiError: ErrorRenderer = (error) => ({ error: error.message, error_type: errorTypes[error.code] ?? 'Validation', code: error.code });
+
+const OptionalBoolean = (description: string) => Type.Optional(Type.Union([Type.Boolean(), Type.Null()], { description }));
+/** A string of a few values; validation errors list them (a union of literals says "must be equal to constant"). */
+const OneOf = <T extends string>(values: readonly T[], description: string) =>
+  Type.Optional(Type.Unsafe<T | null>({ type: ['string', 'null'], enum: [...values, null], description }));
+const TruncationDirection = OneOf(['Right', 'Left', 'right', 'left'], 'Which end of a too-long input is cut (default Right: keep the start).');
+const PromptName = OneOf(['query', 'document'], "Prepend the model's query or document prefix.");
+
+const EmbedBody = Type.Object(
+  {
+    inputs: Type.Union(
+      [Type.String(), Type.Array(Type.String()), Type.Array(Type.Integer()), Type.Array(Type.Array(Type.Integer()))],
+      { description: 'A text, texts, token ids, or arrays of token ids.' },
+    ),
+    normalize: Type.Optional(Type.Boolean({ default: true, description: 'L2-normalise the vectors (false: the pooled vectors as they are).' })),
+    truncate: OptionalBoolean("Cut inputs longer than the model's window (absent or null: the server's truncate setting)."),
+    truncation_direction: TruncationDirection,
+    prompt_name: PromptName,
+    dimensions: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'Keep the first N components, renormalised.' })),
+  },
+  { additionalProperties: true },
+);
+type EmbedBody = Static<typeof EmbedBody>;
+
+const RerankBody = Type.Object(
+  {
+    query: Type.String(),
+    texts: Type.Array(Type.String()),
+    raw_scores: Type.Optional(Type.Boolean({ default: false, description: 'Answer the logits instead of their sigmoid.' })),
+    return_text: Type.Optional(Type.Boolean({ default: false })),
+    truncate: OptionalBoolean('Accepted; a text over the window is always split into windows and scores as its best one.'),
+    truncation_direction: TruncationDirection,
+  },
+  { additionalProperties: true },
+);
+type RerankBody = Static<typeof RerankBody>;
+
+const TokenizeBody = Type.Object(
+  {
+    inputs: Type.Union([Type.String(), Type.Array(Type.String())]),
+    add_special_tokens: Type.Optional(Type.Boolean({ default: true })),
+    prompt_name: PromptName,
+  },
+  { additionalProperties: true },
+);
+type TokenizeBody = Static<typeof TokenizeBody>;
+
+const DecodeBody = Type.Object(
+  {
+    ids: Type.Union([Type.Array(Type.Integer({ minimum: 0 })), Type.Array(Type.Array(Type.Integer({ minimum: 0 })))]),
+    skip_special_tokens: Type.Optional(Type.Boolean({ default: true })),
+  },
+  { additionalProperties: true },
+);
+type DecodeBody = Static<typeof DecodeBody>;
+
+const Rank = Type.Object({ index: Type.Integer(), score: Type.Number(), text: Type.Optional(Type.String()) });
+const SimpleToken = Type.Object({
+  id: Type.Integer(),
+  text: Type.String(),
+  special: Type.Boolean(),
+  start: Type.Union([Type.Integer(), Type.Null()], { description: 'Code point offset into the input; null for special tokens.' }),
+  stop: Type.Union([Type.Integer(), Type.Null()]),
+});
+const Info = Type.Object({
+  model_id: Type.String(),
+  model_sha: Type.Null(),
+  model_dtype: Type.String(),
+  model_type: Type.Union([
+    Type.Object({ embedding: Type.Object({ pooling: Type.String() }) }),
+    Type.Object({ reranker: Type.Object({ id2label: Type.Record(Type.String(), Type.String()), label2id: Type.Record(Type.String(), Type.Integer()) }) }),
+  ]),
+  max_concurrent_requests: Type.Integer(),
+  max_input_length: Type.Integer(),
+  max_batch_tokens: Type.Integer(),
+  max_batch_requests: Type.Integer(),
+  max_client_batch_size: Type.Integer(),
+  auto_truncate: Type.Boolean(),
+  tokenization_workers: Type.Integer(),
+  version: Type.String(),
+  sha: Type.Null(),
+  docker_label: Type.Null(),
+});
+
+interface TeiModels {
+  embedder?: ServedModel;
+  reranker?: ServedModel;
+  /** Describes the server in /info and tokenises: the first listed. */
+  primary?: ServedModel;
+}
+
+/** The served models the TEI routes use; a name that is not served stops the start. */
+export function pickTeiModels(registry: Registry, ids: readonly string[]): TeiModels {
+  const served = registry.list();
+  const chosen =
+    ids.length > 0
+      ? ids.map((id) => {
+          const model = served.find((m) => m.id === id);
+          if (!model) throw new ConfigError(`teiModels (ONNX_GATEWAY_TEI_MODELS): "${id}" is not served here; served models: ${served.map((m) => m.id).join(', ')}.`);
+          return model;
+        })
+      : [served.find((m) => m.task === 'embedding'), served.find((m) => m.task === 'rerank')].filter((m): m is ServedModel => m !== undefined);
+  return { embedder: chosen.find((m) => m.task === 'embedding'), reranker: chosen.find((m) => m.task === 'rerank'), primary: chosen[0] };
+}
+
+function none(task: string): ApiError {
+  return new ApiError('model_not_found', `No ${task} model answers the TEI routes here: list one in ONNX_GATEWAY_TEI_MODELS.`);
+}
+
+const direction = (value: string | null | undefined) => (value ? (value.toLowerCase() === 'left' ? 'left' : 'right') : undefined);
+
+export async function teiRoutes(app: FastifyInstance, { core, registry, config }: HttpServices): Promise<void> {
+  const models = pickTeiModels(registry, config.teiModels);
+  app.setErrorHandler(errorHandler(teiError));
+
+  const embedRoute = {
+    schema: { tags, summary: 'Embed (TEI)', body: EmbedBody, response: { 200: Type.Array(Type.Array(Type.Number())), ...errorResponses } },
+    handler: async (request: FastifyRequest<{ Body: EmbedBody }>, reply: FastifyReply) => {
+      if (!models.embedder) throw none('embedding');
+      const body = request.body;
+      const result = await embed(
+        core,
+        {
+          model: models.embedder.id,
+          input: body.inputs,
+          normalize: body.normalize ?? true,
+          truncate: body.truncate ?? undefined,
+          truncationDirection: direction(body.truncation_direction),
+          inputType: body.prompt_name ?? undefined,
+          dimensions: body.dimensions ?? undefined,
+        },
+        request.signal,
+      );
+      setTimingHeaders(reply, result.timings);
+      return reply.type('application/json').serializer((x: string) => x).send(vectorsToJson(result));
+    },
+  };
+
+  const rerankRoute = {
+    schema: { tags, summary: 'Rerank (TEI)', body: RerankBody, response: { 200: Type.Array(Rank), ...errorResponses } },
+    handler: async (request: FastifyRequest<{ Body: RerankBody }>, reply: FastifyReply) => {
+      if (!models.reranker) throw none('rerank');
+      const { query, texts, raw_scores: raw, return_text: withText } = request.body;
+      const result = await rerank(core, { model: models.reranker.id, query, documents: texts }, request.signal);
+      setTimingHeaders(reply, result.timings);
+      return result.results.map(({ index, score, logit }) => ({ index, score: raw ? logit : score, ...(withText ? { text: texts[index]! } : {}) }));
+    },
+  };
+
+  app.post<{ Body: EmbedBody }>('/embed', embedRoute);
+  app.post<{ Body: RerankBody }>('/rerank', rerankRoute);
+  // TEI's default route answers the served model's task.
+  if (models.primary?.task === 'rerank') app.post<{ Body: RerankBody }>('/', { ...rerankRoute, schema: { ...rerankRoute.schema, hide: true } as never });
+  else app.post<{ Body: EmbedBody }>('/', { ...embedRoute, schema: { ...embedRoute.schema, hide: true } as never });
+
+  app.post<{ Body: TokenizeBody }>(
+    '/tokenize',
+    { schema: { tags, summary: 'Tokenize (TEI)', body: TokenizeBody, response: { 200: Type.Array(Type.Array(SimpleToken)), ...errorResponses } } },
+    async (request) => {
+      const { inputs, add_special_tokens: addSpecialTokens, prompt_name: promptName } = request.body;
+      const result = await tokenize(
+        core,
+        { model: models.primary?.id, inputs: typeof inputs === 'string' ? [inputs] : inputs, addSpecialTokens, inputType: promptName ?? undefined },
+        request.signal,
+      );
+      return result.tokens;
+    },
+  );
+
+  app.post<{ Body: DecodeBody }>(
+    '/decode',
+    { schema: { tags, summary: 'Decode token ids (TEI)', body: DecodeBody, response: { 200: Type.Array(Type.String()), ...errorResponses } } },
+    async (request) => {
+      const { ids, skip_special_tokens: skipSpecialTokens } = request.body;
+      // One sequence of ids, or several; an empty list is no sequence at all.
+      const sequences = ids.length > 0 && ids.every((id) => typeof id === 'number') ? [ids as number[]] : (ids as number[][]);
+      return decode(core, { model: models.primary?.id, ids: sequences, skipSpecialTokens }).texts;
+    },
+  );
+
+  const facts = models.primary ? readModelFacts(models.primary) : undefined;
+  app.get('/info', { schema: { tags, summary: 'Served model info (TEI)', response: { 200: Info, ...errorResponses } } }, async () => {
+    const model = models.primary;
+    if (!model || !facts) throw none('served');
+    const label2id = Object.fromEntries(Object.entries(facts.id2label).map(([index, label]) => [label, Number(index)]));
+    return {
+      model_id: model.id,
+      model_sha: null,
+      model_dtype: model.variant === 'int8' ? 'int8' : 'float32',
+      model_type: model.task === 'embedding' ? { embedding: { pooling: model.pooling } } : { reranker: { id2label: facts.id2label, label2id } },
+      max_concurrent_requests: config.queueCapacity,
+      max_input_length: model.maxTokens,
+      max_batch_tokens: config.maxBatchTokens,
+      max_batch_requests: model.maxBatchSize ?? config.maxBatchSize,
+      max_client_batch_size: core.limits.maxInputs,
+      auto_truncate: core.limits.truncate,
+      tokenization_workers: 1,
+      version,
+      sha: null,
+      docker_label: null,
+    };
+  });
+
+  // TEI's other operations: a clear 501 rather than a 404 that looks like a wrong base URL.
+  for (const path of ['/predict', '/similarity', '/embed_all', '/embed_sparse']) {
+    app.post(path, { schema: { hide: true } as never }, async () => {
+      throw new ApiError('unsupported_operation', `TEI's ${path} is not supported by this server; it serves /embed, /rerank, /tokenize, /decode and /info.`);
+    });
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * Prometheus metrics at GET /metrics: HTTP requests, the engine's batches and queues, the worker
+ * pool and model start-up. Each server has its own registry (never prom-client's global one), so
+ * several servers in one process keep separate counts.
+ *
+ * Request phases (tokenise, queue, inference) are read from the Server-Timing header the routes
+ * already write, so every route group that reports its timings is measured without knowing it.
+ */
+import type { FastifyInstance } from 'fastify';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** One inference batch as the scheduler reports it (its BatchObserver). */
+export interface BatchInfo {
+  size: number;
+  /** Real tokens in the batch. */
+  tokens: number;
+  /** Tokens run, padding included (longest x size). */
+  paddedTokens: number;
+  inferenceMs: number;
+}
+
+/** What the metrics read from the engine at scrape time. */
+export interface EngineStats {
+  models: string[];
+  /** Inputs waiting in a model's queue. */
+  queueDepth(model: string): number;
+  /** Batches handed to the workers and not yet finished. */
+  batchesInFlight(): number;
+  /** Worker threads started to replace one that died. */
+  workerRestarts(): number;
+  ready(): boolean;
+}
+
+const prefix = 'onnx_gateway_';
+const secondsBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+/** The Server-Timing entries measured as request phases. */
+const phases = ['tokenize', 'queue', 'inference'].map((phase) => ({ phase, pattern: new RegExp(`(?:^|,)\\s*${phase};dur=([0-9.]+)`) }));
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  private readonly requests = new Counter({
+    name: `${prefix}http_requests_total`,
+    help: 'HTTP requests answered, by route pattern and status.',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+  private readonly requestSeconds = new Histogram({
+    name: `${prefix}http_request_duration_seconds`,
+    help: 'Time from receiving a request to sending its response.',
+    labelNames: ['method', 'route'] as const,
+    buckets: secondsBuckets,
+    registers: [this.registry],
+  });
+  private readonly phaseSeconds = new Histogram({
+    name: `${prefix}request_phase_seconds`,
+    help: 'Where the time of a model request went: tokenize, queue (longest wait of its inputs) and inference (summed over its batches).',
+    labelNames: ['route', 'phase'] as const,
+    buckets: secondsBuckets,
+    registers: [this.registry],
+  });
+  private readonly batchSize = new Histogram({
+    name: `${prefix}batch_size`,
+    help: 'Inputs per inference batch.',
+    labelNames: ['model'] as const,
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    registers: [this.registry],
+  });
+  private readonly batchFill = new Histogram({
+    name: `${prefix}batch_fill_ratio`,
+    help: 'Real tokens / padded tokens of each inference batch (1 = no padding).',
+    labelNames: ['model'] as const,
+    buckets: [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99, 1],
+    registers: [this.registry],
+  });
+  private readonly tokens = new Counter({
+    name: `${prefix}tokens_total`,
+    help: 'Real tokens run through a model, special tokens included.',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  private readonly paddedTokens = new Counter({
+    name: `${prefix}padded_tokens_total`,
+    help: 'Tokens run through a model, padding included; tokens_total / padded_tokens_total is the overall fill.',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  private readonly inferenceSeconds = new Histogram({
+    name: `${prefix}inference_seconds`,
+    help: 'Wall time of one inference batch in a worker.',
+    labelNames: ['model'] as const,
+    buckets: secondsBuckets,
+    registers: [this.registry],
+  });
+  private readonly modelLoadSeconds = new Gauge({
+    name: `${prefix}model_load_seconds`,
+    help: 'Time a worker took to open and warm the model at start.',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  private engine: EngineStats | undefined;
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+    const metrics = this;
+    new Gauge({
+      name: `${prefix}queue_depth`,
+      help: 'Inputs waiting in a model\'s queue.',
+      labelNames: ['model'] as const,
+      registers: [this.registry],
+      collect() {
+        for (const model of metrics.engine?.models ?? []) this.set({ model }, metrics.engine!.queueDepth(model));
+      },
+    });
+    new Gauge({
+      name: `${prefix}batches_in_flight`,
+      help: 'Batches handed to the workers and not yet finished.',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.engine?.batchesInFlight() ?? 0);
+      },
+    });
+    let restartsSeen = 0;
+    new Counter({
+      name: `${prefix}worker_restarts_total`,
+      help: 'Worker threads started to replace one that died.',
+      registers: [this.registry],
+      collect() {
+        const restarts = metrics.engine?.workerRestarts() ?? 0;
+        if (restarts > restartsSeen) this.inc(restarts - restartsSeen);
+        restartsSeen = restarts;
+      },
+    });
+    new Gauge({
+      name: `${prefix}ready`,
+      help: '1 once every model is warm in every worker.',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.engine?.ready() ? 1 : 0);
+      },
+    });
+  }
+
+  /** Reads queue depth, in-flight batches, restarts and readiness from the engine when scraped. */
+  watch(engine: EngineStats): void {
+    this.engine = engine;
+    // Series exist from the start, so rates and ratios work before the first batch.
+    for (const model of engine.models) {
+      this.tokens.inc({ model }, 0);
+      this.paddedTokens.inc({ model }, 0);
+      this.batchSize.zero({ model });
+      this.batchFill.zero({ model });
+      this.inferenceSeconds.zero({ model });
+    }
+  }
+
+  /** The scheduler's batch observer. */
+  readonly onBatch = (model: string, batch: BatchInfo): void => {
+    this.batchSize.observe({ model }, batch.size);
+    this.batchFill.observe({ model }, batch.paddedTokens > 0 ? batch.tokens / batch.paddedTokens : 1);
+    this.tokens.inc({ model }, batch.tokens);
+    this.paddedTokens.inc({ model }, batch.paddedTokens);
+    this.inferenceSeconds.observe({ model }, batch.inferenceMs / 1000);
+  };
+
+  /** The workers' reports once the models are warm. */
+  modelsLoaded(reports: { id: string; loadMs: number }[]): void {
+    for (const report of reports) this.modelLoadSeconds.set({ model: report.id }, report.loadMs / 1000);
+  }
+
+  /** The request hook and the /metrics route; call on the root app so every route is counted. */
+  register(app: FastifyInstance): void {
+    app.addHook('onResponse', async (request, reply) => {
+      // The route pattern, never the raw URL, so labels stay few; unmatched URLs share one.
+      const route = request.routeOptions.url ?? 'unmatched';
+      const method = request.method;
+      this.requests.inc({ method, route, status: String(reply.statusCode) });
+      this.requestSeconds.observe({ method, route }, reply.elapsedTime / 1000);
+      const timing = reply.getHeader('server-timing');
+      if (typeof timing === 'string') {
+        for (const { phase, pattern } of phases) {
+          const match = pattern.exec(timing);
+          if (match) this.phaseSeconds.observe({ route, phase }, Number(match[1]) / 1000);
+        }
+      }
+    });
+    app.get('/metrics', { schema: { hide: true } as never }, async (_request, reply) => {
+      const text = await this.registry.metrics();
+      return reply.type(this.registry.contentType).send(text);
+    });
+  }
+}

@@ -1,0 +1,258 @@
+/**
+ * Web search tasks and the local index:
+ * - POST /v1/web-search/search: creates a task and answers its record at once (state "pending").
+ * - GET /v1/web-search/search/{id}[?wait=N]: the record, with results once succeeded; `wait`
+ *   holds the request up to N seconds until the task is finished.
+ * - DELETE /v1/web-search/search/{id}: cancels a pending or running task.
+ * - POST /v1/web-search/index/documents, GET /v1/web-search/index,
+ *   DELETE /v1/web-search/index/documents/{key}: the local index.
+ * A task belongs to the API key that created it; other keys get 404.
+ */
+import { createHash } from 'node:crypto';
+import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ApiError, invalid } from '../errors.js';
+import { documentFromInput, type DocumentInput } from '../core/search/index/sources.js';
+import { renderMarkdown } from '../core/search/markdown.js';
+import { freshnessValues, normaliseSearchRequest } from '../core/search/request.js';
+import type { SearchService } from '../core/search/service.js';
+import type { TaskView } from '../core/search/tasks.js';
+import type { HttpServices } from './services.js';
+import { errorResponses } from './schemas.js';
+
+/** Longest long-poll a client may ask for, in seconds. */
+const maxWaitSeconds = 60;
+
+const SearchBody = Type.Object(
+  {
+    query: Type.String({ description: 'What to search for.' }),
+    area: Type.Optional(Type.String({ description: '"global" (worldwide, the default) or a language tag: "en", "en-US", "pt-BR".' })),
+    freshness: Type.Optional(
+      Type.String({ description: `How recent results must be: ${freshnessValues.join(', ')} (default noLimit; "day", "week", "7d", "past_month" and similar spellings are accepted).` }),
+    ),
+    includeImages: Type.Optional(Type.Boolean({ description: 'Also return images.' })),
+    page: Type.Optional(Type.Integer({ description: '1-based page of results (default 1).' })),
+    count: Type.Optional(Type.Integer({ description: 'Results per page, 1 to 50 (default 10).' })),
+    format: Type.Optional(Type.String({ description: '"json" (default) or "markdown": the results also rendered as Markdown for an LLM.' })),
+  },
+  { additionalProperties: true },
+);
+type SearchBody = Static<typeof SearchBody>;
+
+const taskFields = {
+  id: Type.String({ format: 'uuid' }),
+  prompt: Type.String({ description: 'The query.' }),
+  state: Type.Union([Type.Literal('pending'), Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('cancelled')]),
+  created_at: Type.String({ description: 'ISO 8601 with milliseconds, UTC.' }),
+  video: Type.Null(),
+  liked: Type.Null(),
+  estimate_wait_seconds: Type.Integer({ description: 'Seconds until the task is expected to finish, from the queue and recent run times.' }),
+};
+
+const TaskRecord = Type.Object(taskFields, { description: 'A search task as created: always pending.' });
+
+const SearchResultSchema = Type.Object({
+  title: Type.String(),
+  url: Type.String(),
+  snippet: Type.String(),
+  content: Type.Optional(Type.String({ description: 'The full text, when the provider has it (the local index does).' })),
+  score: Type.Number({ description: 'Higher is better: the cross-encoder score (0..1) when reranked.' }),
+  published_date: Type.Optional(Type.String()),
+  source: Type.String({ description: 'The search engine (SearXNG) or the indexed source (local).' }),
+});
+
+const ImageSchema = Type.Object({
+  url: Type.String(),
+  thumbnail_url: Type.Optional(Type.String()),
+  title: Type.Optional(Type.String()),
+  page_url: Type.Optional(Type.String()),
+});
+
+const TaskDetail = Type.Object(
+  {
+    ...taskFields,
+    provider: Type.String(),
+    started_at: Type.Union([Type.String(), Type.Null()]),
+    finished_at: Type.Union([Type.String(), Type.Null()]),
+    results: Type.Optional(Type.Array(SearchResultSchema)),
+    images: Type.Optional(Type.Array(ImageSchema)),
+    markdown: Type.Optional(Type.String({ description: 'With format "markdown": the results rendered for an LLM.' })),
+    error: Type.Optional(Type.Object({ code: Type.String(), message: Type.String() })),
+  },
+  { description: 'A search task; `results` when succeeded, `error` when failed or cancelled.' },
+);
+
+const TaskParams = Type.Object({ id: Type.String() });
+const WaitQuery = Type.Object(
+  { wait: Type.Optional(Type.String({ pattern: '^\\d+(\\.\\d+)?$', description: `Seconds (0 to ${maxWaitSeconds}) to wait for the task to finish before answering.` })) },
+  { additionalProperties: true },
+);
+
+const DocumentsBody = Type.Object(
+  {
+    documents: Type.Array(
+      Type.Object(
+        {
+          id: Type.Optional(Type.String({ description: 'Stable id: a document with the same id (or url) replaces the old one.' })),
+          url: Type.Optional(Type.String()),
+          title: Type.Optional(Type.String()),
+          text: Type.String(),
+          source: Type.Optional(Type.String()),
+          language: Type.Optional(Type.String({ description: 'Language tag: "en", "de-CH".' })),
+          region: Type.Optional(Type.String()),
+          published_date: Type.Optional(Type.String({ description: 'ISO 8601.' })),
+          images: Type.Optional(Type.Array(Type.String())),
+        },
+        { additionalProperties: true },
+      ),
+      { minItems: 1 },
+    ),
+  },
+  { additionalProperties: true },
+);
+type DocumentsBody = Static<typeof DocumentsBody>;
+
+const IngestResponse = Type.Object({
+  added: Type.Integer(),
+  updated: Type.Integer(),
+  embedded: Type.Integer({ description: 'Documents given a vector by the served embedder.' }),
+  ids: Type.Array(Type.String(), { description: 'The documents\' keys (id, else url, else a hash of the text), in input order.' }),
+});
+
+const IndexStats = Type.Object({
+  documents: Type.Integer(),
+  vectors: Type.Record(Type.String(), Type.Integer(), { description: 'Documents with a vector, per embedder.' }),
+  embedder: Type.Union([Type.String(), Type.Null()]),
+  reranker: Type.Union([Type.String(), Type.Null()]),
+  updated_at: Type.Union([Type.String(), Type.Null()]),
+});
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+function taskRecord(task: TaskView) {
+  return {
+    id: task.id,
+    prompt: task.request.query,
+    state: task.state,
+    created_at: new Date(task.createdAt).toISOString(),
+    video: null,
+    liked: null,
+    estimate_wait_seconds: task.estimateWaitSeconds,
+  };
+}
+
+function taskDetail(task: TaskView, provider: string) {
+  const detail: Static<typeof TaskDetail> = { ...taskRecord(task), provider, started_at: iso(task.startedAt), finished_at: iso(task.finishedAt) };
+  if (task.state === 'succeeded' && task.outcome) {
+    detail.results = task.outcome.results;
+    if (task.request.includeImages) detail.images = task.outcome.images ?? [];
+    if (task.request.format === 'markdown') {
+      detail.markdown = renderMarkdown(task.request.query, task.outcome, (task.request.page - 1) * task.request.count + 1);
+    }
+  }
+  if (task.error) detail.error = task.error;
+  return detail;
+}
+
+/** Tasks belong to the key that made them (stored as a digest); without keys, to one anonymous owner. */
+function ownerOf(request: FastifyRequest, keysConfigured: boolean): string {
+  if (!keysConfigured) return 'anonymous';
+  const match = /^Bearer\s+(\S+)/i.exec(request.headers.authorization ?? '');
+  return createHash('sha256').update(match?.[1] ?? '').digest('hex');
+}
+
+function notFound(id: string): ApiError {
+  return new ApiError('not_found', `No search task "${id}" (it may have expired, or belong to another key).`, { param: 'id' });
+}
+
+export async function searchRoutes(app: FastifyInstance, services: HttpServices): Promise<void> {
+  const search: SearchService | undefined = services.search;
+  if (!search) return;
+  const keysConfigured = services.config.keys.length > 0;
+  const tags = ['Web search'];
+  // Long-polls answer at once on shutdown instead of holding the drain for up to a minute.
+  app.addHook('preClose', async () => search.tasks.wakeWaiters());
+
+  app.post<{ Body: SearchBody }>(
+    '/v1/web-search/search',
+    { schema: { tags, summary: 'Create a web search task', body: SearchBody, response: { 200: TaskRecord, ...errorResponses } } },
+    async (request) => {
+      const task = await search.tasks.create(ownerOf(request, keysConfigured), normaliseSearchRequest(request.body));
+      return taskRecord(task);
+    },
+  );
+
+  app.get<{ Params: Static<typeof TaskParams>; Querystring: Static<typeof WaitQuery> }>(
+    '/v1/web-search/search/:id',
+    { schema: { tags, summary: 'Get a web search task', params: TaskParams, querystring: WaitQuery, response: { 200: TaskDetail, ...errorResponses } } },
+    async (request) => {
+      const wait = request.query.wait === undefined ? 0 : Number(request.query.wait);
+      if (wait > maxWaitSeconds) throw invalid('wait', `wait must be at most ${maxWaitSeconds} seconds; got ${wait}.`);
+      const task = await search.tasks.wait(ownerOf(request, keysConfigured), request.params.id, wait * 1000, request.signal);
+      if (!task) throw notFound(request.params.id);
+      return taskDetail(task, search.tasks.providerName);
+    },
+  );
+
+  app.delete<{ Params: Static<typeof TaskParams> }>(
+    '/v1/web-search/search/:id',
+    { schema: { tags, summary: 'Cancel a web search task', params: TaskParams, response: { 200: TaskDetail, ...errorResponses } } },
+    async (request) => {
+      const task = await search.tasks.cancel(ownerOf(request, keysConfigured), request.params.id);
+      if (!task) throw notFound(request.params.id);
+      return taskDetail(task, search.tasks.providerName);
+    },
+  );
+
+  app.post<{ Body: DocumentsBody }>(
+    '/v1/web-search/index/documents',
+    {
+      schema: {
+        tags,
+        summary: 'Add documents to the local index',
+        description: 'Each document is embedded by the served embedder and indexed for BM25; a document with the id (or url) of an indexed one replaces it.',
+        body: DocumentsBody,
+        response: { 200: IngestResponse, ...errorResponses },
+      },
+    },
+    async (request) => {
+      const { documents } = request.body;
+      if (documents.length > services.core.limits.maxInputs) {
+        throw invalid('documents', `documents has ${documents.length} items; at most ${services.core.limits.maxInputs} are accepted per request.`);
+      }
+      const parsed = documents.map((doc, i) => {
+        const digest = createHash('sha256').update(`${doc.title ?? ''}\n${doc.text}`).digest('hex').slice(0, 32);
+        return documentFromInput(doc as DocumentInput, { key: digest, url: (key) => `urn:onnx-gateway:document:${encodeURIComponent(key)}`, source: 'api' }, `documents[${i}]`);
+      });
+      const report = await search.ingest(parsed, { signal: request.signal });
+      return { added: report.added, updated: report.updated, embedded: report.embedded, ids: parsed.map((d) => d.key) };
+    },
+  );
+
+  app.get('/v1/web-search/index', { schema: { tags, summary: 'Describe the local index', response: { 200: IndexStats, ...errorResponses } } }, async () => {
+    const stats = search.index.stats();
+    return {
+      documents: stats.documents,
+      vectors: stats.vectors,
+      embedder: search.retriever.embedder ?? null,
+      reranker: search.retriever.reranker ?? null,
+      updated_at: iso(stats.updatedAt),
+    };
+  });
+
+  app.delete<{ Params: { key: string } }>(
+    '/v1/web-search/index/documents/:key',
+    {
+      schema: {
+        tags,
+        summary: 'Remove a document from the local index',
+        params: Type.Object({ key: Type.String({ description: 'The document key (URL-encoded).' }) }),
+        response: { 200: Type.Object({ id: Type.String(), deleted: Type.Boolean() }), ...errorResponses },
+      },
+    },
+    async (request) => {
+      if (!search.index.remove(request.params.key)) throw new ApiError('not_found', `No document "${request.params.key}" in the index.`, { param: 'key' });
+      return { id: request.params.key, deleted: true };
+    },
+  );
+}

@@ -1,0 +1,109 @@
+/**
+ * The `models` subcommands: list (the catalogue against the models dir), pull (download from the
+ * Hugging Face Hub), quantize (write the int8 variant).
+ */
+import type { Command } from 'commander';
+import { ConfigError, loadConfig, settings, type Config } from '../config.js';
+import { formatQuantizeReport } from '../onnx/quantize-report.js';
+import { loadCatalogue, type Catalogue } from './catalogue.js';
+import { describeSource, DownloadError, pullModel } from './download.js';
+import { Hub, hubOptions } from './hub.js';
+import { Int8Error, planInt8, quantizeToInt8 } from './int8.js';
+import { formatModelTable, listLocalModels } from './local.js';
+import { formatBytes, progressFor } from './progress.js';
+import { ModelFilesError } from './registry.js';
+
+interface ModelsOptions {
+  modelsDir?: string;
+  manifestsDir?: string;
+  hfEndpoint?: string;
+}
+
+const withDirs = (command: Command) =>
+  command
+    .option('--models-dir <dir>', `${settings.modelsDir.description} (env ${settings.modelsDir.env})`)
+    .option('--manifests-dir <dir>', `${settings.manifestsDir.description} (env ${settings.manifestsDir.env})`);
+
+export function registerModelsCommand(program: Command): void {
+  const models = program.command('models').description('list, download and quantize models');
+
+  withDirs(models.command('list'))
+    .description('the catalogue and the models dir: task, source, present or missing, variants, size on disk')
+    .option('--json', 'one JSON array instead of a table')
+    .action((options: ModelsOptions & { json?: boolean }) => {
+      const { config, catalogue } = setUp(options);
+      const list = listLocalModels(catalogue, config.modelsDir);
+      process.stdout.write(options.json ? `${JSON.stringify(list, null, 2)}\n` : `${formatModelTable(list)}\n`);
+    });
+
+  withDirs(models.command('pull'))
+    .description('download models from the Hugging Face Hub at their pinned revisions (resumable, verified)')
+    .argument('<ids...>', 'catalogue ids (see "models list")')
+    .option('--hf-endpoint <url>', `${settings.hfEndpoint.description} (env ${settings.hfEndpoint.env} or HF_ENDPOINT)`)
+    .option('--force', 'download every file again, even those on disk that match the Hub')
+    .action(async (ids: string[], options: ModelsOptions & { force?: boolean }) => {
+      const { config, catalogue } = setUp(options);
+      const manifests = ids.map((id) => {
+        if (id.includes(':')) fail(`pull takes model ids without a variant: pull "${id.split(':')[0]}", then make the int8 variant with "onnx-gateway models quantize ${id.split(':')[0]}".`);
+        const manifest = catalogue.get(id);
+        if (!manifest) fail(`No manifest names "${id}". Known models: ${catalogue.list().map((m) => m.id).join(', ')}.`);
+        return manifest;
+      });
+      const hub = new Hub(hubOptions(config.hfEndpoint));
+      const progress = progressFor(process.stderr);
+      // Ctrl-C stops the transfer cleanly: the partial file stays and the next pull resumes it.
+      const abort = new AbortController();
+      process.once('SIGINT', () => abort.abort());
+      for (const manifest of manifests) {
+        process.stderr.write(`${describeSource(manifest)} from ${hub.options.endpoint} into ${config.modelsDir}\n`);
+        try {
+          const report = await pullModel(manifest, { modelsDir: config.modelsDir, hub, progress, force: options.force, signal: abort.signal });
+          const fetched = report.files.filter((f) => f.status === 'downloaded');
+          const bytes = fetched.reduce((sum, f) => sum + f.bytes, 0);
+          process.stdout.write(
+            `${manifest.id}: ${fetched.length > 0 ? `downloaded ${fetched.length} of ${report.files.length} files (${formatBytes(bytes)})` : `all ${report.files.length} files present`}, verified, in ${report.dir}\n`,
+          );
+        } catch (error) {
+          if (abort.signal.aborted) {
+            // On a terminal the ^C echo ends no line.
+            if (process.stderr.isTTY) process.stderr.write('\n');
+            fail('interrupted; run the same pull again to resume.', 130);
+          }
+          if (error instanceof DownloadError) fail(error.message, 1);
+          throw error;
+        }
+      }
+    });
+
+  withDirs(models.command('quantize'))
+    .description('write the int8 variant (onnx/model_int8.onnx) of a model, served as "<id>:int8"')
+    .argument('<target>', 'a model id in the models dir, a model folder, or an .onnx file')
+    .action(async (target: string, options: ModelsOptions) => {
+      const { config } = setUp(options);
+      try {
+        const plan = planInt8(target, config.modelsDir);
+        process.stderr.write(`quantizing ${plan.input}\n`);
+        const report = await quantizeToInt8(plan);
+        process.stdout.write(`${formatQuantizeReport(report)}\nwrote ${plan.output}\n`);
+        if (plan.id) process.stdout.write(`serve it as "${plan.id}:int8" (ONNX_GATEWAY_MODELS=${plan.id}:int8)\n`);
+      } catch (error) {
+        if (error instanceof Int8Error) fail(error.message, 1);
+        throw error;
+      }
+    });
+}
+
+function setUp(options: ModelsOptions): { config: Config; catalogue: Catalogue } {
+  try {
+    const config = loadConfig({ modelsDir: options.modelsDir, manifestsDir: options.manifestsDir, hfEndpoint: options.hfEndpoint, logLevel: 'silent' });
+    return { config, catalogue: loadCatalogue(config.manifestsDir) };
+  } catch (error) {
+    if (error instanceof ConfigError || error instanceof ModelFilesError) fail(error.message);
+    throw error;
+  }
+}
+
+function fail(message: string, code = 2): never {
+  process.stderr.write(`onnx-gateway: ${message}\n`);
+  process.exit(code);
+}

@@ -1,0 +1,187 @@
+/**
+ * Image pipelines: manifests of known image-to-image models (one JSON file each in `models/images/`)
+ * and the served ones, resolved to their files in the image models dir.
+ *
+ * A manifest holds the facts pre- and post-processing need and the graph does not say: which
+ * tensor to feed and fetch, the colour and value range the model expects, the scale, and whether
+ * the graph takes one fixed size or any.
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { ApiError } from '../errors.js';
+import { manifestsDir } from './catalogue.js';
+import { ModelFilesError } from './registry.js';
+
+export type ImageTask = 'super-resolution' | 'background-removal' | 'style-transfer';
+export const imageTasks: readonly ImageTask[] = ['super-resolution', 'background-removal', 'style-transfer'];
+
+export interface ImageInputSpec {
+  name: string;
+  /** `rgb`: three channels; `luma`: the Y of BT.601 YCbCr, one channel. */
+  channels: 'rgb' | 'luma';
+  /** The one [height, width] the graph takes; absent when height and width are dynamic. */
+  size?: [number, number];
+  /** What the model is fed: (pixel - mean) / std, pixels in 0..255. */
+  mean: number;
+  std: number;
+}
+
+export interface ImageOutputSpec {
+  name: string;
+  /** Pixels are value * scale, clamped to 0..255. */
+  scale: number;
+}
+
+export interface ImageManifest {
+  id: string;
+  task: ImageTask;
+  description: string;
+  /** Where the ONNX file comes from, and its checksum. */
+  source: { url: string; sha256: string; note?: string };
+  licence: string;
+  input: ImageInputSpec;
+  output: ImageOutputSpec;
+  /** Output edge / input edge of one pass (1 for same-size models). */
+  scale: number;
+  /** Tile edge and overlap (input pixels) for models that run on tiles. */
+  tile?: { size: number; overlap: number };
+  /** Style transfer: the style's name, as prompts may say it. */
+  style?: string;
+  /** Style transfer: the long edge the image is stylised at (brush strokes are this many pixels wide relative to it). */
+  workingEdge?: number;
+}
+
+/** What a worker needs to open one image model. Plain data: it crosses into worker threads. */
+export interface ImageModelSpec {
+  id: string;
+  onnxPath: string;
+  input: ImageInputSpec;
+  output: ImageOutputSpec;
+}
+
+export interface ServedImageModel extends ImageModelSpec {
+  manifest: ImageManifest;
+  created: number;
+}
+
+export const imageManifestsDir = join(manifestsDir, 'images');
+
+/** Where a pipeline's graph lives in its folder, as for the text models. */
+const onnxFile = join('onnx', 'model.onnx');
+/** A manifest inside a model's folder, for pipelines the catalogue does not list. */
+export const pipelineManifestFile = 'pipeline.json';
+
+export class ImageCatalogue {
+  private readonly manifests = new Map<string, ImageManifest>();
+
+  constructor(manifests: ImageManifest[]) {
+    for (const manifest of manifests) this.manifests.set(manifest.id, manifest);
+  }
+
+  static load(dir: string = imageManifestsDir): ImageCatalogue {
+    if (!existsSync(dir)) return new ImageCatalogue([]);
+    const manifests = readdirSync(dir)
+      .filter((name) => name.endsWith('.json'))
+      .sort()
+      .map((name) => validateImageManifest(JSON.parse(readFileSync(join(dir, name), 'utf8')), `models/images/${name}`));
+    return new ImageCatalogue(manifests);
+  }
+
+  get(id: string): ImageManifest | undefined {
+    return this.manifests.get(id);
+  }
+
+  list(): ImageManifest[] {
+    return [...this.manifests.values()];
+  }
+}
+
+export function validateImageManifest(value: unknown, file: string): ImageManifest {
+  const m = value as ImageManifest;
+  const fail = (why: string): never => {
+    throw new Error(`${file}: ${why}`);
+  };
+  if (typeof m !== 'object' || m === null) fail('not a JSON object');
+  if (typeof m.id !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(m.id)) fail('id must be a plain name');
+  if (!imageTasks.includes(m.task)) fail(`task must be one of ${imageTasks.join(', ')}`);
+  if (!m.input || typeof m.input.name !== 'string' || (m.input.channels !== 'rgb' && m.input.channels !== 'luma')) fail('input needs a name and channels "rgb" or "luma"');
+  if (typeof m.input.mean !== 'number' || typeof m.input.std !== 'number' || m.input.std === 0) fail('input needs a numeric mean and a non-zero std');
+  if (m.input.size !== undefined && !(Array.isArray(m.input.size) && m.input.size.length === 2 && m.input.size.every((n) => Number.isInteger(n) && n > 0))) fail('input.size must be [height, width]');
+  if (!m.output || typeof m.output.name !== 'string' || typeof m.output.scale !== 'number') fail('output needs a name and a scale');
+  if (!Number.isInteger(m.scale) || m.scale < 1) fail('scale must be a positive integer');
+  if (m.tile && !(m.tile.size > 2 * m.tile.overlap && m.tile.overlap >= 0)) fail('tile.size must be more than twice tile.overlap');
+  if (m.task === 'super-resolution' && m.scale < 2) fail('a super-resolution model must scale by 2 or more');
+  if (m.task === 'background-removal' && m.input.channels !== 'rgb') fail('background removal takes RGB');
+  if (m.task === 'style-transfer' && !m.style) fail('a style-transfer model needs a style name');
+  return m;
+}
+
+function howToGet(id: string, manifest: ImageManifest | undefined, dir: string): string {
+  const target = join(dir, id, onnxFile);
+  if (!manifest) return `No manifest in models/images/ names "${id}" (known: see models/images/).`;
+  const note = manifest.source.note ? ` (${manifest.source.note})` : '';
+  return `Download ${manifest.source.url}${note} to ${target} (sha256 ${manifest.source.sha256}).`;
+}
+
+/** The image pipelines this server serves, by id. */
+export class ImageRegistry {
+  private readonly models = new Map<string, ServedImageModel>();
+
+  constructor(models: ServedImageModel[]) {
+    for (const model of models) this.models.set(model.id, model);
+  }
+
+  /**
+   * Resolves each configured id to its manifest and file; stops with every problem at once. A
+   * folder may carry its own manifest as `pipeline.json` (a model the catalogue does not know).
+   */
+  static load(ids: string[], dir: string, catalogue: ImageCatalogue = ImageCatalogue.load()): ImageRegistry {
+    const errors: string[] = [];
+    const models: ServedImageModel[] = [];
+    for (const id of ids) {
+      const ownManifest = join(resolve(dir, id), pipelineManifestFile);
+      let manifest: ImageManifest | undefined;
+      try {
+        manifest = existsSync(ownManifest) ? validateImageManifest(JSON.parse(readFileSync(ownManifest, 'utf8')), `${id}/${pipelineManifestFile}`) : catalogue.get(id);
+      } catch (error) {
+        errors.push(`Image pipeline "${id}": ${(error as Error).message}`);
+        continue;
+      }
+      const onnxPath = resolve(dir, id, onnxFile);
+      if (!manifest) {
+        errors.push(`Image pipeline "${id}" is unknown: models/images/ has no manifest for it and ${ownManifest} does not exist (known: ${catalogue.list().map((m) => m.id).join(', ') || 'none'}).`);
+      } else if (!existsSync(onnxPath)) {
+        errors.push(`Image pipeline "${id}" is not usable: ${onnxPath} does not exist. ${howToGet(id, manifest, resolve(dir))}`);
+      } else {
+        models.push({
+          id,
+          onnxPath,
+          input: manifest.input,
+          output: manifest.output,
+          manifest,
+          created: Math.floor(statSync(onnxPath).mtimeMs / 1000),
+        });
+      }
+    }
+    if (errors.length > 0) throw new ModelFilesError(errors.join('\n'));
+    return new ImageRegistry(models);
+  }
+
+  list(): ServedImageModel[] {
+    return [...this.models.values()];
+  }
+
+  get size(): number {
+    return this.models.size;
+  }
+
+  /** The pipeline a request names. */
+  resolve(name: string, param = 'model'): ServedImageModel {
+    const model = this.models.get(name);
+    if (!model) {
+      const served = this.list().map((m) => m.id);
+      throw new ApiError('model_not_found', `The image model "${name}" is not served here. Served image models: ${served.join(', ') || 'none (set ONNX_GATEWAY_IMAGE_MODELS)'}.`, { param });
+    }
+    return model;
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * What the models dir holds, next to what the catalogue knows: for `onnx-gateway models list`.
+ * A model is present when the registry could load it (config, tokenizer and a graph).
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Catalogue, Manifest, Task } from './catalogue.js';
+import { stagingDir } from './download.js';
+import { formatBytes } from './progress.js';
+import { onnxFiles, type Variant } from './registry.js';
+
+export interface LocalModel {
+  id: string;
+  task: Task | 'unknown';
+  /** `hub:owner/name@revision`, `generated`, or `local` for a folder no manifest names. */
+  source: string;
+  state: 'present' | 'missing' | 'incomplete';
+  /** The graph variants on disk. */
+  variants: Variant[];
+  /** Bytes of every file in the model folder. */
+  bytes: number;
+  dir: string;
+  /** A download broke off and can be resumed by pulling again. */
+  partialDownload: boolean;
+}
+
+/** Every catalogue model, then every other model folder in the models dir. */
+export function listLocalModels(catalogue: Catalogue, modelsDir: string): LocalModel[] {
+  const models = catalogue.list().map((manifest) => inspect(manifest.id, modelsDir, manifest));
+  const known = new Set(models.map((m) => m.id));
+  const folders = existsSync(modelsDir)
+    ? readdirSync(modelsDir, { withFileTypes: true })
+        .filter((entry) => entry.isDirectory() && !entry.name.startsWith('.') && !known.has(entry.name))
+        .map((entry) => entry.name)
+        .sort()
+    : [];
+  return [...models, ...folders.map((id) => inspect(id, modelsDir, undefined))];
+}
+
+function inspect(id: string, modelsDir: string, manifest: Manifest | undefined): LocalModel {
+  const dir = resolve(modelsDir, id);
+  const variants = (Object.keys(onnxFiles) as Variant[]).filter((variant) => onnxFiles[variant].some((file) => existsSync(join(dir, file))));
+  const loadable = variants.length > 0 && ['config.json', 'tokenizer.json'].every((file) => existsSync(join(dir, file)));
+  const state = loadable ? 'present' : existsSync(dir) ? 'incomplete' : 'missing';
+  return {
+    id,
+    task: manifest?.task ?? taskFromConfig(dir),
+    source: manifest === undefined ? 'local' : manifest.source.kind === 'hub' ? `hub:${manifest.source.repo}@${manifest.source.revision.slice(0, 7)}` : 'generated',
+    state,
+    variants,
+    bytes: existsSync(dir) ? folderBytes(dir) : 0,
+    dir,
+    partialDownload: existsSync(stagingDir(modelsDir, id)),
+  };
+}
+
+/** As the registry decides for folders without a manifest. */
+function taskFromConfig(dir: string): Task | 'unknown' {
+  try {
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { architectures?: string[] };
+    return (config.architectures ?? []).some((a) => a.endsWith('ForSequenceClassification')) ? 'rerank' : 'embedding';
+  } catch {
+    return 'unknown';
+  }
+}
+
+function folderBytes(dir: string): number {
+  let total = 0;
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (entry.isFile()) total += statSync(join(entry.parentPath, entry.name)).size;
+  }
+  return total;
+}
+
+/** A plain-text table, one model a row. */
+export function formatModelTable(models: LocalModel[]): string {
+  const rows = [
+    ['ID', 'TASK', 'SOURCE', 'STATE', 'VARIANTS', 'SIZE'],
+    ...models.map((m) => [
+      m.id,
+      m.task,
+      m.source,
+      m.state + (m.partialDownload ? ' (partial download)' : ''),
+      m.variants.join(',') || '-',
+      m.bytes > 0 ? formatBytes(m.bytes) : '-',
+    ]),
+  ];
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  return rows.map((row) => row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ')).join('\n');
+}

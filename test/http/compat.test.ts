@@ -1,0 +1,354 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError } from '../../src/config.js';
+import { pickTeiModels } from '../../src/http/compat/tei.js';
+import { Registry, type ServedModel } from '../../src/models/registry.js';
+import type { Server } from '../../src/server.js';
+import { auth, startServer } from '../helpers/server.js';
+
+let server: Server;
+beforeAll(async () => {
+  server = await startServer();
+});
+afterAll(() => server?.close());
+
+const post = (url: string, body: unknown, headers: Record<string, string> = auth) =>
+  server.app.inject({ method: 'POST', url, payload: body as object, headers });
+const get = (url: string, headers: Record<string, string> = auth) => server.app.inject({ method: 'GET', url, headers });
+
+const norm = (v: number[]) => Math.hypot(...v);
+const sigmoid = (x: number) => 1 / (1 + Math.exp(-x));
+const v1Vectors = async (input: string | string[]) =>
+  ((await post('/v1/embeddings', { model: 'tiny-embedder', input })).json().data as { embedding: number[] }[]).map((d) => d.embedding);
+
+function expectClose(actual: number[], expected: number[], digits = 5) {
+  expect(actual).toHaveLength(expected.length);
+  actual.forEach((x, i) => expect(x).toBeCloseTo(expected[i]!, digits));
+}
+
+describe('TEI POST /embed', () => {
+  it('answers a bare array of normalised vectors, the same as /v1/embeddings', async () => {
+    const res = await post('/embed', { inputs: ['hello world', 'the quick brown fox'] });
+    expect(res.statusCode).toBe(200);
+    const vectors: number[][] = res.json();
+    expect(vectors).toHaveLength(2);
+    expect(norm(vectors[0]!)).toBeCloseTo(1, 5);
+    const reference = await v1Vectors(['hello world', 'the quick brown fox']);
+    expectClose(vectors[0]!, reference[0]!);
+    expectClose(vectors[1]!, reference[1]!);
+    expect(res.headers['server-timing']).toMatch(/inference;dur=/);
+  });
+
+  it('takes a single string, and POST / is /embed as on a TEI embedding server', async () => {
+    const one = (await post('/embed', { inputs: 'hello world' })).json();
+    expect(one).toHaveLength(1);
+    const root = await post('/', { inputs: 'hello world' });
+    expect(root.statusCode).toBe(200);
+    expectClose(root.json()[0], one[0]);
+  });
+
+  it('answers the pooled vector with normalize: false', async () => {
+    const raw: number[] = (await post('/embed', { inputs: 'hello world', normalize: false })).json()[0];
+    const unit: number[] = (await post('/embed', { inputs: 'hello world' })).json()[0];
+    expect(Math.abs(norm(raw) - 1)).toBeGreaterThan(1e-3);
+    expectClose(raw.map((x) => x / norm(raw)), unit);
+  });
+
+  it('cuts dimensions and accepts token ids', async () => {
+    const cut: number[] = (await post('/embed', { inputs: 'hello world', dimensions: 8 })).json()[0];
+    expect(cut).toHaveLength(8);
+    expect(norm(cut)).toBeCloseTo(1, 5);
+    const ids = (await post('/embed', { inputs: [[7, 8, 9], [10]] })).json();
+    expect(ids).toHaveLength(2);
+  });
+
+  it('cuts a long input from the left with truncation_direction Left, and refuses it with truncate: false', async () => {
+    const text = Array.from({ length: 80 }, (_, i) => ['hello', 'world', 'paris', 'city'][i % 4]).join(' ') + ' the lazy dog';
+    const tokens: { id: number }[] = (await post('/tokenize', { inputs: text, add_special_tokens: false })).json()[0];
+    const lastIds = tokens.slice(-62).map((t) => t.id);
+    const left: number[] = (await post('/embed', { inputs: text, truncation_direction: 'Left' })).json()[0];
+    const right: number[] = (await post('/embed', { inputs: text, truncation_direction: 'right' })).json()[0];
+    const tail: number[] = (await post('/embed', { inputs: [lastIds] })).json()[0];
+    expectClose(left, tail);
+    expect(right).not.toEqual(left);
+
+    const refused = await post('/embed', { inputs: text, truncate: false });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json()).toMatchObject({ error_type: 'Validation', code: 'input_too_long' });
+  });
+});
+
+describe('TEI POST /rerank', () => {
+  const texts = ['the cat sat on the mat', 'quantum field theory', 'cats and dogs'];
+
+  it('answers [{index, score, text?}] sorted by score, as sigmoid or raw logits', async () => {
+    const res = await post('/rerank', { query: 'cat', texts, return_text: true });
+    expect(res.statusCode).toBe(200);
+    const ranks: { index: number; score: number; text: string }[] = res.json();
+    expect(ranks.map((r) => r.index).sort()).toEqual([0, 1, 2]);
+    for (let i = 1; i < ranks.length; i++) expect(ranks[i - 1]!.score).toBeGreaterThanOrEqual(ranks[i]!.score);
+    for (const r of ranks) expect(r.text).toBe(texts[r.index]);
+
+    const raw: { index: number; score: number; text?: string }[] = (await post('/rerank', { query: 'cat', texts, raw_scores: true })).json();
+    expect(raw.map((r) => r.index)).toEqual(ranks.map((r) => r.index));
+    raw.forEach((r, i) => expect(sigmoid(r.score)).toBeCloseTo(ranks[i]!.score, 5));
+    expect(raw[0]!.text).toBeUndefined();
+
+    const v1 = (await post('/v1/rerank', { query: 'cat', documents: texts })).json().results as { index: number; relevance_score: number }[];
+    expect(v1.map((r) => r.index)).toEqual(ranks.map((r) => r.index));
+  });
+});
+
+describe('TEI POST /tokenize and /decode', () => {
+  it('answers token objects with special tokens and code point offsets into the input', async () => {
+    const input = 'Héllo 👍 testing';
+    const res = await post('/tokenize', { inputs: input });
+    expect(res.statusCode).toBe(200);
+    const [tokens] = res.json() as { id: number; text: string; special: boolean; start: number | null; stop: number | null }[][];
+    expect(tokens![0]).toEqual({ id: 2, text: '[CLS]', special: true, start: null, stop: null });
+    expect(tokens!.at(-1)).toMatchObject({ text: '[SEP]', special: true, start: null });
+    const content = tokens!.slice(1, -1);
+    expect(content[0]).toMatchObject({ text: 'Héllo', special: false, start: 0, stop: 5 });
+    expect(content[1]).toMatchObject({ text: '[UNK]', start: null });
+    expect(content.slice(2).map((t) => t.text).join('')).toBe('testing');
+    expect(content[2]!.start).toBe(8);
+    for (const t of content) if (t.start !== null) expect(Array.from(input).slice(t.start, t.stop!).join('')).toBe(t.text);
+  });
+
+  it('tokenizes several inputs, without special tokens on request', async () => {
+    const res = await post('/tokenize', { inputs: ['hello world', 'paris'], add_special_tokens: false });
+    const lists: { special: boolean }[][] = res.json();
+    expect(lists).toHaveLength(2);
+    expect(lists[0]).toHaveLength(2);
+    expect(lists.flat().every((t) => !t.special)).toBe(true);
+  });
+
+  it('decodes what it tokenized, skipping special tokens unless told not to', async () => {
+    const ids = ((await post('/tokenize', { inputs: 'hello world' })).json()[0] as { id: number }[]).map((t) => t.id);
+    expect((await post('/decode', { ids })).json()).toEqual(['hello world']);
+    expect((await post('/decode', { ids: [ids, ids.slice(1, 2)], skip_special_tokens: false })).json()).toEqual(['[CLS] hello world [SEP]', 'hello']);
+  });
+});
+
+describe('TEI GET /info', () => {
+  it('describes the model answering /embed, with the server limits', async () => {
+    const res = await get('/info');
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({
+      model_id: 'tiny-embedder',
+      model_dtype: 'float32',
+      model_type: { embedding: { pooling: 'mean' } },
+      max_input_length: 64,
+      max_client_batch_size: 2048,
+      auto_truncate: true,
+    });
+    expect(typeof res.json().version).toBe('string');
+    expect(res.json().max_batch_tokens).toBeGreaterThan(0);
+  });
+});
+
+describe('TEI errors', () => {
+  it.each([
+    ['/embed', { inputs: [] }],
+    ['/embed', { inputs: 5 }],
+    ['/embed', { inputs: [''] }],
+    ['/embed', { inputs: ['a', 1] }],
+    ['/embed', {}],
+    ['/embed', { inputs: 'a', dimensions: 33 }],
+    ['/embed', { inputs: 'a', normalize: 'yes' }],
+    ['/embed', { inputs: 'a', truncation_direction: 'up' }],
+    ['/embed', { inputs: [[7, 10_000_000]] }],
+    ['/embed', { inputs: Array.from({ length: 2049 }, () => 'a') }],
+    ['/rerank', { query: 'q', texts: [] }],
+    ['/rerank', { query: '', texts: ['a'] }],
+    ['/rerank', { query: 'q', texts: [1] }],
+    ['/rerank', { texts: ['a'] }],
+    ['/tokenize', { inputs: [] }],
+    ['/tokenize', { inputs: 'a', prompt_name: 'nope' }],
+    ['/decode', { ids: [] }],
+    ['/decode', { ids: [-1] }],
+    ['/decode', { ids: [100_000] }],
+    ['/decode', { ids: 'a' }],
+  ])('answers %s %j with 400 in TEI\'s error shape', async (url, body) => {
+    const res = await post(url, body);
+    expect(res.statusCode).toBe(400);
+    const error = res.json();
+    expect(typeof error.error).toBe('string');
+    expect(error.error_type).toBe('Validation');
+    expect(error.code).toBe('invalid_request');
+  });
+
+  it('answers a missing key with 401 and a body TEI clients can read', async () => {
+    const res = await post('/embed', { inputs: 'a' }, {});
+    expect(res.statusCode).toBe(401);
+    expect(res.headers['www-authenticate']).toBe('Bearer');
+    expect(res.json()).toMatchObject({ error_type: 'Unauthorized', code: 'unauthorized' });
+    expect((await get('/info', {})).statusCode).toBe(401);
+  });
+
+  it('answers bad JSON and TEI operations it does not offer', async () => {
+    const bad = await server.app.inject({ method: 'POST', url: '/embed', payload: '{"inputs":', headers: { ...auth, 'content-type': 'application/json' } });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toMatchObject({ code: 'invalid_json', error_type: 'Validation' });
+    const predict = await post('/predict', { inputs: 'a' });
+    expect(predict.statusCode).toBe(501);
+    expect(predict.json().error).toMatch(/not supported/);
+  });
+});
+
+describe('teiModels setting', () => {
+  const fake = (id: string, task: 'embedding' | 'rerank') => ({ id, task }) as ServedModel;
+  const registry = new Registry([fake('e1', 'embedding'), fake('r1', 'rerank'), fake('e2', 'embedding')]);
+
+  it('defaults to the first served embedder and reranker', () => {
+    const picked = pickTeiModels(registry, []);
+    expect([picked.embedder?.id, picked.reranker?.id, picked.primary?.id]).toEqual(['e1', 'r1', 'e1']);
+  });
+  it('takes the first of each task from the list; the first listed describes the server', () => {
+    const picked = pickTeiModels(registry, ['r1', 'e2']);
+    expect([picked.embedder?.id, picked.reranker?.id, picked.primary?.id]).toEqual(['e2', 'r1', 'r1']);
+  });
+  it('refuses a model that is not served, naming the setting', () => {
+    expect(() => pickTeiModels(registry, ['nope'])).toThrow(ConfigError);
+    expect(() => pickTeiModels(registry, ['nope'])).toThrow(/ONNX_GATEWAY_TEI_MODELS.*"nope"/);
+  });
+  it('stops the start of a server whose setting names a model it does not serve', async () => {
+    await expect(startServer({ teiModels: ['tiny-embedder', 'nope'] })).rejects.toThrow(ConfigError);
+  });
+});
+
+describe('a TEI reranker server', () => {
+  let rerankOnly: Server;
+  beforeAll(async () => {
+    rerankOnly = await startServer({ teiModels: ['tiny-reranker'] });
+  });
+  afterAll(() => rerankOnly?.close());
+
+  it('answers POST / as /rerank, describes the reranker, and has no /embed model', async () => {
+    const root = await rerankOnly.app.inject({ method: 'POST', url: '/', payload: { query: 'cat', texts: ['a cat', 'a dog'] }, headers: auth });
+    expect(root.statusCode).toBe(200);
+    expect(root.json()[0]).toHaveProperty('score');
+    const info = (await rerankOnly.app.inject({ method: 'GET', url: '/info', headers: auth })).json();
+    expect(info).toMatchObject({ model_id: 'tiny-reranker', model_type: { reranker: { id2label: { 0: expect.any(String) } } } });
+    const embed = await rerankOnly.app.inject({ method: 'POST', url: '/embed', payload: { inputs: 'a' }, headers: auth });
+    expect(embed.statusCode).toBe(404);
+    expect(embed.json()).toMatchObject({ code: 'model_not_found', error: expect.stringMatching(/TEI_MODELS/) });
+  });
+});
+
+describe('Cohere POST /v2/rerank', () => {
+  const documents = ['the cat sat on the mat', 'quantum field theory', 'cats and dogs'];
+
+  it("answers Cohere v2's shape, cut to top_n, with the scores of /v1/rerank", async () => {
+    const res = await post('/v2/rerank', { model: 'tiny-reranker', query: 'cat', documents, top_n: 2 });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(Object.keys(body).sort()).toEqual(['id', 'meta', 'results']);
+    expect(body.results).toHaveLength(2);
+    expect(Object.keys(body.results[0]).sort()).toEqual(['index', 'relevance_score']);
+    expect(body.meta).toEqual({ api_version: { version: '2' }, billed_units: { search_units: 1 } });
+    const v1 = (await post('/v1/rerank', { model: 'tiny-reranker', query: 'cat', documents, top_n: 2 })).json().results as { index: number; relevance_score: number }[];
+    body.results.forEach((r: { index: number; relevance_score: number }, i: number) => {
+      expect(r.index).toBe(v1[i]!.index);
+      expect(r.relevance_score).toBeCloseTo(v1[i]!.relevance_score, 6);
+    });
+  });
+
+  it('cuts each document to max_tokens_per_doc tokens', async () => {
+    const cut = (await post('/v2/rerank', { query: 'cat', documents: ['paris city of light'], max_tokens_per_doc: 1 })).json().results[0].relevance_score;
+    const first = (await post('/v2/rerank', { query: 'cat', documents: ['paris'] })).json().results[0].relevance_score;
+    const whole = (await post('/v2/rerank', { query: 'cat', documents: ['paris city of light'] })).json().results[0].relevance_score;
+    expect(cut).toBeCloseTo(first, 6);
+    expect(cut).not.toBeCloseTo(whole, 6);
+  });
+
+  it.each([
+    [{ query: 'q', documents: [] }, 400, 'invalid_request'],
+    [{ query: 'q', documents: [{ text: 'a' }] }, 400, 'invalid_request'],
+    [{ query: 'q', documents: ['a'], max_tokens_per_doc: 0 }, 400, 'invalid_request'],
+    [{ query: 'q', documents: ['a'], top_n: '2' }, 400, 'invalid_request'],
+    [{ model: 'rerank-v3.5', query: 'q', documents: ['a'] }, 404, 'model_not_found'],
+    [{ model: 'tiny-embedder', query: 'q', documents: ['a'] }, 400, 'invalid_request'],
+  ])('answers %j with %i %s', async (body, status, code) => {
+    const res = await post('/v2/rerank', body);
+    expect(res.statusCode).toBe(status);
+    expect(res.json().error.code).toBe(code);
+  });
+});
+
+describe('Ollama routes', () => {
+  it('POST /api/embed answers the vectors of /v1 with counts and durations in ns', async () => {
+    const res = await post('/api/embed', { model: 'tiny-embedder', input: ['hello world', 'paris'] });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.model).toBe('tiny-embedder');
+    expect(body.embeddings).toHaveLength(2);
+    const reference = await v1Vectors(['hello world', 'paris']);
+    expectClose(body.embeddings[1], reference[1]!);
+    expect(Number.isInteger(body.total_duration)).toBe(true);
+    expect(body.total_duration).toBeGreaterThan(0);
+    expect(body.load_duration).toBe(0);
+    expect(body.prompt_eval_count).toBe(4 + 3);
+  });
+
+  it('takes an Ollama name with :latest, a single string and dimensions', async () => {
+    const res = await post('/api/embed', { model: 'tiny-embedder:latest', input: 'hello world', dimensions: 4, truncate: true, keep_alive: '5m', options: { num_ctx: 64 } });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().model).toBe('tiny-embedder:latest');
+    expect(res.json().embeddings[0]).toHaveLength(4);
+  });
+
+  it('POST /api/embeddings (the older route) answers one vector', async () => {
+    const res = await post('/api/embeddings', { model: 'tiny-embedder', prompt: 'hello world' });
+    expect(res.statusCode).toBe(200);
+    expectClose(res.json().embedding, (await v1Vectors('hello world'))[0]!);
+  });
+
+  it('GET /api/tags lists the embedding models in Ollama\'s shape', async () => {
+    const res = await get('/api/tags');
+    expect(res.statusCode).toBe(200);
+    const { models } = res.json();
+    expect(models).toHaveLength(1);
+    expect(models[0]).toMatchObject({ name: 'tiny-embedder:latest', model: 'tiny-embedder:latest', details: { format: 'onnx', family: 'bert', families: ['bert'], quantization_level: 'F32' } });
+    expect(models[0].size).toBeGreaterThan(1000);
+    expect(models[0].digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(Number.isNaN(Date.parse(models[0].modified_at))).toBe(false);
+    expect(models[0].details.parameter_size).toMatch(/^\d+(\.\d)?[KMB]?$/);
+  });
+
+  it.each([
+    [{ model: 'nomic-embed-text', input: 'a' }, 404],
+    [{ input: 'a' }, 400],
+    [{ model: 'tiny-embedder', input: [] }, 400],
+    [{ model: 'tiny-embedder', input: [1] }, 400],
+    [{ model: 'tiny-embedder', input: '' }, 400],
+    [{ model: 'tiny-reranker', input: 'a' }, 400],
+    [{ model: 'tiny-embedder', input: 'a', truncate: 'no' }, 400],
+    [{ model: 'tiny-embedder', input: 'a', dimensions: -1 }, 400],
+  ])('answers /api/embed %j with %i and {error: string}', async (body, status) => {
+    const res = await post('/api/embed', body);
+    expect(res.statusCode).toBe(status);
+    expect(Object.keys(res.json())).toEqual(['error']);
+    expect(typeof res.json().error).toBe('string');
+  });
+
+  it('needs the key too, and answers generation routes with 501', async () => {
+    const res = await get('/api/tags', {});
+    expect(res.statusCode).toBe(401);
+    expect(res.json()).toEqual({ error: expect.stringMatching(/API key/) });
+    expect((await post('/api/chat', { model: 'x', messages: [] })).statusCode).toBe(501);
+  });
+});
+
+describe('OpenAPI document', () => {
+  it('documents every compatibility route under its family tag, but not the TEI default route', async () => {
+    const doc = (await server.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    const tagOf = (path: string, method: string) => doc.paths[path]?.[method]?.tags?.[0];
+    for (const path of ['/embed', '/rerank', '/tokenize', '/decode']) expect(tagOf(path, 'post')).toBe('TEI compatibility');
+    expect(tagOf('/info', 'get')).toBe('TEI compatibility');
+    expect(tagOf('/v2/rerank', 'post')).toBe('Cohere compatibility');
+    for (const path of ['/api/embed', '/api/embeddings']) expect(tagOf(path, 'post')).toBe('Ollama compatibility');
+    expect(tagOf('/api/tags', 'get')).toBe('Ollama compatibility');
+    expect(doc.paths['/']).toBeUndefined();
+    expect(doc.paths['/predict']).toBeUndefined();
+  });
+});

@@ -1,0 +1,97 @@
+/**
+ * The logs, with the server's own logger options: one JSON object per line, request ids on every
+ * request line, no API key, and no input text unless ONNX_GATEWAY_LOG_BODIES asks for it.
+ */
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { loggerOptions } from '../../src/main.js';
+import { createServer, type Server } from '../../src/server.js';
+import { testKey } from '../helpers/server.js';
+
+const secretText = 'confidential-patient-note-7f3a';
+
+/** A server whose log lines are kept in memory, as parsed JSON objects. */
+async function loggedServer(logBodies: boolean): Promise<{ server: Server; lines: () => Record<string, unknown>[]; raw: () => string }> {
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      chunks.push(chunk.toString());
+      done();
+    },
+  });
+  const config = loadConfig(
+    { modelsDir: inject('tinyModelsDir'), models: ['tiny-embedder', 'tiny-reranker'], apiKeys: [testKey], host: '127.0.0.1', port: 0, workers: 1, logLevel: 'info', logBodies },
+    {},
+  );
+  const server = await createServer(config, { ...loggerOptions(config), stream });
+  await server.ready;
+  const raw = () => chunks.join('');
+  return { server, raw, lines: () => raw().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>) };
+}
+
+describe('logs', () => {
+  let logged: Awaited<ReturnType<typeof loggedServer>>;
+  const headers = { authorization: `Bearer ${testKey}`, 'x-request-id': 'req-logging-1' };
+
+  beforeAll(async () => {
+    logged = await loggedServer(false);
+    const { app } = logged.server;
+    expect((await app.inject({ method: 'POST', url: '/v1/embeddings', headers, payload: { input: [secretText] } })).statusCode).toBe(200);
+    expect((await app.inject({ method: 'POST', url: '/v1/rerank', headers, payload: { query: secretText, documents: [secretText] } })).statusCode).toBe(200);
+    // Errors about the body: bad JSON (whose parser message quotes the text), a wrong field, an unknown model.
+    const badJson = await app.inject({ method: 'POST', url: '/v1/embeddings', headers: { ...headers, 'content-type': 'application/json' }, payload: `{"input": "${secretText}"` });
+    expect(badJson.statusCode).toBe(400);
+    expect((await app.inject({ method: 'POST', url: '/v1/embeddings', headers, payload: { input: secretText, dimensions: 'many' } })).statusCode).toBe(400);
+    expect((await app.inject({ method: 'POST', url: '/v1/embeddings', headers, payload: { input: secretText, model: secretText } })).statusCode).toBe(404);
+    // A wrong key is not logged either.
+    expect((await app.inject({ method: 'POST', url: '/v1/embeddings', headers: { authorization: `Bearer ${secretText}` }, payload: { input: 'x' } })).statusCode).toBe(401);
+  });
+  afterAll(() => logged?.server.close());
+
+  it('writes one JSON object per line with a level, a time and a message', () => {
+    const lines = logged.lines();
+    expect(lines.length).toBeGreaterThanOrEqual(12);
+    for (const line of lines) {
+      expect(typeof line.level).toBe('number');
+      expect(typeof line.time).toBe('number');
+      expect(typeof line.msg).toBe('string');
+    }
+  });
+
+  it('tags every request line with the request id, the client\'s own when it sent one', () => {
+    const lines = logged.lines().filter((line) => line.req !== undefined || line.res !== undefined);
+    expect(lines.length).toBeGreaterThanOrEqual(12);
+    for (const line of lines) expect(typeof line.reqId).toBe('string');
+    const mine = lines.filter((line) => line.reqId === 'req-logging-1');
+    expect(mine.map((line) => line.msg)).toEqual(expect.arrayContaining(['incoming request', 'request completed']));
+  });
+
+  it('never contains an API key or an input text', () => {
+    const raw = logged.raw();
+    expect(raw).toContain('/v1/embeddings');
+    expect(raw).not.toContain(testKey);
+    expect(raw).not.toContain(secretText);
+  });
+});
+
+describe('ONNX_GATEWAY_LOG_BODIES', () => {
+  it('logs request bodies when asked to, and still no key', async () => {
+    const logged = await loggedServer(true);
+    try {
+      const res = await logged.server.app.inject({
+        method: 'POST',
+        url: '/v1/embeddings',
+        headers: { authorization: `Bearer ${testKey}` },
+        payload: { input: [secretText] },
+      });
+      expect(res.statusCode).toBe(200);
+      const bodyLine = logged.lines().find((line) => line.msg === 'request body');
+      expect(bodyLine?.body).toMatchObject({ input: [secretText] });
+      expect(typeof bodyLine?.reqId).toBe('string');
+      expect(logged.raw()).not.toContain(testKey);
+    } finally {
+      await logged.server.close();
+    }
+  });
+});
