@@ -1,0 +1,62 @@
+/**
+ * int8 models are served one input per inference run, because dynamic quantization scales the
+ * activations over the whole padded batch: an input's int8 vector must not depend on its neighbours.
+ */
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { planInt8, quantizeToInt8 } from '../../src/models/int8.js';
+import type { Server } from '../../src/server.js';
+import { auth, startServer } from '../helpers/server.js';
+
+describe('int8 serving', () => {
+  let dir: string;
+  let server: Server;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-int8-'));
+    await cp(join(inject('tinyModelsDir'), 'tiny-embedder'), join(dir, 'tiny-embedder'), { recursive: true });
+    await quantizeToInt8(planInt8('tiny-embedder', dir));
+    // A generous batch budget, so fp32 inputs would share batches here.
+    server = await startServer({ modelsDir: dir, models: ['tiny-embedder', 'tiny-embedder:int8'], maxBatchTokens: 4096, maxBatchSize: 64, workers: 1 });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const embed = async (model: string, input: string[]) => {
+    const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model, input } });
+    expect(res.statusCode).toBe(200);
+    return (res.json().data as { embedding: number[] }[]).map((d) => d.embedding);
+  };
+
+  it('lists both variants under distinct ids', async () => {
+    const res = await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth });
+    const variants = Object.fromEntries(res.json().data.map((m: { id: string; variant: string }) => [m.id, m.variant]));
+    expect(variants).toMatchObject({ 'tiny-embedder': 'fp32', 'tiny-embedder:int8': 'int8' });
+  });
+
+  it('gives an input the same int8 vector alone and inside a request of long and short inputs', async () => {
+    const text = 'the quick brown fox';
+    const [alone] = await embed('tiny-embedder:int8', [text]);
+    const neighbours = ['a much longer text with many more words in it than the other one has, to widen the batch', 'x', 'another sentence here'];
+    const together = await embed('tiny-embedder:int8', [...neighbours, text, ...neighbours]);
+    const [concurrent] = await Promise.all([embed('tiny-embedder:int8', [text]), embed('tiny-embedder:int8', neighbours), embed('tiny-embedder:int8', neighbours)]);
+    for (const other of [together[3]!, concurrent![0]!]) {
+      let worst = 0;
+      alone!.forEach((x, i) => (worst = Math.max(worst, Math.abs(x - other[i]!))));
+      expect(worst).toBeLessThanOrEqual(1e-6);
+    }
+  });
+
+  it('stays close to the fp32 vector', async () => {
+    const texts = ['hello world', 'numbers 123 and punctuation!', 'a longer sentence about nothing in particular'];
+    const [fp32, int8] = [await embed('tiny-embedder', texts), await embed('tiny-embedder:int8', texts)];
+    fp32.forEach((a, i) => {
+      const b = int8[i]!;
+      const cosine = a.reduce((sum, x, j) => sum + x * b[j]!, 0);
+      expect(cosine).toBeGreaterThan(0.99);
+    });
+  });
+});
