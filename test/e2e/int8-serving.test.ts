@@ -2,13 +2,14 @@
  * int8 models are served one input per inference run, because dynamic quantization scales the
  * activations over the whole padded batch: an input's int8 vector must not depend on its neighbours.
  */
+import { existsSync } from 'node:fs';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { planInt8, quantizeToInt8 } from '../../src/models/int8.js';
 import type { Server } from '../../src/server.js';
-import { auth, startServer } from '../helpers/server.js';
+import { auth, sharedModelsDir, sharedModelsHint, startServer } from '../helpers/server.js';
 
 describe('int8 serving', () => {
   let dir: string;
@@ -37,19 +38,7 @@ describe('int8 serving', () => {
     expect(variants).toMatchObject({ 'tiny-embedder': 'fp32', 'tiny-embedder:int8': 'int8' });
   });
 
-  it('gives an input the same int8 vector alone and inside a request of long and short inputs', async () => {
-    const text = 'the quick brown fox';
-    const [alone] = await embed('tiny-embedder:int8', [text]);
-    const neighbours = ['a much longer text with many more words in it than the other one has, to widen the batch', 'x', 'another sentence here'];
-    const together = await embed('tiny-embedder:int8', [...neighbours, text, ...neighbours]);
-    const [concurrent] = await Promise.all([embed('tiny-embedder:int8', [text]), embed('tiny-embedder:int8', neighbours), embed('tiny-embedder:int8', neighbours)]);
-    for (const other of [together[3]!, concurrent![0]!]) {
-      let worst = 0;
-      alone!.forEach((x, i) => (worst = Math.max(worst, Math.abs(x - other[i]!))));
-      expect(worst).toBeLessThanOrEqual(1e-6);
-    }
-  });
-
+  
   it('stays close to the fp32 vector', async () => {
     const texts = ['hello world', 'numbers 123 and punctuation!', 'a longer sentence about nothing in particular'];
     const [fp32, int8] = [await embed('tiny-embedder', texts), await embed('tiny-embedder:int8', texts)];
@@ -60,3 +49,38 @@ describe('int8 serving', () => {
     });
   });
 });
+
+// The tiny model's activations are too uniform to show batch dependence; the exact-architecture
+// model shows it (max abs difference ~4e-3 when batched), so invariance is checked on it.
+const modelsDir = sharedModelsDir();
+const hasInt8 = modelsDir !== undefined && existsSync(join(modelsDir, 'synthetic-all-MiniLM-L6-v2', 'onnx', 'model_int8.onnx'));
+
+describe.skipIf(!hasInt8)(
+  `int8 batch invariance (${hasInt8 ? 'synthetic MiniLM' : `${sharedModelsHint}, then: node dist/cli.js models quantize synthetic-all-MiniLM-L6-v2`})`,
+  () => {
+    let server: Server;
+    beforeAll(async () => {
+      server = await startServer({ modelsDir, models: ['synthetic-all-MiniLM-L6-v2:int8'], maxBatchTokens: 8192, maxBatchSize: 64, workers: 1 });
+    });
+    afterAll(() => server?.close());
+
+    const embed = async (input: string[]) => {
+      const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model: 'synthetic-all-MiniLM-L6-v2:int8', input } });
+      expect(res.statusCode).toBe(200);
+      return (res.json().data as { embedding: number[] }[]).map((d) => d.embedding);
+    };
+
+    it('gives an input the same vector alone, inside a request of other inputs, and beside concurrent requests', async () => {
+      const text = 'the quick brown fox jumps over the lazy dog';
+      const neighbours = ['a much longer text with many more words in it than the other one has, to widen the batch '.repeat(4), 'x y', 'another sentence here about something else'];
+      const [alone] = await embed([text]);
+      const together = await embed([...neighbours, text, text, ...neighbours, text]);
+      const concurrent = await Promise.all([embed(neighbours), embed([text]), embed(neighbours), embed([text, ...neighbours])]);
+      for (const other of [together[3]!, together[4]!, together[8]!, concurrent[1]![0]!, concurrent[3]![0]!]) {
+        let worst = 0;
+        alone!.forEach((x, i) => (worst = Math.max(worst, Math.abs(x - other[i]!))));
+        expect(worst).toBeLessThanOrEqual(1e-6);
+      }
+    });
+  },
+);
