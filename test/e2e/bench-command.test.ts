@@ -1,0 +1,70 @@
+/**
+ * `onnx-gateway bench` measures a model in process, or a running server over HTTP, and writes
+ * a table, JSON and CSV. Only the shape of the report is asserted: its numbers are timings.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { parseServerTiming, textOfLength } from '../../src/benchmark/latency.js';
+import type { Server } from '../../src/server.js';
+import { startServer, testKey } from '../helpers/server.js';
+
+const run = promisify(execFile);
+
+describe('onnx-gateway bench', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-bench-'));
+  });
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  it('measures a model in process across batch sizes and lengths, as a table, JSON and CSV', async () => {
+    const json = join(dir, 'points.json');
+    const csv = join(dir, 'points.csv');
+    const { stdout } = await run(process.execPath, [
+      'dist/cli.js', 'bench', '--model', 'tiny-embedder', '--models-dir', inject('tinyModelsDir'), '--workers', '1',
+      '--batch-sizes', '1,4', '--seq-lengths', '8,32', '--requests', '3', '--json', json, '--csv', csv,
+    ], { timeout: 120_000 });
+    expect(stdout).toMatch(/batch\s+tokens\s+p50 ms\s+p90 ms\s+p99 ms\s+inputs\/s/);
+    const report = JSON.parse(await readFile(json, 'utf8'));
+    expect(report.model).toBe('tiny-embedder');
+    expect(report.points).toHaveLength(4);
+    for (const point of report.points) {
+      expect(point.latencyMs.p50).toBeGreaterThan(0);
+      expect(point.latencyMs.p99).toBeGreaterThanOrEqual(point.latencyMs.p50);
+      expect(point.inputsPerSecond).toBeGreaterThan(0);
+      expect(point.breakdownMs.inferenceMs).toBeGreaterThan(0);
+    }
+    expect(report.points.map((p: { batchSize: number }) => p.batchSize)).toEqual([1, 4, 1, 4]);
+    const lines = (await readFile(csv, 'utf8')).trim().split('\n');
+    expect(lines[0]).toMatch(/^batch_size,sequence_length,/);
+    expect(lines).toHaveLength(5);
+  });
+
+  describe('against a running server', () => {
+    let server: Server;
+    let url: string;
+    beforeAll(async () => {
+      server = await startServer({ workers: 1 });
+      url = await server.app.listen({ host: '127.0.0.1', port: 0 });
+    });
+    afterAll(() => server?.close());
+
+    it('reads the server-side breakdown from Server-Timing', async () => {
+      const json = join(dir, 'server.json');
+      await run(process.execPath, ['dist/cli.js', 'bench', '--server', url, '--api-key', testKey, '--model', 'tiny-reranker', '--task', 'rerank', '--batch-sizes', '3', '--seq-lengths', '16', '--requests', '2', '--json', json], { timeout: 120_000 });
+      const report = JSON.parse(await readFile(json, 'utf8'));
+      expect(report.points).toHaveLength(1);
+      expect(report.points[0].breakdownMs.inferenceMs).toBeGreaterThan(0);
+      expect(Number.isFinite(report.points[0].breakdownMs.tokenizeMs)).toBe(true);
+    });
+  });
+
+  it('parses Server-Timing and builds texts of about the asked length', () => {
+    expect(parseServerTiming('tokenize;dur=1.5, queue;dur=0.25, inference;dur=12')).toEqual({ tokenizeMs: 1.5, queueMs: 0.25, inferenceMs: 12 });
+    expect(textOfLength(10, 0).split(' ')).toHaveLength(8);
+  });
+});
