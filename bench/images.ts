@@ -275,7 +275,8 @@ export function renderImagesChart(report: ImagesReport): string {
   panel(0, 'Seconds per output megapixel (whole request)', 's / MP', (c) => c.secondsPerOutputMegapixel);
   panel(panelW + 40, 'Peak memory during the edit, above the idle server', 'MB', (c) => c.peakRssMB - c.idleRssMB);
   const m = report.machine;
-  parts.push(`<text x="10" y="24" font-size="13">onnx-gateway image edits - ${esc(m.cpuModel)}, ${m.cores} cores, image threads ${report.cases[0]?.imageThreads ?? '?'}, ORT ${esc(m.onnxruntimeNode)}, ${esc(report.startedAt)}</text>`);
+  parts.push(`<text x="10" y="24" font-size="13">onnx-gateway image edits - ${esc(m.cpuModel)}, ${m.cores} cores (load ${m.loadavg[0]}), image threads ${report.cases[0]?.imageThreads ?? '?'}, ORT ${esc(m.onnxruntimeNode)}, ${esc(report.startedAt)}</text>`);
+  parts.push(`<text x="10" y="42" font-size="11" fill="#555">Whole requests: base64 PNG in, decode, model, resize, PNG encode, base64 out. x4/x3 models start from the output size / scale; the others edit an image of the output size.</text>`);
   if (report.isolation) {
     const i = report.isolation;
     const y = panelH + 80;

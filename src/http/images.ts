@@ -192,7 +192,10 @@ export async function imagesRoutes(app: FastifyInstance, { images }: HttpService
       const edit = request.isMultipart() ? fromForm(body as EditForm) : fromJson(body as EditJson);
       const result = await editImage(images.context, edit, request.signal);
       const { timings } = result;
-      reply.header('server-timing', `decode;dur=${timings.decodeMs.toFixed(1)}, inference;dur=${timings.inferenceMs.toFixed(1)}, encode;dur=${timings.encodeMs.toFixed(1)}`);
+      reply.header(
+        'server-timing',
+        `decode;dur=${timings.decodeMs.toFixed(1)}, edit;dur=${timings.runMs.toFixed(1)}, inference;dur=${timings.inferenceMs.toFixed(1)}, encode;dur=${timings.encodeMs.toFixed(1)}`,
+      );
       reply.header('x-image-model', result.model);
       const responseFormat = (body.response_format as 'b64_json' | 'url' | undefined) ?? 'b64_json';
       return reply.type('application/json').serializer((x: string) => x).send(serializeEdit(result, responseFormat));

@@ -144,6 +144,17 @@ describe('POST /v1/images/edits (JSON)', () => {
     expect(longer.usage.input_tokens_details.text_tokens).toBeGreaterThan(usage.input_tokens_details.text_tokens);
   });
 
+  it('edits each image of a request on its own: one output per input, in order', async () => {
+    const [a, b] = [await noisePng(20, 10), await noisePng(30, 30)];
+    const body = (await edit({ model: 'tiny-upscaler', prompt: 'x', image: [a.png.toString('base64'), b.png.toString('base64')] })).json();
+    expect(body.data).toHaveLength(2);
+    expect(body.size).toBe('40x20,60x60');
+    expect((await decode(body.data[0].b64_json)).info.width).toBe(40);
+    expect((await decode(body.data[1].b64_json)).info.width).toBe(60);
+    expect(body.data[1].revised_prompt).toMatch(/^Upscaled image\[1\]/);
+    expect(body.usage.input_tokens_details.image_tokens).toBe(1 + 1);
+  });
+
   it('honours EXIF orientation', async () => {
     // 40 wide, 20 high as stored; orientation 6 means it is shown rotated: 20 wide, 40 high.
     const jpeg = await sharp({ create: { width: 40, height: 20, channels: 3, background: { r: 200, g: 50, b: 50 } } }).jpeg().withMetadata({ orientation: 6 }).toBuffer();

@@ -6,7 +6,7 @@
  * one image, or with two images puts the first one's subject on the second. The pipelines are
  * deterministic, so `n` is 1: more copies of the same image would add nothing.
  */
-import { ApiError, invalid } from '../../errors.js';
+import { invalid } from '../../errors.js';
 import type { ServedImageModel } from '../../models/image-catalogue.js';
 import { imageUsage, type ImageUsage } from './accounting.js';
 import { alphaMatte, multiplyAlpha } from './background-removal.js';
@@ -29,6 +29,7 @@ import {
   crop,
   decodeImage,
   encode,
+  probeImage,
   flattenOnColour,
   joinAlpha,
   resize,
@@ -76,7 +77,8 @@ export interface EditResult {
   quality: Exclude<Quality, 'auto'>;
   size: string;
   usage: ImageUsage;
-  timings: { decodeMs: number; inferenceMs: number; encodeMs: number; tiles: number };
+  /** Milliseconds: decoding, model runs (summed over tiles), the whole pipeline (model runs, resizes, blending), encoding. */
+  timings: { decodeMs: number; inferenceMs: number; runMs: number; encodeMs: number; tiles: number };
 }
 
 interface Made {
@@ -105,7 +107,7 @@ export async function editImage(context: ImagesContext, request: EditRequest, si
   // Decoded images take memory: an edit waits for its turn before it decodes anything.
   const release = await context.lane.admit(signal);
   try {
-    return await process(context, request, model, { chosenBy, format, background, quality, requested }, signal);
+    return await runEdit(context, request, model, { chosenBy, format, background, quality, requested }, signal);
   } finally {
     release();
   }
@@ -119,47 +121,49 @@ interface Plan {
   requested: Size | 'auto';
 }
 
-async function process(context: ImagesContext, request: EditRequest, model: ServedImageModel, plan: Plan, signal?: AbortSignal): Promise<EditResult> {
+async function runEdit(context: ImagesContext, request: EditRequest, model: ServedImageModel, plan: Plan, signal?: AbortSignal): Promise<EditResult> {
   const { limits } = context;
   const { chosenBy, format, background, quality, requested } = plan;
-  const task = model.manifest.task;
-  let started = performance.now();
-  const decoded: DecodedImage[] = [];
-  for (let i = 0; i < request.images.length; i++) {
-    decoded.push(await decodeImage(request.images[i]!, i, limits.maxPixels));
-    throwIfAborted(signal);
-  }
-  const decodeMs = performance.now() - started;
+  const timings = { decodeMs: 0, inferenceMs: 0, runMs: 0, encodeMs: 0, tiles: 0 };
+  const timed = async <T>(key: 'decodeMs' | 'runMs' | 'encodeMs', work: () => Promise<T>): Promise<T> => {
+    const started = performance.now();
+    try {
+      return await work();
+    } finally {
+      timings[key] += performance.now() - started;
+    }
+  };
+  // Every header first: a bad image[3] is refused before image[0] is worked on.
+  await timed('decodeMs', async () => {
+    for (let i = 0; i < request.images.length; i++) await probeImage(request.images[i]!, i, limits.maxPixels);
+  });
+  const decode = (i: number) => timed('decodeMs', () => decodeImage(request.images[i]!, i, limits.maxPixels));
   const overlap = overlapFor(quality, model.manifest.tile?.overlap ?? 0, model.manifest.input.size?.[1] ?? model.manifest.tile?.size ?? 0);
+  const settings = encoderSettings(quality, format, request.outputCompression);
+  const note = chosenBy === 'named' ? ` The prompt was not otherwise interpreted: ${model.id} only does ${describeTask(model)}.` : " Chosen from the prompt's words; nothing else in the prompt was done.";
 
-  started = performance.now();
-  const progress = { inferenceMs: 0, tiles: 0 };
-  const made: Made[] = [];
-  if (task === 'background-removal') {
-    made.push(await removeBackground(context, model, decoded, requested, background, format, progress, signal));
+  const inputs: Size[] = [];
+  const images: EditedImage[] = [];
+  const finish = async (made: Made) => {
+    throwIfAborted(signal);
+    const bytes = await timed('encodeMs', () => encode(made.image, settings));
+    images.push({ bytes, size: { width: made.image.width, height: made.image.height }, revisedPrompt: made.revisedPrompt + note, transparent: made.image.channels === 4 });
+  };
+  if (model.manifest.task === 'background-removal') {
+    const decoded: DecodedImage[] = [];
+    for (let i = 0; i < request.images.length; i++) decoded.push(await decode(i));
+    inputs.push(...decoded.map((d) => ({ width: d.rgb.width, height: d.rgb.height })));
+    await finish(await timed('runMs', () => removeBackground(context, model, decoded, requested, background, format, timings, signal)));
   } else {
-    for (let i = 0; i < decoded.length; i++) {
-      made.push(await editOne(context, model, decoded[i]!, i, requested, overlap, background, format, progress, signal));
+    // One image at a time, so only one decoded image and its result are held at once.
+    for (let i = 0; i < request.images.length; i++) {
+      const decoded = await decode(i);
+      inputs.push({ width: decoded.rgb.width, height: decoded.rgb.height });
+      throwIfAborted(signal);
+      await finish(await timed('runMs', () => editOne(context, model, decoded, i, requested, overlap, background, format, timings, signal)));
     }
   }
-  const runMs = performance.now() - started;
 
-  started = performance.now();
-  const settings = encoderSettings(quality, format, request.outputCompression);
-  const images: EditedImage[] = [];
-  for (const item of made) {
-    throwIfAborted(signal);
-    const note = chosenBy === 'named' ? ` The prompt was not otherwise interpreted: ${model.id} only does ${describeTask(model)}.` : ' Chosen from the prompt\'s words; nothing else in the prompt was done.';
-    images.push({
-      bytes: await encode(item.image, settings),
-      size: { width: item.image.width, height: item.image.height },
-      revisedPrompt: item.revisedPrompt + note,
-      transparent: item.image.channels === 4,
-    });
-  }
-  const encodeMs = performance.now() - started;
-
-  const inputs = decoded.map((d) => ({ width: d.rgb.width, height: d.rgb.height }));
   return {
     created: Math.floor(Date.now() / 1000),
     model: model.id,
@@ -167,9 +171,10 @@ async function process(context: ImagesContext, request: EditRequest, model: Serv
     background: images.some((image) => image.transparent) ? 'transparent' : 'opaque',
     outputFormat: format,
     quality,
+    // With `auto` and inputs of different sizes, each output's size, in order.
     size: [...new Set(images.map((image) => formatSize(image.size)))].join(','),
     usage: imageUsage(context.countTextTokens(request.prompt), inputs, images.map((image) => image.size)),
-    timings: { decodeMs, inferenceMs: progress.inferenceMs || runMs, encodeMs, tiles: progress.tiles },
+    timings,
   };
 }
 
@@ -304,7 +309,7 @@ async function removeBackground(
     composed = await flattenOnColour(composed, white);
     note = ' Transparent pixels of image[1] were flattened onto white.';
   }
-  if (signal?.aborted) throw new ApiError('client_closed');
+  throwIfAborted(signal);
   return {
     image: composed,
     revisedPrompt: `${cropNote}Cut out the subject of image[0] with ${model.id} and placed it, scaled to ${formatSize(subjectSize)} and centred, on image[1] resized to ${formatSize(target)} with lanczos3.${note}`,

@@ -33,17 +33,14 @@ function invalidImage(index: number, why: string): ApiError {
 }
 
 /**
- * Decodes one input image. The header is read first, so an image whose declared size is over
- * `maxPixels` is refused before any pixel is decompressed; libvips enforces the same limit while
- * decoding, for formats whose headers can lie.
+ * Reads an input image's header (no pixels are decompressed) and refuses it when it is not an
+ * image or declares more than `maxPixels` pixels, naming it by its index.
  */
-export async function decodeImage(bytes: Uint8Array, index: number, maxPixels: number): Promise<DecodedImage> {
+export async function probeImage(bytes: Uint8Array, index: number, maxPixels: number): Promise<Metadata> {
   if (bytes.length === 0) throw invalidImage(index, 'is empty.');
-  const options = { limitInputPixels: maxPixels, failOn: 'error' as const, sequentialRead: true };
   let metadata: Metadata;
   try {
-    // Reading the header decodes no pixels, so the limit is checked below with the real numbers.
-    metadata = await sharp(bytes, { ...options, limitInputPixels: false }).metadata();
+    metadata = await sharp(bytes, { limitInputPixels: false, failOn: 'error' }).metadata();
   } catch (error) {
     throw invalidImage(index, `is not an image this server can read (${describe(error)}); send PNG, JPEG, WebP, GIF, TIFF or AVIF.`);
   }
@@ -52,10 +49,23 @@ export async function decodeImage(bytes: Uint8Array, index: number, maxPixels: n
   if (width * height > maxPixels) {
     throw invalidImage(index, `is ${width}x${height} pixels, over the limit of ${maxPixels} pixels (ONNX_GATEWAY_IMAGE_MAX_PIXELS).`);
   }
+  return metadata;
+}
+
+/**
+ * Decodes one input image: upright (EXIF orientation), sRGB, colour and alpha apart. libvips
+ * enforces the pixel limit while decoding too, for formats whose headers can lie.
+ */
+export async function decodeImage(bytes: Uint8Array, index: number, maxPixels: number): Promise<DecodedImage> {
+  const metadata = await probeImage(bytes, index, maxPixels);
   try {
-    const { data, info } = await sharp(bytes, options).rotate().toColourspace('srgb').ensureAlpha().raw().toBuffer({ resolveWithObject: true });
-    const rgba: Raster = { data, width: info.width, height: info.height, channels: 4 };
-    const { rgb, alpha } = splitAlpha(rgba);
+    const { data, info } = await sharp(bytes, { limitInputPixels: maxPixels, failOn: 'error', sequentialRead: true })
+      .rotate()
+      .toColourspace('srgb')
+      .ensureAlpha()
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+    const { rgb, alpha } = splitAlpha({ data, width: info.width, height: info.height, channels: 4 });
     return { rgb, alpha: metadata.hasAlpha && !isOpaque(alpha) ? alpha : undefined, format: metadata.format ?? 'unknown' };
   } catch (error) {
     throw invalidImage(index, `can not be decoded (${describe(error)}).`);
