@@ -13,6 +13,7 @@ import { embeddingsRoutes } from './embeddings.js';
 import { imagesRoutes } from './images.js';
 import { registerErrorHandling } from './errors.js';
 import { modelsRoutes } from './models.js';
+import { playgroundRoutes } from './playground.js';
 import { rerankRoutes } from './rerank.js';
 import { searchRoutes } from './search.js';
 import type { HttpServices } from './services.js';
@@ -84,6 +85,8 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     const ready = services.isReady();
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ok' : 'loading', models: services.registry.list().map((m) => m.id) });
   });
+
+  await app.register(playgroundRoutes);
 
   await app.register(async (api) => {
     if (services.config.keys.length > 0) api.addHook('onRequest', bearerAuth(services.config.keys));

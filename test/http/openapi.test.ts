@@ -26,7 +26,7 @@ vi.mock('fastify', async (importOriginal) => {
 });
 
 /** Routes for running the server, not part of the API: deliberately not documented. */
-const operational = [/^\/health$/, /^\/metrics$/, /^\/openapi\.json$/, /^\/docs(\/.*)?$/];
+const operational = [/^\/$/, /^\/playground\//, /^\/health$/, /^\/metrics$/, /^\/openapi\.json$/, /^\/docs(\/.*)?$/];
 /** TEI's root route, an alias of its /embed or /rerank (whichever the primary model serves). */
 const aliases = [/^\/$/];
 
