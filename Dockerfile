@@ -27,7 +27,6 @@ WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-COPY --from=build /app/src/http/playground ./src/http/playground
 # The catalogue of known models (manifests only; model files come from the /models volume).
 COPY models ./models
 # Owned by the server's user, so a writable /models volume can take models downloaded at start.

@@ -5,8 +5,8 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 
-// Static files live beside the sources; this resolves from both src/http and dist/http.
-const folder = new URL('../../src/http/playground/', import.meta.url);
+// Static files live beside this module (the build copies them into dist/http/playground).
+const folder = new URL('./playground/', import.meta.url);
 const files: Record<string, { type: string; body: string }> = {
   'index.html': { type: 'text/html; charset=utf-8', body: readFileSync(new URL('index.html', folder), 'utf8') },
   'app.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(new URL('app.js', folder), 'utf8') },
