@@ -11,7 +11,7 @@
  * input run alone on raw ORT. Models dir: env ONNX_GATEWAY_MODELS_DIR (default .data/models).
  */
 import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import {
   DEFAULT_EMBED_MODEL, DEFAULT_RERANK_MODEL, type MachineInfo, RESULTS_DIR, fmtSpread, flagList, flagNumber, flagString, log,
   flagNumbers, machineInfo, modelsDir, parseFlags, readJson, round, spawnNode,
@@ -263,7 +263,8 @@ async function main(): Promise<void> {
     durationS: Math.round((finished.getTime() - started.getTime()) / 1000),
     argv, quick, repeats, sections, machine,
     loadavgAfter: machineInfo().loadavg,
-    models: { dir: modelsDir(), embed: embedModel, rerank: rerankModel },
+    // Relative, so results name no machine's paths.
+    models: { dir: relative(process.cwd(), modelsDir()) || '.', embed: embedModel, rerank: rerankModel },
     ceiling: ceilingForRatios, ceilingFrom,
     peers, http, micro,
     ratios: computeRatios({ ceiling: ceilingForRatios, http, peers }, flagString(f, 'server', 'gateway')),

@@ -7,6 +7,7 @@ import * as ort from 'onnxruntime-node';
 import type { ImageModelSpec } from '../models/image-catalogue.js';
 import type { ImageTask, ImageTaskResult } from './image-protocol.js';
 import type { SessionOptions } from './protocol.js';
+import { ortSessionOptions } from './session-options.js';
 
 export class ImageRunner {
   private constructor(
@@ -15,21 +16,7 @@ export class ImageRunner {
   ) {}
 
   static async open(spec: ImageModelSpec, options: SessionOptions): Promise<ImageRunner> {
-    const session = await ort.InferenceSession.create(spec.onnxPath, {
-      intraOpNumThreads: options.intraOpThreads,
-      interOpNumThreads: 1,
-      executionMode: 'sequential',
-      graphOptimizationLevel: 'all',
-      enableCpuMemArena: options.memoryArena,
-      // Some exports keep unused initializers; ORT's warnings about them are noise here.
-      logSeverityLevel: 3,
-      extra: {
-        session: {
-          intra_op: { allow_spinning: options.spinning ? '1' : '0' },
-          inter_op: { allow_spinning: options.spinning ? '1' : '0' },
-        },
-      },
-    });
+    const session = await ort.InferenceSession.create(spec.onnxPath, ortSessionOptions(options));
     if (!session.inputNames.includes(spec.input.name)) {
       throw new Error(`${spec.onnxPath}: the graph has no input "${spec.input.name}" (inputs: ${session.inputNames.join(', ')}).`);
     }

@@ -8,6 +8,7 @@ import * as ort from 'onnxruntime-node';
 import type { ModelLoadSpec } from '../models/registry.js';
 import { clsPool, meanPool } from '../vectors/pooling.js';
 import type { BatchResult, BatchTask, ModelReport, SessionOptions } from './protocol.js';
+import { ortSessionOptions } from './session-options.js';
 
 const pooledOutputs = ['sentence_embedding'];
 const tokenOutputs = ['last_hidden_state', 'token_embeddings'];
@@ -23,19 +24,7 @@ export class Runner {
   ) {}
 
   static async open(spec: ModelLoadSpec, options: SessionOptions): Promise<Runner> {
-    const session = await ort.InferenceSession.create(spec.onnxPath, {
-      intraOpNumThreads: options.intraOpThreads,
-      interOpNumThreads: 1,
-      executionMode: 'sequential',
-      graphOptimizationLevel: 'all',
-      enableCpuMemArena: options.memoryArena,
-      extra: {
-        session: {
-          intra_op: { allow_spinning: options.spinning ? '1' : '0' },
-          inter_op: { allow_spinning: options.spinning ? '1' : '0' },
-        },
-      },
-    });
+    const session = await ort.InferenceSession.create(spec.onnxPath, ortSessionOptions(options));
     const inputs = session.inputNames;
     for (const required of ['input_ids', 'attention_mask']) {
       if (!inputs.includes(required)) throw new Error(`${spec.onnxPath}: the graph has no "${required}" input (inputs: ${inputs.join(', ')}).`);
