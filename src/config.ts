@@ -169,6 +169,18 @@ export const settings = {
     env: 'ONNX_GATEWAY_SHUTDOWN_TIMEOUT', flag: '--shutdown-timeout', default: 30_000, unit: 'ms', min: 0,
     description: 'On SIGTERM, how long in-flight requests may take to finish before the process exits.',
   }),
+  readerAllowPrivate: setting('boolean', {
+    env: 'ONNX_GATEWAY_READER_ALLOW_PRIVATE', flag: '--reader-allow-private', default: false,
+    description: 'Let the web reader fetch private, loopback and link-local addresses (off: refused after DNS resolution and on every redirect).',
+  }),
+  readerMaxBytes: setting('integer', {
+    env: 'ONNX_GATEWAY_READER_MAX_BYTES', flag: '--reader-max-bytes', default: 5 * 1024 * 1024, unit: 'bytes', min: 1024,
+    description: 'Largest page the web reader accepts, after decompression.',
+  }),
+  readerTimeout: setting('integer', {
+    env: 'ONNX_GATEWAY_READER_TIMEOUT', flag: '--reader-timeout', default: 15_000, unit: 'ms', min: 1,
+    description: 'Longest a web reader fetch may take, redirects included.',
+  }),
   logLevel: setting('string', {
     env: 'ONNX_GATEWAY_LOG_LEVEL', flag: '--log-level', default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
     description: 'Log level (structured JSON logs on stdout).',

@@ -14,6 +14,7 @@ import { imagesRoutes } from './images.js';
 import { registerErrorHandling } from './errors.js';
 import { modelsRoutes } from './models.js';
 import { playgroundRoutes } from './playground.js';
+import { readerRoutes } from './reader.js';
 import { rerankRoutes } from './rerank.js';
 import { searchRoutes } from './search.js';
 import type { HttpServices } from './services.js';
@@ -99,6 +100,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     await api.register(modelsRoutes, services);
     await api.register(compatRoutes, services);
     await api.register(searchRoutes, services);
+    await api.register(readerRoutes, services);
     await api.register(imagesRoutes, services);
     await api.register(unsupportedRoutes);
   });

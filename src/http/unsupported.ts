@@ -14,7 +14,6 @@ const groups: Record<string, string[]> = {
   moderations: ['/v1/moderations'],
   videos: ['/v1/videos', '/v1/videos/*'],
   realtime: ['/v1/realtime', '/v1/realtime/*'],
-  'web reader': ['/v1/reader', '/v1/reader/*'],
 };
 
 export async function unsupportedRoutes(app: FastifyInstance): Promise<void> {

@@ -1,0 +1,43 @@
+/**
+ * POST /v1/web-reader/read: a page as clean markdown, text or HTML, with its title and links.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { readPage } from '../core/reader/read.js';
+import type { HttpServices } from './services.js';
+import { errorResponses, ErrorResponse } from './schemas.js';
+
+const ReadBody = Type.Object(
+  {
+    url: Type.String({ description: 'An http(s) URL. Private, loopback and link-local addresses are refused unless the server allows them.' }),
+    format: Type.Optional(Type.Union([Type.Literal('markdown'), Type.Literal('text'), Type.Literal('html')], { default: 'markdown' })),
+  },
+  { additionalProperties: true },
+);
+type ReadBody = Static<typeof ReadBody>;
+
+const ReadResponse = Type.Object({
+  url: Type.String({ description: 'The URL after redirects' }),
+  title: Type.String(),
+  byline: Type.Union([Type.String(), Type.Null()]),
+  excerpt: Type.Union([Type.String(), Type.Null()]),
+  format: Type.String(),
+  content: Type.String(),
+  links: Type.Array(Type.Object({ text: Type.String(), url: Type.String() })),
+});
+
+export async function readerRoutes(app: FastifyInstance, { config }: HttpServices): Promise<void> {
+  const limits = { maxBytes: config.readerMaxBytes, timeoutMs: config.readerTimeout, maxRedirects: 5, allowPrivate: config.readerAllowPrivate };
+  app.post<{ Body: ReadBody }>(
+    '/v1/web-reader/read',
+    {
+      schema: {
+        tags: ['Web reader'],
+        summary: 'Read a web page as markdown, text or HTML',
+        body: ReadBody,
+        response: { 200: ReadResponse, ...errorResponses, 502: ErrorResponse, 504: ErrorResponse },
+      },
+    },
+    async (request) => readPage(request.body.url, request.body.format ?? 'markdown', limits, request.signal),
+  );
+}
