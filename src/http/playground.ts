@@ -5,17 +5,21 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 
-// Static files live beside this module (the build copies them into dist/http/playground).
+// The files live beside this module (the build copies them into dist/http/playground) and are
+// read once: they are small and never change while the server runs.
 const folder = new URL('./playground/', import.meta.url);
-const files: Record<string, { type: string; body: string }> = {
-  'index.html': { type: 'text/html; charset=utf-8', body: readFileSync(new URL('index.html', folder), 'utf8') },
-  'app.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(new URL('app.js', folder), 'utf8') },
-  'style.css': { type: 'text/css; charset=utf-8', body: readFileSync(new URL('style.css', folder), 'utf8') },
+const asset = (name: string, type: string) => ({ type, body: readFileSync(new URL(name, folder), 'utf8') });
+const page = asset('index.html', 'text/html; charset=utf-8');
+const assets = {
+  'app.js': asset('app.js', 'text/javascript; charset=utf-8'),
+  'style.css': asset('style.css', 'text/css; charset=utf-8'),
 };
 
+const hidden = { schema: { hide: true } as never };
+
 export async function playgroundRoutes(app: FastifyInstance): Promise<void> {
-  const send = (name: string) => async (_request: unknown, reply: import('fastify').FastifyReply) =>
-    reply.type(files[name]!.type).send(files[name]!.body);
-  app.get('/', { schema: { hide: true } as never }, send('index.html'));
-  for (const name of ['app.js', 'style.css']) app.get(`/playground/${name}`, { schema: { hide: true } as never }, send(name));
+  app.get('/', hidden, async (_request, reply) => reply.type(page.type).send(page.body));
+  for (const [name, file] of Object.entries(assets)) {
+    app.get(`/playground/${name}`, hidden, async (_request, reply) => reply.type(file.type).send(file.body));
+  }
 }
