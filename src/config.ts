@@ -77,6 +77,10 @@ export const settings = {
     env: 'ONNX_GATEWAY_INTRA_OP_THREADS', flag: '--intra-op-threads', default: 1, min: 1, max: 256,
     description: 'ONNX Runtime intra-op threads per worker. Workers x intra-op threads should not exceed the cores.',
   }),
+  soloThreads: setting('integer', {
+    env: 'ONNX_GATEWAY_SOLO_THREADS', flag: '--solo-threads', default: null, defaultText: 'workers x intra-op threads', min: 1, max: 256,
+    description: 'Intra-op threads for a batch that runs alone (nothing else queued or running, e.g. one client at a time): it gets the whole machine instead of one worker\'s share, with ONNX Runtime spinning between runs (which stops within ~50 ms of idleness). Each worker opens a second session per model for it; set it to the intra-op threads to turn this off and save that memory.',
+  }),
   ortSpinning: setting('boolean', {
     env: 'ONNX_GATEWAY_ORT_SPINNING', flag: '--ort-spinning', default: false,
     description: 'Let ONNX Runtime threads spin while waiting (uses CPU when idle; only matters with intra-op threads > 1).',
@@ -235,6 +239,7 @@ export type SettingName = keyof typeof settings;
 export type Config = { [N in SettingName]: SettingValue<(typeof settings)[N]['kind']> } & {
   host: string;
   workers: number;
+  soloThreads: number;
   imageModelsDir: string;
   imageIntraOpThreads: number;
   /** Keys from apiKeys and apiKeysFile together. */
@@ -303,6 +308,7 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
   const config = values as Config;
   config.keys = [...config.apiKeys, ...(config.apiKeysFile ? readKeysFile(config.apiKeysFile) : [])];
   config.workers ??= Math.max(1, Math.floor(cores / config.intraOpThreads));
+  config.soloThreads ??= config.workers * config.intraOpThreads;
   config.imageModelsDir ??= config.modelsDir;
   config.imageIntraOpThreads ??= Math.max(1, Math.floor(cores / 2));
   config.host ??= config.keys.length > 0 ? '0.0.0.0' : '127.0.0.1';

@@ -19,6 +19,12 @@ export class Engine {
       workers: config.workers,
       models: models.map(({ id, task, onnxPath, pooling, padId }) => ({ id, task, onnxPath, pooling, padId })),
       session: { intraOpThreads: config.intraOpThreads, spinning: config.ortSpinning, memoryArena: config.ortMemoryArena },
+      // Spinning keeps the extra threads of a solo session hot between a lone client's requests;
+      // ONNX Runtime stops spinning soon after the last run, so an idle server still uses no CPU.
+      soloSession:
+        config.soloThreads > config.intraOpThreads
+          ? { intraOpThreads: config.soloThreads, spinning: true, memoryArena: config.ortMemoryArena }
+          : undefined,
     });
     this.scheduler = new Scheduler(
       this.pool,
@@ -27,6 +33,7 @@ export class Engine {
         maxBatchSize: config.maxBatchSize,
         queueCapacity: config.queueCapacity,
         maxInFlight: config.workers * 2,
+        solo: config.soloThreads > config.intraOpThreads,
       },
       models,
       observer,

@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import type { ModelLoadSpec } from '../models/registry.js';
-import type { BatchResult, BatchTask, ModelReport, SessionOptions, WarmTask } from '../worker/protocol.js';
+import type { BatchResult, BatchTask, ModelReport, SessionOptions, WarmTask, WorkerInit } from '../worker/protocol.js';
 
 /**
  * The worker's JavaScript file. Built code finds it beside itself; when the sources run as
@@ -26,6 +26,7 @@ export interface PoolOptions {
   workers: number;
   models: ModelLoadSpec[];
   session: SessionOptions;
+  soloSession?: SessionOptions;
 }
 
 export class WorkerStartError extends Error {
@@ -48,7 +49,7 @@ export class Pool {
       maxThreads: options.workers,
       idleTimeout: Number.MAX_SAFE_INTEGER,
       concurrentTasksPerWorker: 1,
-      workerData: { models: options.models, session: options.session },
+      workerData: { models: options.models, session: options.session, soloSession: options.soloSession } satisfies WorkerInit,
     });
     // One warm-up task per thread, all at once: a thread runs one task at a time and each waits
     // for its thread's models, so every thread gets exactly one and loads its sessions now.

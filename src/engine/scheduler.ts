@@ -6,7 +6,8 @@
  * item (no request starves) and takes the waiting items closest to it in length, as long as the
  * padded size (longest x count) stays within the token budget and padding stays a small share of
  * the work. Nothing waits for a batch to fill: a lone item on an idle server is dispatched at once,
- * and under load the queue fills by itself while the workers are busy.
+ * and under load the queue fills by itself while the workers are busy. A batch that is the only
+ * work on the server is marked solo: one worker's share of the cores would leave the rest idle.
  */
 import { ApiError } from '../errors.js';
 import type { BatchResult, BatchTask } from '../worker/protocol.js';
@@ -39,6 +40,8 @@ export interface SchedulerOptions {
   queueCapacity: number;
   /** Batches handed to the pool at once; above the thread count, a worker finds its next batch ready. */
   maxInFlight: number;
+  /** Mark a batch `solo` when it is the only work on the server, so it runs with all the cores. */
+  solo?: boolean;
 }
 
 export interface BatchObserver {
@@ -190,7 +193,8 @@ export class Scheduler {
       const queue = this.nextQueue();
       if (!queue) return;
       const batch = this.formBatch(queue);
-      this.dispatch(queue.model, batch, 0);
+      const solo = this.options.solo === true && this.inFlight === 0 && this.depth() === 0;
+      this.dispatch(queue.model, batch, 0, solo);
     }
   }
 
@@ -228,7 +232,7 @@ export class Scheduler {
     return batch.reverse();
   }
 
-  private dispatch(model: string, batch: Item[], attempt: number): void {
+  private dispatch(model: string, batch: Item[], attempt: number, solo = false): void {
     const now = performance.now();
     let total = 0;
     let longest = 0;
@@ -251,7 +255,7 @@ export class Scheduler {
 
     this.inFlight += 1;
     const started = performance.now();
-    this.runner.run({ model, ids, lengths, typeIds }).then(
+    this.runner.run({ model, ids, lengths, typeIds, solo }).then(
       (result) => {
         this.inFlight -= 1;
         this.recordThroughput(batch.length, performance.now() - started);

@@ -1,6 +1,6 @@
 /**
- * The piscina worker: opens one session per served model when the thread starts, warms each up,
- * then runs batches. Knows nothing of queues or requests.
+ * The piscina worker: opens one session per served model when the thread starts (two when solo
+ * runs are on), warms each up, then runs batches. Knows nothing of queues or requests.
  */
 import { workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
@@ -11,6 +11,8 @@ import type { BatchResult, BatchTask, ModelReport, WarmTask, WorkerInit } from '
 
 const init = workerData as WorkerInit & ImageWorkerInit;
 const runners = new Map<string, Runner>();
+/** Sessions with all the cores, for batches that run alone on the server (see soloThreads). */
+const soloRunners = new Map<string, Runner>();
 /** Image models, opened only in the image lane's threads (which hold no text models). */
 const imageRunners = new Map<string, ImageRunner>();
 
@@ -21,6 +23,11 @@ async function start(): Promise<ModelReport[]> {
     const runner = await Runner.open(spec, init.session);
     reports.push(await runner.warmUp(performance.now() - started));
     runners.set(spec.id, runner);
+    if (init.soloSession) {
+      const solo = await Runner.open(spec, init.soloSession);
+      await solo.warmUp(0);
+      soloRunners.set(spec.id, solo);
+    }
   }
   for (const spec of init.images ?? []) {
     imageRunners.set(spec.id, await ImageRunner.open(spec, init.imageSession ?? init.session));
@@ -37,7 +44,7 @@ export default async function handle(task: BatchTask | WarmTask | ImageTask): Pr
   if ('warm' in task) return ready;
   await ready;
   if (isImageTask(task)) return runImage(task);
-  const runner = runners.get(task.model);
+  const runner = (task.solo && soloRunners.get(task.model)) || runners.get(task.model);
   if (!runner) throw new Error(`Model "${task.model}" is not loaded in this worker.`);
   const result = await runner.run(task);
   // Hand the output buffer over to the main thread instead of copying it.

@@ -14,6 +14,8 @@ export interface SessionOptions {
 export interface WorkerInit {
   models: ModelLoadSpec[];
   session: SessionOptions;
+  /** Options of the second session per model that runs batches marked `solo`; none when absent. */
+  soloSession?: SessionOptions;
 }
 
 /** Resolves with the worker's model reports once its sessions are open and warm. */
@@ -28,6 +30,8 @@ export interface BatchTask {
   lengths: Int32Array;
   /** Token type ids, concatenated like `ids`; only for pair inputs. */
   typeIds?: Uint8Array;
+  /** Nothing else is queued or running: run on the session that has all the cores. */
+  solo?: boolean;
 }
 
 export interface BatchResult {

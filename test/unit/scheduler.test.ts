@@ -6,6 +6,7 @@ import type { BatchResult, BatchTask } from '../../src/worker/protocol.js';
 class FakeRunner implements BatchRunner {
   readonly threads = 1;
   readonly batches: number[][] = [];
+  readonly solo: boolean[] = [];
   private pending: (() => void)[] = [];
   failNext = 0;
   /** When false, batches complete only when release() is called. */
@@ -13,6 +14,7 @@ class FakeRunner implements BatchRunner {
 
   run(task: BatchTask): Promise<BatchResult> {
     this.batches.push(Array.from(task.lengths));
+    this.solo.push(task.solo === true);
     return new Promise((resolve, reject) => {
       const finish = () => {
         if (this.failNext > 0) {
@@ -54,6 +56,20 @@ describe('Scheduler', () => {
     runner.release();
     const result = await job;
     expect(Array.from(result.output)).toEqual([5, 5]);
+  });
+
+  it('marks a batch solo only when it is the only work on the server', async () => {
+    const runner = new FakeRunner();
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1, maxInFlight: 2, solo: true }, [{ id: 'm' }]);
+    await scheduler.submit('m', [seq(5)]);
+    // Two batches go out together (one is never alone), the third waits for a free slot.
+    await scheduler.submit('m', [seq(4), seq(3), seq(2)]);
+    expect(runner.batches.slice(0, 3)).toEqual([[5], [4], [3]]);
+    expect(runner.solo.slice(0, 3)).toEqual([true, false, false]);
+    // Off unless asked for.
+    const plain = new FakeRunner();
+    await new Scheduler(plain, options, [{ id: 'm' }]).submit('m', [seq(5)]);
+    expect(plain.solo).toEqual([false]);
   });
 
   it('shares batches across requests and returns every row to its request in order', async () => {
