@@ -162,6 +162,16 @@ export interface CeilingResult {
   bestEmbed: CeilingPoint | null;
   bestRerank: CeilingPoint | null;
   singleLatency: SingleLatency[];
+  /** The same sweeps on the int8 variants (batch 1: int8 results depend on their batch otherwise), when run. */
+  int8: {
+    embedModel: string;
+    rerankModel: string;
+    embed: CeilingPoint[];
+    rerank: CeilingPoint[];
+    bestEmbed: CeilingPoint | null;
+    bestRerank: CeilingPoint | null;
+    singleLatency: SingleLatency[];
+  } | null;
   notes: string[];
 }
 
@@ -180,17 +190,19 @@ export interface CeilingOptions {
   matmulSize: number;
   matmulRuns: number;
   cores: number;
+  /** Also sweep the int8 variants (`<id>:int8`) at these batch sizes; none: fp32 only. */
+  int8BatchSizes: number[];
 }
 
 export function ceilingDefaults(quick: boolean, cores: number): CeilingOptions {
   return quick
     ? {
       embedModel: DEFAULT_EMBED_MODEL, rerankModel: DEFAULT_RERANK_MODEL, n: 64, batchSizes: [1, 4, 16], sessions: [1, 2], threads: [1, 2],
-      optionBatches: [1], rerankRequests: 1, rerankBatchSizes: [1, 8], repeats: 1, matmulSize: 1024, matmulRuns: 6, cores,
+      optionBatches: [1], rerankRequests: 1, rerankBatchSizes: [1, 8], repeats: 1, matmulSize: 1024, matmulRuns: 6, cores, int8BatchSizes: [1],
     }
     : {
       embedModel: DEFAULT_EMBED_MODEL, rerankModel: DEFAULT_RERANK_MODEL, n: 256, batchSizes: [1, 2, 4, 8, 16, 32], sessions: [1, 2], threads: [1, 2],
-      optionBatches: [1, 8], rerankRequests: 4, rerankBatchSizes: [1, 2, 4, 8, 16, 32], repeats: 3, matmulSize: 1024, matmulRuns: 24, cores,
+      optionBatches: [1, 8], rerankRequests: 4, rerankBatchSizes: [1, 2, 4, 8, 16, 32], repeats: 3, matmulSize: 1024, matmulRuns: 24, cores, int8BatchSizes: [1],
     };
 }
 
@@ -348,6 +360,17 @@ export async function runCeiling(opts: CeilingOptions): Promise<CeilingResult> {
   log('ceiling: reranker sweep');
   const rerank = await sweep(opts, { workload: 'rerank', model: opts.rerankModel, encoded: pairs, batchSizes: opts.rerankBatchSizes, optionBatches: [], cfg: rerankCfg }, null);
 
+  let int8: CeilingResult['int8'] = null;
+  if (opts.int8BatchSizes.length > 0) {
+    const embedModel = `${opts.embedModel}:int8`;
+    const rerankModel = `${opts.rerankModel}:int8`;
+    log('ceiling: int8 embedder and reranker');
+    const singleLatency: SingleLatency[] = [];
+    const embed8 = await sweep(opts, { workload: 'embed', model: embedModel, encoded, batchSizes: opts.int8BatchSizes, optionBatches: [], cfg }, singleLatency);
+    const rerank8 = await sweep(opts, { workload: 'rerank', model: rerankModel, encoded: pairs, batchSizes: opts.int8BatchSizes, optionBatches: [], cfg: rerankCfg }, null);
+    int8 = { embedModel, rerankModel, embed: embed8, rerank: rerank8, bestEmbed: best(embed8), bestRerank: best(rerank8), singleLatency };
+  }
+
   return {
     embedModel: opts.embedModel,
     rerankModel: opts.rerankModel,
@@ -367,11 +390,13 @@ export async function runCeiling(opts: CeilingOptions): Promise<CeilingResult> {
     bestEmbed: best(embed),
     bestRerank: best(rerank),
     singleLatency: latencies,
+    int8,
     notes: [
       'Options always: graphOptimizationLevel all, executionMode sequential, interOpNumThreads 1. Baseline: arena on, spinning ORT default (1).',
       'Non-default options (arena off, spinning 0) are tried at the option batch sizes only.',
       'Each session runs in its own worker thread; workers take batches (sorted by length) from a shared atomic counter.',
       'Single-input latency: 1 session, batch 1, each input alone (from the batch-1 sweep point).',
+      'int8: the same mix through the int8 graphs; GFLOP/s there counts the fp32-equivalent work.',
     ],
   };
 }

@@ -10,6 +10,7 @@
  *
  * Built-in targets:
  *   gateway       `node dist/cli.js serve` (or `--gateway-from-src`: `node --import tsx src/cli.ts serve`)
+ *   gateway-int8  the same serving the int8 variants (`<id>:int8`; made by `models quantize`)
  *   transformers  bench/peers/transformers-server.ts (fastify + transformers.js pipeline)
  *   minimal       bench/peers/minimal-server.ts (fastify + piscina, 1 input per run)
  *   name=URL      an already running server
@@ -31,7 +32,13 @@ import type { LoadJob, LoadResult } from './http-load.js';
 // Targets
 
 export interface RunningTarget { name: string; url: string; apiKey: string | null; stop(): Promise<void>; logTail(): string }
-export interface TargetSpec { name: string; kind: 'gateway' | 'peer' | 'url'; start(): Promise<RunningTarget> }
+export interface TargetSpec {
+  name: string;
+  kind: 'gateway' | 'peer' | 'url';
+  /** Model ids the workloads name for this target (the int8 gateway serves `<id>:int8`). */
+  models: { embed: string; rerank: string };
+  start(): Promise<RunningTarget>;
+}
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -101,22 +108,24 @@ async function startChild(name: string, make: (port: number, apiKey: string) => 
 export interface TargetOptions { embedModel: string; rerankModel: string; gatewayFromSrc: boolean; apiKey: string | null }
 
 export function targetSpecs(names: string[], opts: TargetOptions): TargetSpec[] {
+  const fp32 = { embed: opts.embedModel, rerank: opts.rerankModel };
   return names.map((name): TargetSpec => {
     const eq = name.indexOf('=');
     if (eq > 0) {
       const label = name.slice(0, eq);
       const url = name.slice(eq + 1).replace(/\/$/, '');
       return {
-        name: label, kind: 'url',
+        name: label, kind: 'url', models: fp32,
         async start() {
           await waitHealthy(url, null, 10_000);
           return { name: label, url, apiKey: opts.apiKey, stop: async () => {}, logTail: () => '' };
         },
       };
     }
-    if (name === 'gateway') {
+    if (name === 'gateway' || name === 'gateway-int8') {
+      const models = name === 'gateway' ? fp32 : { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` };
       return {
-        name, kind: 'gateway',
+        name, kind: 'gateway', models,
         start: () => {
           const cli = opts.gatewayFromSrc ? join(REPO_ROOT, 'src', 'cli.ts') : join(REPO_ROOT, 'dist', 'cli.js');
           if (!existsSync(cli)) return Promise.reject(new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`));
@@ -126,7 +135,10 @@ export function targetSpecs(names: string[], opts: TargetOptions): TargetSpec[] 
             env: {
               ...process.env,
               ONNX_GATEWAY_MODELS_DIR: modelsDir(),
-              ONNX_GATEWAY_MODELS: `${opts.embedModel},${opts.rerankModel}`,
+              ONNX_GATEWAY_MODELS: `${models.embed},${models.rerank}`,
+              // The ceiling and the peers cut a pair at 512 tokens; by default the gateway also scores
+              // the further windows of longer documents. One window each keeps the work identical.
+              ONNX_GATEWAY_RERANK_MAX_CHUNKS: process.env.ONNX_GATEWAY_RERANK_MAX_CHUNKS ?? '1',
               ONNX_GATEWAY_PORT: String(port),
               ONNX_GATEWAY_HOST: '127.0.0.1',
               ONNX_GATEWAY_API_KEYS: apiKey,
@@ -137,10 +149,10 @@ export function targetSpecs(names: string[], opts: TargetOptions): TargetSpec[] 
       };
     }
     const peerFile = { transformers: './peers/transformers-server', minimal: './peers/minimal-server' }[name];
-    if (!peerFile) throw new Error(`unknown target "${name}" (gateway, transformers, minimal, or name=URL)`);
+    if (!peerFile) throw new Error(`unknown target "${name}" (gateway, gateway-int8, transformers, minimal, or name=URL)`);
     const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
     return {
-      name, kind: 'peer',
+      name, kind: 'peer', models: fp32,
       start: () => startChild(name, (port, apiKey) => spawnNode(new URL(peerFile + ext, import.meta.url), [
         '--port', String(port), '--embed-model', opts.embedModel, '--rerank-model', opts.rerankModel,
       ], { env: { ...process.env, BENCH_API_KEY: apiKey } }), 180_000),
@@ -154,6 +166,9 @@ export function targetSpecs(names: string[], opts: TargetOptions): TargetSpec[] 
 export interface Workload { name: string; path: string; unit: 'inputs' | 'pairs'; unitsPerRequest: number; concurrency: number[]; bodies: string[] }
 
 export interface WorkloadOptions { n: number; single: number[]; batch: number[]; rerank: number[]; embedModel: string; rerankModel: string }
+
+/** Requests a point should complete at least, so that its rate is not a count of a handful of answers. */
+const minCompletions = 12;
 
 export function workloads(o: WorkloadOptions): Workload[] {
   const texts = embeddingMix(o.n);
@@ -305,7 +320,8 @@ export function httpDefaults(quick: boolean): Omit<HttpOptions, 'embedModel' | '
 
 export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
   const specs = targetSpecs(opts.targets, opts);
-  const wls = workloads(opts).filter((w) => !opts.only || opts.only.includes(w.name));
+  const wlsOf = (spec: TargetSpec): Workload[] =>
+    workloads({ ...opts, embedModel: spec.models.embed, rerankModel: spec.models.rerank }).filter((w) => !opts.only || opts.only.includes(w.name));
   const gen = new LoadGenerator();
   const out: HttpTargetResult[] = [];
   try {
@@ -323,11 +339,13 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
       }
       result.url = target.url;
       const headers: Record<string, string> = target.apiKey ? { authorization: `Bearer ${target.apiKey}` } : {};
+      const embedModel = spec.models.embed;
+      const wls = wlsOf(spec);
       try {
         // Idle latency of a tiny request: the yardstick of waitIdle.
-        await waitIdle(target, opts.embedModel, Infinity);
+        await waitIdle(target, embedModel, Infinity);
         const idleSamples: number[] = [];
-        for (let i = 0; i < 5; i++) { const s = performance.now(); await waitIdle(target, opts.embedModel, Infinity); idleSamples.push(performance.now() - s); }
+        for (let i = 0; i < 5; i++) { const s = performance.now(); await waitIdle(target, embedModel, Infinity); idleSamples.push(performance.now() - s); }
         const idleMs = Math.max(50, 3 * Math.min(...idleSamples));
         result.idlePingMs = round(Math.min(...idleSamples), 2);
         for (const w of wls) {
@@ -336,7 +354,7 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
           if (invalid) { log(`http: ${spec.name} ${w.name} failed validation: ${invalid}`); continue; }
           // Warm-up at concurrency 2 (JIT, arenas, connection setup), then let the server drain.
           await gen.run({ url: target.url, path: w.path, bodies: w.bodies, connections: 2, durationS: Math.max(opts.warmupS, Math.ceil(Math.min((2 * oneMs) / 1000, opts.maxDurationS / 2))), timeoutS: 120, headers });
-          await waitIdle(target, opts.embedModel, idleMs);
+          await waitIdle(target, embedModel, idleMs);
           let unitsRate = 0; // last measured units/s, for sizing the next point's duration (Little's law)
           for (const c of w.concurrency) {
             // Expected latency at this concurrency: Little's law on the last point, else c x one unloaded request.
@@ -346,11 +364,11 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
               log(`  ${spec.name.padEnd(12)} ${w.name.padEnd(15)} c=${String(c).padStart(3)} skipped: expected latency ${round(estLatencyS, 1)} s`);
               continue;
             }
-            const durationS = Math.ceil(Math.min(opts.maxDurationS, Math.max(opts.durationS, 4 * estLatencyS)));
+            const durationS = Math.ceil(Math.min(opts.maxDurationS, Math.max(opts.durationS, 4 * estLatencyS, (minCompletions * estLatencyS) / c)));
             const reps: LoadResult[] = [];
             for (let r = 0; r < opts.repeats; r++) {
               reps.push(await gen.run({ url: target.url, path: w.path, bodies: w.bodies, connections: c, durationS, timeoutS: Math.max(60, durationS * 2), headers }));
-              await waitIdle(target, opts.embedModel, idleMs);
+              await waitIdle(target, embedModel, idleMs);
             }
             const failed = reps.find((r) => r.error);
             if (failed) log(`http: ${spec.name} ${w.name} c=${c}: ${failed.error}`);

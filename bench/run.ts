@@ -1,20 +1,22 @@
 /**
  * The bench suite.
  *
- *   npx tsx bench/run.ts [--quick] [--only ceiling,http,peers,micro] [--repeats 3]
- *       [--targets gateway,transformers,minimal,name=URL] [--gateway-from-src] [--server gateway]
+ *   npx tsx bench/run.ts [--quick] [--only ceiling,http,peers,micro] [--repeats 3] [--no-int8]
+ *       [--targets gateway,gateway-int8,transformers,minimal,name=URL] [--gateway-from-src] [--server gateway]
  *       [--n 256] [--embed-model ID] [--rerank-model ID] [--api-key KEY]
  *
  * Writes bench/results/<timestamp>.json, latest.json and latest.svg, prints a compact table and the
  * ratios: server inputs/s at concurrency >= 32 over the raw-ORT ceiling, rerank pairs/s over its
  * ceiling, server against each peer at each concurrency, and concurrency-1 p50 latency against one
- * input run alone on raw ORT. Models dir: env ONNX_GATEWAY_MODELS_DIR (default .data/models).
+ * input run alone on raw ORT. When the int8 variants exist (`onnx-gateway models quantize`), the ceiling
+ * also sweeps them and the int8 server runs beside the fp32 one, held to both ceilings.
+ * Models dir: env ONNX_GATEWAY_MODELS_DIR (default .data/models).
  */
 import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import {
   DEFAULT_EMBED_MODEL, DEFAULT_RERANK_MODEL, type MachineInfo, RESULTS_DIR, fmtSpread, flagList, flagNumber, flagString, log,
-  flagNumbers, machineInfo, modelsDir, parseFlags, readJson, round, spawnNode,
+  flagNumbers, hasOnnx, machineInfo, modelsDir, parseFlags, readJson, round, spawnNode,
 } from './lib/common.js';
 import { type CeilingResult, ceilingDefaults, runCeiling } from './ceiling.js';
 import { type HttpTargetResult, httpDefaults, runHttp } from './http.js';
@@ -26,8 +28,8 @@ const SECTIONS = ['micro', 'ceiling', 'peers', 'http'] as const;
 type Section = (typeof SECTIONS)[number];
 
 export interface Ratios {
-  /** best units/s of each target at concurrency >= 32 (rerank: any concurrency) over the ceiling best */
-  vsCeiling: Array<{ target: string; workload: string; concurrency: number; unitsPerSec: number; ceiling: number; ratio: number }>;
+  /** best units/s of each target at concurrency >= 32 (rerank: any concurrency) over the ceiling best (fp32, or int8 for the int8 server) */
+  vsCeiling: Array<{ target: string; workload: string; concurrency: number; unitsPerSec: number; ceilingOf: 'fp32' | 'int8'; ceiling: number; ratio: number }>;
   /** the server against each peer, per workload and concurrency: units/s ratio and p50 ratio */
   serverVsPeers: Array<{ server: string; peer: string; workload: string; concurrency: number; throughputRatio: number; p50Ratio: number }>;
   /** concurrency-1 p50 of single-input requests over the raw single-input ORT latency (median over the mix) */
@@ -74,18 +76,27 @@ async function runPeersChild(args: string[]): Promise<PeerPoint[]> {
 function computeRatios(r: Pick<BenchReport, 'ceiling' | 'http' | 'peers'>, server: string): Ratios {
   const ratios: Ratios = { vsCeiling: [], serverVsPeers: [], c1LatencyVsRaw: [], peersVsCeiling: [], notes: [] };
   const c = r.ceiling;
-  const ceilingFor = (unit: string): number | undefined => (unit === 'pairs' ? c?.bestRerank : c?.bestEmbed)?.inputsPerSec.median;
+  const ceilingFor = (unit: string, variant: 'fp32' | 'int8' = 'fp32'): number | undefined => {
+    const of = variant === 'int8' ? c?.int8 : c;
+    return (unit === 'pairs' ? of?.bestRerank : of?.bestEmbed)?.inputsPerSec.median;
+  };
   for (const t of r.http ?? []) {
+    const int8 = t.name.endsWith('-int8');
+    // The int8 server is held to its own ceiling and to the fp32 one (what int8 is for).
+    const variants: Array<'fp32' | 'int8'> = int8 ? ['int8', 'fp32'] : ['fp32'];
+    const single = int8 ? (c?.int8?.singleLatency ?? []) : (c?.singleLatency ?? []);
     const workloads = [...new Set(t.points.map((p) => p.workload))];
     for (const wl of workloads) {
       const pts = t.points.filter((p) => p.workload === wl);
       const eligible = pts[0].unit === 'pairs' ? pts : pts.filter((p) => p.concurrency >= 32);
       const best = eligible.sort((a, b) => b.unitsPerSec.median - a.unitsPerSec.median)[0];
-      const ceil = ceilingFor(pts[0].unit);
-      if (best && ceil) ratios.vsCeiling.push({ target: t.name, workload: wl, concurrency: best.concurrency, unitsPerSec: best.unitsPerSec.median, ceiling: ceil, ratio: round(best.unitsPerSec.median / ceil, 3) });
+      for (const variant of variants) {
+        const ceil = ceilingFor(pts[0].unit, variant);
+        if (best && ceil) ratios.vsCeiling.push({ target: t.name, workload: wl, concurrency: best.concurrency, unitsPerSec: best.unitsPerSec.median, ceilingOf: variant, ceiling: ceil, ratio: round(best.unitsPerSec.median / ceil, 3) });
+      }
       const c1 = pts.find((p) => p.concurrency === 1);
-      if (c1 && wl.startsWith('embed-1') && c && c.singleLatency.length) {
-        for (const raw of c.singleLatency) {
+      if (c1 && wl.startsWith('embed-1')) {
+        for (const raw of single) {
           ratios.c1LatencyVsRaw.push({ target: t.name, workload: wl, p50Ms: c1.p50Ms.median, rawMs: raw.medianMs, rawThreads: raw.threads, ratio: round(c1.p50Ms.median / raw.medianMs, 2) });
         }
       }
@@ -93,7 +104,7 @@ function computeRatios(r: Pick<BenchReport, 'ceiling' | 'http' | 'peers'>, serve
   }
   const srv = (r.http ?? []).find((t) => t.name === server && t.points.length > 0);
   if (srv) {
-    for (const peer of (r.http ?? []).filter((t) => t !== srv && t.points.length > 0)) {
+    for (const peer of (r.http ?? []).filter((t) => t.kind !== 'gateway' && t.points.length > 0)) {
       for (const p of srv.points) {
         const q = peer.points.find((x) => x.workload === p.workload && x.concurrency === p.concurrency);
         if (!q) continue;
@@ -149,6 +160,13 @@ function printReport(r: BenchReport): void {
     for (const l of c.singleLatency) {
       out.push(`1 input alone (1 sess x ${l.threads} thr): median ${l.medianMs} ms, p90 ${l.p90Ms} ms; by tokens ${Object.entries(l.byBucket).map(([b, v]) => `${b}: ${v.medianMs}`).join(', ')}`);
     }
+    if (c.int8) {
+      const i8 = c.int8;
+      out.push(`int8 (${i8.embedModel}, ${i8.rerankModel}):`);
+      for (const p of [...i8.embed, ...i8.rerank]) out.push(`  ${p.workload} ${p.sessions} sess x ${p.threads} thr batch ${p.batch}: ${fmtSpread(p.inputsPerSec)} ${p.workload === 'embed' ? 'inputs' : 'pairs'}/s`);
+      if (i8.bestEmbed && c.bestEmbed) out.push(`best int8 / best fp32: embed x${round(i8.bestEmbed.inputsPerSec.median / c.bestEmbed.inputsPerSec.median, 2)}${i8.bestRerank && c.bestRerank ? `, rerank x${round(i8.bestRerank.inputsPerSec.median / c.bestRerank.inputsPerSec.median, 2)}` : ''}`);
+      for (const l of i8.singleLatency) out.push(`int8 1 input alone (1 sess x ${l.threads} thr): median ${l.medianMs} ms`);
+    }
   }
   if (r.peers) {
     out.push('\n-- peers in-process (no HTTP)');
@@ -179,7 +197,7 @@ function printReport(r: BenchReport): void {
   const ra = r.ratios;
   if (ra.vsCeiling.length || ra.serverVsPeers.length || ra.c1LatencyVsRaw.length || ra.peersVsCeiling.length) {
     out.push('\n-- ratios');
-    for (const x of ra.vsCeiling) out.push(`${x.target} ${x.workload} (c=${x.concurrency}) / ceiling: ${x.unitsPerSec} / ${x.ceiling} = ${x.ratio}`);
+    for (const x of ra.vsCeiling) out.push(`${x.target} ${x.workload} (c=${x.concurrency}) / ${x.ceilingOf} ceiling: ${x.unitsPerSec} / ${x.ceiling} = ${x.ratio}`);
     for (const x of ra.peersVsCeiling) out.push(`${x.peer} in-process ${x.case} / ceiling: ${x.perSec} / ${x.ceiling} = ${x.ratio}`);
     for (const x of ra.serverVsPeers) out.push(`${x.server} vs ${x.peer} ${x.workload} c=${x.concurrency}: throughput x${x.throughputRatio}, p50 x${x.p50Ratio}`);
     for (const x of ra.c1LatencyVsRaw) out.push(`${x.target} ${x.workload} c=1 p50 ${x.p50Ms} ms / raw ORT 1 input (${x.rawThreads} thr) ${x.rawMs} ms = ${x.ratio}`);
@@ -201,6 +219,8 @@ async function main(): Promise<void> {
   const repeats = flagNumber(f, 'repeats', quick ? 1 : 3);
   const embedModel = flagString(f, 'embed-model', DEFAULT_EMBED_MODEL);
   const rerankModel = flagString(f, 'rerank-model', DEFAULT_RERANK_MODEL);
+  // int8 side by side whenever the int8 variants exist (`models quantize`), unless --no-int8.
+  const int8 = f['no-int8'] !== true && hasOnnx(`${embedModel}:int8`) && hasOnnx(`${rerankModel}:int8`);
   const started = new Date();
   const errors: Record<string, string> = {};
   log(`bench: ${sections.join(', ')}${quick ? ' (quick)' : ''}, repeats ${repeats}, models dir ${modelsDir()}`);
@@ -222,7 +242,7 @@ async function main(): Promise<void> {
   });
   await guarded('ceiling', async () => {
     const d = ceilingDefaults(quick, machine.cores);
-    ceiling = await runCeiling({ ...d, repeats, n: flagNumber(f, 'n', d.n), embedModel, rerankModel });
+    ceiling = await runCeiling({ ...d, repeats, n: flagNumber(f, 'n', d.n), embedModel, rerankModel, int8BatchSizes: int8 ? d.int8BatchSizes : [] });
   });
   await guarded('peers', async () => {
     peers = await runPeersChild([...(quick ? ['--quick'] : []), '--repeats', String(repeats), ...(typeof f.n === 'string' ? ['--n', f.n] : [])]);
@@ -231,7 +251,7 @@ async function main(): Promise<void> {
     const d = httpDefaults(quick);
     http = await runHttp({
       ...d, repeats,
-      targets: flagList(f, 'targets', d.targets),
+      targets: flagList(f, 'targets', int8 ? [...d.targets, 'gateway-int8'] : d.targets),
       n: flagNumber(f, 'n', d.n),
       single: flagNumbers(f, 'concurrency', d.single),
       batch: flagNumbers(f, 'batch-concurrency', d.batch),

@@ -23,15 +23,36 @@ export function modelsDir(): string {
   return isAbsolute(dir) ? dir : resolve(REPO_ROOT, dir);
 }
 
+/** "id" or "id:int8" (the int8 variant, as the server names it) -> the model's folder. */
 export function modelDir(id: string): string {
-  return join(modelsDir(), id);
+  return join(modelsDir(), id.replace(/:int8$/, ''));
 }
 
+export function isInt8(id: string): boolean {
+  return id.endsWith(':int8');
+}
+
+/** The ONNX file of "id" (fp32) or "id:int8" (what `onnx-gateway models quantize` writes, or the Hub's name). */
 export function modelOnnxPath(id: string): string {
-  const candidates = [join(modelDir(id), 'onnx', 'model.onnx'), join(modelDir(id), 'model.onnx')];
+  const dir = modelDir(id);
+  const candidates = isInt8(id)
+    ? [join(dir, 'onnx', 'model_int8.onnx'), join(dir, 'onnx', 'model_quantized.onnx')]
+    : [join(dir, 'onnx', 'model.onnx'), join(dir, 'model.onnx')];
   const found = candidates.find((p) => existsSync(p));
-  if (!found) throw new Error(`no ONNX file for model ${id}: looked at ${candidates.join(', ')}`);
+  if (!found) {
+    const hint = isInt8(id) ? ` (make it with \`node dist/cli.js models quantize ${id.replace(/:int8$/, '')}\`)` : '';
+    throw new Error(`no ONNX file for model ${id}: looked at ${candidates.join(', ')}${hint}`);
+  }
   return found;
+}
+
+export function hasOnnx(id: string): boolean {
+  try {
+    modelOnnxPath(id);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export function readJson<T = unknown>(path: string): T {
