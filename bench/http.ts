@@ -318,12 +318,16 @@ export function httpDefaults(quick: boolean): Omit<HttpOptions, 'embedModel' | '
     : { targets: ['gateway', 'transformers', 'minimal'], n: 256, single: [1, 8, 32, 128], batch: [1, 8, 32], rerank: [1, 4, 16], durationS: 10, warmupS: 3, repeats: 3, maxDurationS: 90 };
 }
 
+/**
+ * All targets run at once (an idle server costs nothing) and every point is measured on each target
+ * in turn, the order rotating with each repeat: on a shared machine whose speed drifts, targets are
+ * then compared over the same minutes rather than one after the other.
+ */
 export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
   const specs = targetSpecs(opts.targets, opts);
-  const wlsOf = (spec: TargetSpec): Workload[] =>
-    workloads({ ...opts, embedModel: spec.models.embed, rerankModel: spec.models.rerank }).filter((w) => !opts.only || opts.only.includes(w.name));
   const gen = new LoadGenerator();
   const out: HttpTargetResult[] = [];
+  const live: Array<{ spec: TargetSpec; target: RunningTarget; result: HttpTargetResult; headers: Record<string, string>; idleMs: number; wls: Workload[] }> = [];
   try {
     for (const spec of specs) {
       const result: HttpTargetResult = { name: spec.name, kind: spec.kind, url: null, error: null, idlePingMs: null, validation: {}, points: [], skipped: [] };
@@ -338,68 +342,93 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
         continue;
       }
       result.url = target.url;
-      const headers: Record<string, string> = target.apiKey ? { authorization: `Bearer ${target.apiKey}` } : {};
-      const embedModel = spec.models.embed;
-      const wls = wlsOf(spec);
-      try {
-        // Idle latency of a tiny request: the yardstick of waitIdle.
-        await waitIdle(target, embedModel, Infinity);
-        const idleSamples: number[] = [];
-        for (let i = 0; i < 5; i++) { const s = performance.now(); await waitIdle(target, embedModel, Infinity); idleSamples.push(performance.now() - s); }
-        const idleMs = Math.max(50, 3 * Math.min(...idleSamples));
-        result.idlePingMs = round(Math.min(...idleSamples), 2);
-        for (const w of wls) {
-          const { error: invalid, ms: oneMs } = await validate(target, w);
-          result.validation[w.name] = invalid;
-          if (invalid) { log(`http: ${spec.name} ${w.name} failed validation: ${invalid}`); continue; }
-          // Warm-up at concurrency 2 (JIT, arenas, connection setup), then let the server drain.
-          await gen.run({ url: target.url, path: w.path, bodies: w.bodies, connections: 2, durationS: Math.max(opts.warmupS, Math.ceil(Math.min((2 * oneMs) / 1000, opts.maxDurationS / 2))), timeoutS: 120, headers });
-          await waitIdle(target, embedModel, idleMs);
-          let unitsRate = 0; // last measured units/s, for sizing the next point's duration (Little's law)
-          for (const c of w.concurrency) {
-            // Expected latency at this concurrency: Little's law on the last point, else c x one unloaded request.
-            const estLatencyS = unitsRate > 0 ? (c * w.unitsPerRequest) / unitsRate : (c * oneMs) / 1000;
-            if (c !== w.concurrency[0] && estLatencyS > opts.maxDurationS / 3) {
-              result.skipped.push({ workload: w.name, concurrency: c, expectedLatencyS: round(estLatencyS, 1) });
-              log(`  ${spec.name.padEnd(12)} ${w.name.padEnd(15)} c=${String(c).padStart(3)} skipped: expected latency ${round(estLatencyS, 1)} s`);
-              continue;
-            }
-            const durationS = Math.ceil(Math.min(opts.maxDurationS, Math.max(opts.durationS, 4 * estLatencyS, (minCompletions * estLatencyS) / c)));
-            const reps: LoadResult[] = [];
-            for (let r = 0; r < opts.repeats; r++) {
-              reps.push(await gen.run({ url: target.url, path: w.path, bodies: w.bodies, connections: c, durationS, timeoutS: Math.max(60, durationS * 2), headers }));
-              await waitIdle(target, embedModel, idleMs);
-            }
-            const failed = reps.find((r) => r.error);
-            if (failed) log(`http: ${spec.name} ${w.name} c=${c}: ${failed.error}`);
-            const rps = reps.map((r) => r.okPerSec);
-            const p: HttpPoint = {
-              target: spec.name, workload: w.name, unit: w.unit, concurrency: c, durationS,
-              requestsPerSec: roundSpread(spread(rps), 2),
-              unitsPerSec: roundSpread(spread(rps.map((x) => x * w.unitsPerRequest)), 1),
-              p50Ms: roundSpread(spread(reps.map((r) => r.latencyMs.p50)), 1),
-              p99Ms: roundSpread(spread(reps.map((r) => r.latencyMs.p99)), 1),
-              non2xx: reps.reduce((a, r) => a + r.non2xx, 0),
-              errors: reps.reduce((a, r) => a + r.errors, 0),
-              timeouts: reps.reduce((a, r) => a + r.timeouts, 0),
-              statusCodes: reps.reduce<Record<string, number>>((acc, r) => {
-                for (const [k, v] of Object.entries(r.statusCodes)) acc[k] = (acc[k] ?? 0) + v;
-                return acc;
-              }, {}),
-            };
-            unitsRate = p.unitsPerSec.median;
-            result.points.push(p);
-            log(`  ${spec.name.padEnd(12)} ${w.name.padEnd(15)} c=${String(c).padStart(3)} ${String(round(p.unitsPerSec.median, 1)).padStart(7)} ${w.unit}/s `
-              + `${String(p.requestsPerSec.median).padStart(7)} req/s p50 ${p.p50Ms.median} ms p99 ${p.p99Ms.median} ms`
-              + `${p.non2xx || p.errors ? ` (non-2xx ${p.non2xx}, errors ${p.errors})` : ''}`);
+      const entry = {
+        spec, target, result,
+        headers: (target.apiKey ? { authorization: `Bearer ${target.apiKey}` } : {}) as Record<string, string>,
+        idleMs: 0,
+        wls: workloads({ ...opts, embedModel: spec.models.embed, rerankModel: spec.models.rerank }).filter((w) => !opts.only || opts.only.includes(w.name)),
+      };
+      live.push(entry);
+      // Idle latency of a tiny request: the yardstick of waitIdle.
+      await waitIdle(target, spec.models.embed, Infinity);
+      const idleSamples: number[] = [];
+      for (let i = 0; i < 5; i++) { const t0 = performance.now(); await waitIdle(target, spec.models.embed, Infinity); idleSamples.push(performance.now() - t0); }
+      entry.idleMs = Math.max(50, 3 * Math.min(...idleSamples));
+      result.idlePingMs = round(Math.min(...idleSamples), 2);
+    }
+
+    const names = [...new Set(live.flatMap((l) => l.wls.map((w) => w.name)))];
+    for (const name of names) {
+      // Per target: the workload (its bodies name the target's models), and the last measured rate.
+      const runs = live.flatMap((l) => {
+        const w = l.wls.find((x) => x.name === name);
+        return w ? [{ ...l, w, oneMs: 0, unitsRate: 0, ok: true }] : [];
+      });
+      for (const run of runs) {
+        const { error: invalid, ms } = await validate(run.target, run.w);
+        run.result.validation[name] = invalid;
+        run.oneMs = ms;
+        if (invalid) { run.ok = false; log(`http: ${run.spec.name} ${name} failed validation: ${invalid}`); continue; }
+        // Warm-up at concurrency 2 (JIT, arenas, connection setup), then let the server drain.
+        await gen.run({ url: run.target.url, path: run.w.path, bodies: run.w.bodies, connections: 2, durationS: Math.max(opts.warmupS, Math.ceil(Math.min((2 * ms) / 1000, opts.maxDurationS / 2))), timeoutS: 120, headers: run.headers });
+        await waitIdle(run.target, run.spec.models.embed, run.idleMs);
+      }
+      const concurrency = runs[0]?.w.concurrency ?? [];
+      for (const c of concurrency) {
+        const active = runs.filter((run) => {
+          if (!run.ok) return false;
+          // Expected latency at this concurrency: Little's law on the last point, else c x one unloaded request.
+          const estLatencyS = run.unitsRate > 0 ? (c * run.w.unitsPerRequest) / run.unitsRate : (c * run.oneMs) / 1000;
+          if (c !== concurrency[0] && estLatencyS > opts.maxDurationS / 3) {
+            run.result.skipped.push({ workload: name, concurrency: c, expectedLatencyS: round(estLatencyS, 1) });
+            log(`  ${run.spec.name.padEnd(12)} ${name.padEnd(15)} c=${String(c).padStart(3)} skipped: expected latency ${round(estLatencyS, 1)} s`);
+            return false;
+          }
+          return true;
+        });
+        // One duration for every target at this point: the longest any of them needs.
+        const durationS = Math.ceil(Math.min(opts.maxDurationS, Math.max(opts.durationS, ...active.map((run) => {
+          const estLatencyS = run.unitsRate > 0 ? (c * run.w.unitsPerRequest) / run.unitsRate : (c * run.oneMs) / 1000;
+          return Math.max(4 * estLatencyS, (minCompletions * estLatencyS) / c);
+        }))));
+        const reps = new Map<(typeof runs)[number], LoadResult[]>(active.map((run) => [run, []]));
+        for (let r = 0; r < opts.repeats; r++) {
+          const order = active.map((_, i) => active[(i + r) % active.length]);
+          for (const run of order) {
+            reps.get(run)!.push(await gen.run({ url: run.target.url, path: run.w.path, bodies: run.w.bodies, connections: c, durationS, timeoutS: Math.max(60, durationS * 2), headers: run.headers }));
+            await waitIdle(run.target, run.spec.models.embed, run.idleMs);
           }
         }
-      } finally {
-        await target.stop();
+        for (const run of active) {
+          const results = reps.get(run)!;
+          const failed = results.find((x) => x.error);
+          if (failed) log(`http: ${run.spec.name} ${name} c=${c}: ${failed.error}`);
+          const rps = results.map((x) => x.okPerSec);
+          const p: HttpPoint = {
+            target: run.spec.name, workload: name, unit: run.w.unit, concurrency: c, durationS,
+            requestsPerSec: roundSpread(spread(rps), 2),
+            unitsPerSec: roundSpread(spread(rps.map((x) => x * run.w.unitsPerRequest)), 1),
+            p50Ms: roundSpread(spread(results.map((x) => x.latencyMs.p50)), 1),
+            p99Ms: roundSpread(spread(results.map((x) => x.latencyMs.p99)), 1),
+            non2xx: results.reduce((a, x) => a + x.non2xx, 0),
+            errors: results.reduce((a, x) => a + x.errors, 0),
+            timeouts: results.reduce((a, x) => a + x.timeouts, 0),
+            statusCodes: results.reduce<Record<string, number>>((acc, x) => {
+              for (const [k, v] of Object.entries(x.statusCodes)) acc[k] = (acc[k] ?? 0) + v;
+              return acc;
+            }, {}),
+          };
+          run.unitsRate = p.unitsPerSec.median;
+          run.result.points.push(p);
+          log(`  ${run.spec.name.padEnd(12)} ${name.padEnd(15)} c=${String(c).padStart(3)} ${String(round(p.unitsPerSec.median, 1)).padStart(7)} ${run.w.unit}/s `
+            + `${String(p.requestsPerSec.median).padStart(7)} req/s p50 ${p.p50Ms.median} ms p99 ${p.p99Ms.median} ms`
+            + `${p.non2xx || p.errors ? ` (non-2xx ${p.non2xx}, errors ${p.errors})` : ''}`);
+        }
       }
     }
   } finally {
     gen.close();
+    for (const l of live) await l.target.stop();
   }
   return out;
 }
