@@ -209,9 +209,13 @@ export const settings = {
     env: 'ONNX_GATEWAY_SEARXNG_TIMEOUT', flag: '--searxng-timeout', default: 10_000, unit: 'ms', min: 100,
     description: 'Longest wait for a SearXNG answer before the task fails.',
   }),
+  redisUrl: setting('string', {
+    env: 'ONNX_GATEWAY_REDIS_URL', flag: '--redis-url', default: null,
+    description: 'Redis (`redis://[:password@]host:port[/db]`) where several replicas share web search task records and their queue; unset, they stay in the data dir of this process.',
+  }),
   searchConcurrency: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_CONCURRENCY', flag: '--search-concurrency', default: 2, min: 1, max: 256,
-    description: 'Search tasks run at the same time; the others wait in order.',
+    description: 'Search tasks run at the same time (by each replica, with redisUrl); the others wait in order.',
   }),
   searchMaxPending: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_MAX_PENDING', flag: '--search-max-pending', default: 1000, unit: 'tasks', min: 1,

@@ -22,6 +22,7 @@ export const catalogue = {
   upstream_error: { status: 502, type: 'server_error', message: 'An upstream service failed.' },
   not_ready: { status: 503, type: 'server_error', message: 'The server is starting: models are not warm yet.' },
   shutting_down: { status: 503, type: 'server_error', message: 'The server is shutting down.' },
+  store_unavailable: { status: 503, type: 'server_error', message: 'The shared task store is not reachable.' },
   timeout: { status: 504, type: 'server_error', message: 'The operation timed out.' },
 } as const satisfies Record<string, { status: number; type: string; message: string }>;
 

@@ -5,6 +5,7 @@
 import type { Config } from './config.js';
 import { DownloadError, downloadConfiguredModels } from './models/download.js';
 import { ModelFilesError } from './models/registry.js';
+import { RedisUnavailableError } from './core/search/shared-tasks.js';
 import { createServer } from './server.js';
 
 /**
@@ -28,7 +29,7 @@ export async function serve(config: Config): Promise<void> {
     if (config.download) await downloadConfiguredModels(config);
     server = await createServer(config, loggerOptions(config));
   } catch (error) {
-    if (error instanceof ModelFilesError || error instanceof DownloadError) {
+    if (error instanceof ModelFilesError || error instanceof DownloadError || error instanceof RedisUnavailableError) {
       process.stderr.write(`onnx-gateway can not start:\n${error.message}\n`);
       process.exit(1);
     }

@@ -65,7 +65,15 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
   });
   engine.ready.then((reports) => metrics.modelsLoaded(reports), () => undefined);
   let app: FastifyInstance | undefined;
-  const search = await SearchService.open(core, config, { error: (object, message) => app?.log.error(object, message) });
+  let search: SearchService;
+  try {
+    search = await SearchService.open(core, config, { error: (object, message) => app?.log.error(object, message) });
+  } catch (error) {
+    // E.g. Redis unreachable: stop the workers before the error ends the process.
+    await engine.close();
+    await images.lane.close();
+    throw error;
+  }
   try {
     app = await buildApp(
       { config, core, registry, isReady: () => engine.isReady && images.lane.isReady, search, metrics, images: { context: images.context, bodyLimit: config.imageBodyLimit } },

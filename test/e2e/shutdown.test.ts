@@ -3,53 +3,14 @@
  * accepting connections, answers requests that still arrive on open connections with 503
  * `shutting_down`, finishes the request in flight, closes the pool and exits 0.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-
-interface LogLine {
-  msg: string;
-  reqId?: string;
-  req?: { url: string };
-  [key: string]: unknown;
-}
-
-/** The server process and its log lines as they arrive. */
-class ServerProcess {
-  readonly lines: LogLine[] = [];
-  readonly exited: Promise<number | null>;
-  private waiters: { test: (line: LogLine) => boolean; resolve: (line: LogLine) => void }[] = [];
-
-  constructor(readonly child: ChildProcess) {
-    createInterface({ input: child.stdout! }).on('line', (text) => {
-      let line: LogLine;
-      try {
-        line = JSON.parse(text) as LogLine;
-      } catch {
-        return;
-      }
-      this.lines.push(line);
-      this.waiters = this.waiters.filter((waiter) => !(waiter.test(line) && (waiter.resolve(line), true)));
-    });
-    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
-  }
-
-  /** Resolves with the first log line (past or future) that passes the test. */
-  waitFor(test: (line: LogLine) => boolean): Promise<LogLine> {
-    const seen = this.lines.find(test);
-    if (seen) return Promise.resolve(seen);
-    return new Promise((resolve) => this.waiters.push({ test, resolve }));
-  }
-
-  indexOf(test: (line: LogLine) => boolean): number {
-    return this.lines.findIndex(test);
-  }
-}
+import { ServerProcess } from '../helpers/server-process.js';
 
 /** Connects, or resolves with the error code when the connection is refused. */
 function tryConnect(port: number): Promise<'connected' | string> {

@@ -14,8 +14,6 @@ import { settings } from '../../src/config.js';
 
 const run = promisify(execFile);
 const settingEnvs = new Set(Object.values(settings).map((spec) => spec.env));
-/** Environment the manifests set for features that read it directly rather than as a setting. */
-const sharedStateEnvs = new Set(['ONNX_GATEWAY_REDIS_URL']);
 
 describe('Dockerfile', () => {
   const text = readFileSync('Dockerfile', 'utf8').replace(/\\\n/g, ' ');
@@ -159,7 +157,7 @@ describe('Kubernetes manifests', () => {
   });
 
   it('sets only environment the server reads, with the API keys from the Secret', () => {
-    for (const name of env.keys()) expect(settingEnvs.has(name) || sharedStateEnvs.has(name), name).toBe(true);
+    for (const name of env.keys()) expect(settingEnvs.has(name), name).toBe(true);
     const ref = env.get('ONNX_GATEWAY_API_KEYS')!.valueFrom.secretKeyRef;
     const secret = find('Secret', ref.name);
     expect(secret).toBeDefined();

@@ -12,7 +12,8 @@ import { LocalSearchProvider } from './providers/local.js';
 import { SearxngSearchProvider } from './providers/searxng.js';
 import { openDatabase } from './sqlite.js';
 import { SqliteTaskStore } from './task-store.js';
-import { SearchTasks } from './tasks.js';
+import { SharedSearchTasks } from './shared-tasks.js';
+import { SearchTasks, type TaskService } from './tasks.js';
 import type { SearchProvider } from './types.js';
 
 export type SearchSettings = Pick<
@@ -27,6 +28,7 @@ export type SearchSettings = Pick<
   | 'searchTaskTimeout'
   | 'searchFusion'
   | 'searchRerankDepth'
+  | 'redisUrl'
 >;
 
 export interface SearchLog {
@@ -48,7 +50,7 @@ export function openRetriever(ctx: CoreContext, settings: Pick<SearchSettings, '
 export class SearchService {
   private constructor(
     private readonly ctx: CoreContext,
-    readonly tasks: SearchTasks,
+    readonly tasks: TaskService,
     readonly retriever: LocalRetriever,
   ) {}
 
@@ -61,14 +63,16 @@ export class SearchService {
     } else {
       provider = new LocalSearchProvider(retriever);
     }
-    const store = new SqliteTaskStore(openDatabase(join(settings.dataDir, 'search', 'tasks.sqlite')));
-    const tasks = await SearchTasks.open(store, provider, {
+    const options = {
       concurrency: settings.searchConcurrency,
       maxPending: settings.searchMaxPending,
       retentionMs: settings.searchRetention * 1000,
       taskTimeoutMs: settings.searchTaskTimeout,
       log,
-    });
+    };
+    const tasks = settings.redisUrl
+      ? await SharedSearchTasks.open(settings.redisUrl, provider, options)
+      : await SearchTasks.open(new SqliteTaskStore(openDatabase(join(settings.dataDir, 'search', 'tasks.sqlite'))), provider, options);
     return new SearchService(ctx, tasks, retriever);
   }
 

@@ -1,6 +1,6 @@
 /**
  * Where task records live. The embedded store is a SQLite file under the data dir, so finished
- * records survive restarts. Methods are async so a shared store (Redis) can take its place.
+ * records survive restarts; with several replicas they live in Redis (redis-task-store.ts).
  */
 import type { SqliteDatabase } from './sqlite.js';
 import type { SearchOutcome, StoredTask, TaskError, TaskState } from './types.js';
@@ -12,15 +12,19 @@ export interface TaskStore {
   markRunning(id: string, at: number): Promise<boolean>;
   /** Records a final state; false when the task had already reached one. */
   finish(id: string, state: 'succeeded' | 'failed' | 'cancelled', at: number, outcome: SearchOutcome | null, error: TaskError | null): Promise<boolean>;
+  /** Run times (ms) of the most recently finished tasks, newest first. */
+  recentDurations(limit: number): Promise<number[]>;
+  close(): Promise<void>;
+}
+
+/** A store that one process owns: it recovers its own queue after a restart and sweeps old records. */
+export interface LocalTaskStore extends TaskStore {
   /** Ids of pending tasks, oldest first. */
   pendingIds(): Promise<string[]>;
   /** Marks every running task failed with `error` (after a restart nothing is running any more). */
   failRunning(at: number, error: TaskError): Promise<number>;
   /** Deletes tasks that finished before `cutoff`. */
   deleteFinishedBefore(cutoff: number): Promise<number>;
-  /** Run times (ms) of the most recently finished tasks, newest first. */
-  recentDurations(limit: number): Promise<number[]>;
-  close(): Promise<void>;
 }
 
 interface Row {
@@ -49,7 +53,7 @@ function fromRow(row: Row): StoredTask {
   };
 }
 
-export class SqliteTaskStore implements TaskStore {
+export class SqliteTaskStore implements LocalTaskStore {
   private readonly statements;
 
   constructor(private readonly db: SqliteDatabase) {
