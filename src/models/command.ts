@@ -78,12 +78,16 @@ export function registerModelsCommand(program: Command): void {
   withDirs(models.command('quantize'))
     .description('write the int8 variant (onnx/model_int8.onnx) of a model, served as "<id>:int8"')
     .argument('<target>', 'a model id in the models dir, a model folder, or an .onnx file')
-    .action(async (target: string, options: ModelsOptions) => {
+    .option('--calibration <file>', 'text file (one text per line) to calibrate GPTQ rounding on, instead of the shipped English sample')
+    .option('--no-calibration', 'round every weight to nearest, without running the model (faster, less accurate)')
+    .action(async (target: string, options: ModelsOptions & { calibration?: string | false }) => {
       const { config } = setUp(options);
       try {
         const plan = planInt8(target, config.modelsDir);
         process.stderr.write(`quantizing ${plan.input}\n`);
-        const report = await quantizeToInt8(plan);
+        const started = performance.now();
+        const report = await quantizeToInt8(plan, { calibration: options.calibration, log: (line) => process.stderr.write(`${line}\n`) });
+        process.stderr.write(`done in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
         process.stdout.write(`${formatQuantizeReport(report)}\nwrote ${plan.output}\n`);
         if (plan.id) process.stdout.write(`serve it as "${plan.id}:int8" (ONNX_GATEWAY_MODELS=${plan.id}:int8)\n`);
       } catch (error) {

@@ -13,6 +13,8 @@ export interface ConvertedMatMul {
   shape: [number, number];
   /** Whether a following bias Add was folded into the node (and removed). */
   biasFolded: boolean;
+  /** How its int8 values were chosen: GPTQ on calibration statistics, or round-to-nearest. */
+  rounding: 'gptq' | 'nearest';
 }
 
 export interface SkippedMatMul {
@@ -22,20 +24,42 @@ export interface SkippedMatMul {
   reason: string;
 }
 
+/** The calibration data GPTQ rounding used. */
+export interface CalibrationSummary {
+  /** The text file it came from. */
+  source: string;
+  /** Model inputs (texts or pairs) run, and their tokens. */
+  inputs: number;
+  tokens: number;
+  /** Time to run them and collect the statistics. */
+  seconds: number;
+}
+
 export interface QuantizeReport {
   converted: ConvertedMatMul[];
   skipped: SkippedMatMul[];
   /** Encoded model size before and after, in bytes. */
   bytesBefore: number;
   bytesAfter: number;
+  calibration?: CalibrationSummary;
+  /** Why there was no calibration (the weights were rounded to nearest), when asked for none or it was not possible. */
+  uncalibrated?: string;
 }
 
 /** A short human-readable summary: counts, sizes and one line per distinct skip reason. */
 export function formatQuantizeReport(report: QuantizeReport): string {
   const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
   const folded = report.converted.filter((c) => c.biasFolded).length;
+  const gptq = report.converted.filter((c) => c.rounding === 'gptq').length;
+  const c = report.calibration;
+  const rounding =
+    gptq === 0
+      ? `rounding: to nearest${report.uncalibrated ? ` (${report.uncalibrated})` : ''}`
+      : `rounding: GPTQ${gptq < report.converted.length ? ` for ${gptq} (the others to nearest)` : ''}` +
+        (c ? `, calibrated on ${c.inputs} inputs (${c.tokens} tokens) from ${c.source} in ${c.seconds.toFixed(1)} s` : '');
   const lines = [
     `${report.converted.length} MatMul(s) -> DynamicQuantizeMatMul (int8 weights, per-column scales), ${folded} bias Add(s) folded`,
+    rounding,
     `${mb(report.bytesBefore)} -> ${mb(report.bytesAfter)}`,
   ];
   const reasons = new Map<string, number>();

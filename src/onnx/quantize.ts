@@ -10,6 +10,11 @@
  * integer GEMM. Weight-by-activation MatMuls (attention scores), Gemm, Gather
  * (embedding tables) and everything else stay float32.
  *
+ * The int8 values are the nearest to each weight, or, given statistics of each
+ * MatMul's input on calibration data (`calibrate.ts`), chosen by GPTQ
+ * (`gptq.ts`) so that the MatMul's output, rather than each weight, stays
+ * closest to float: on the same grid, so stored and run the same way.
+ *
  * Because the activation scale is taken over the whole input tensor, padded
  * batch included, an int8 result depends on the other inputs of its batch:
  * run int8 models one input per batch where results must be reproducible.
@@ -20,6 +25,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { open, readFile, rename, rm } from 'node:fs/promises';
+import type { Calibration } from './calibrate.js';
+import { gptqRound, type GptqOptions } from './gptq.js';
+import { columnScales, toGrid } from './int8-grid.js';
 import { initializerToFloat32, node, readModel, tensor, toNumber, writeModel, type OnnxModel } from './model.js';
 import { DataLocation, DataType, ModelProtoType, type GraphProto, type NodeProto, type TensorProto } from './proto.js';
 import type { ConvertedMatMul, QuantizeReport, SkippedMatMul } from './quantize-report.js';
@@ -27,9 +35,6 @@ import type { ConvertedMatMul, QuantizeReport, SkippedMatMul } from './quantize-
 export type { ConvertedMatMul, QuantizeReport, SkippedMatMul } from './quantize-report.js';
 
 export const MS_DOMAIN = 'com.microsoft';
-
-/** Symmetric int8 without -128, so that w and -w quantize to opposite values. */
-const QMAX = 127;
 
 /** Ops that mean a graph is quantized already (QLinear* and QOrdered* are matched by prefix). */
 const QUANTIZED_OPS = new Set([
@@ -50,30 +55,59 @@ const QUANTIZED_OPS = new Set([
   'GatherBlockQuantized',
 ]);
 
+export interface QuantizeOptions extends GptqOptions {
+  /**
+   * Statistics of the MatMul inputs on calibration data (see `collectInputStats`): weights whose
+   * input has them are rounded with GPTQ, the others to nearest.
+   */
+  calibration?: Calibration;
+}
+
 /**
  * Quantizes the MatMul weights of `model`. The input is not modified; the
  * result shares the messages it leaves unchanged with it.
  * Throws when the graph cannot be converted safely (see `refuseUnsafe`) or
  * has no MatMul to convert.
  */
-export function quantizeModel(model: OnnxModel): { model: OnnxModel; report: QuantizeReport } {
+export function quantizeModel(model: OnnxModel, options: QuantizeOptions = {}): { model: OnnxModel; report: QuantizeReport } {
   const bytesBefore = encodedSize(model);
-  const { model: quantized, converted, skipped } = convert(model);
+  const { model: quantized, converted, skipped } = convert(model, options);
   return { model: quantized, report: { converted, skipped, bytesBefore, bytesAfter: encodedSize(quantized) } };
 }
 
+export interface QuantizeFileOptions extends GptqOptions {
+  /** Collects calibration statistics of `targets` (see `calibrationTargets`) for the model read; without it, weights are rounded to nearest. */
+  calibrate?: (model: OnnxModel, targets: Map<string, number>) => Promise<Calibration>;
+}
+
 /** quantizeModel on a file; `outPath` is replaced atomically (temp file + rename), so readers never see half a model. */
-export async function quantizeFile(inPath: string, outPath: string): Promise<QuantizeReport> {
+export async function quantizeFile(inPath: string, outPath: string, options: QuantizeFileOptions = {}): Promise<QuantizeReport> {
   const bytes = await readFile(inPath);
   let result: ReturnType<typeof convert>;
   try {
-    result = convert(readModel(bytes));
+    const model = readModel(bytes);
+    const calibration = options.calibrate ? await options.calibrate(model, calibrationTargets(model)) : undefined;
+    result = convert(model, { ...options, calibration });
   } catch (err) {
     throw new Error(`${inPath}: ${(err as Error).message}`, { cause: err });
   }
   const out = writeModel(result.model);
   await writeAtomically(outPath, out);
   return { converted: result.converted, skipped: result.skipped, bytesBefore: bytes.length, bytesAfter: out.length };
+}
+
+/**
+ * What GPTQ needs statistics of: the first input (the activation) of every MatMul that
+ * `quantizeModel` converts, with its width K. Throws as `quantizeModel` does.
+ */
+export function calibrationTargets(model: OnnxModel): Map<string, number> {
+  const graph = model.graph;
+  if (!graph) throw new Error('the model has no graph');
+  refuseUnsafe(graph);
+  const { weightUses } = indexGraph(graph);
+  const targets = new Map<string, number>();
+  for (const [, { k, activations }] of weightUses) for (const a of activations) targets.set(a, k);
+  return targets;
 }
 
 // --- weights -----------------------------------------------------------------------
@@ -85,29 +119,17 @@ export interface QuantizedWeight {
   scales: Float32Array;
 }
 
-/** Symmetric per-column int8 quantization of a row-major [k, n] matrix; undefined if it holds NaN or infinity. */
-export function quantizeWeight(w: Float32Array, k: number, n: number): QuantizedWeight | undefined {
-  const scales = new Float32Array(n);
-  for (let i = 0; i < w.length; i++) {
-    const a = Math.abs(w[i]);
-    if (!Number.isFinite(a)) return undefined;
-    const c = i % n;
-    if (a > scales[c]) scales[c] = a;
-  }
-  for (let c = 0; c < n; c++) scales[c] = scales[c] > 0 ? scales[c] / QMAX : 1;
+/**
+ * Symmetric per-column int8 quantization of a row-major [k, n] matrix; undefined if it holds NaN
+ * or infinity. Rounds to nearest, or with GPTQ when given X^T X of the MatMul's input.
+ */
+export function quantizeWeight(w: Float32Array, k: number, n: number, hessian?: Float64Array, options: GptqOptions = {}): QuantizedWeight | undefined {
+  const scales = columnScales(w, k, n);
+  if (!scales) return undefined;
+  if (hessian) return { values: gptqRound(w, k, n, scales, hessian, options), scales };
   const values = new Int8Array(k * n);
-  for (let i = 0; i < w.length; i++) {
-    // Divide by the stored (float32) scale, so that q * scale is what the kernel computes with.
-    const q = roundHalfToEven(w[i] / scales[i % n]);
-    values[i] = q > QMAX ? QMAX : q < -QMAX ? -QMAX : q;
-  }
+  for (let i = 0; i < k * n; i++) values[i] = toGrid(w[i], scales[i % n]);
   return { values, scales };
-}
-
-/** numpy's rint, which onnxruntime's own quantizer uses. */
-function roundHalfToEven(x: number): number {
-  const r = Math.round(x); // halves go up
-  return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
 // --- graph rewrite -----------------------------------------------------------------
@@ -122,20 +144,32 @@ interface Conversion {
 interface WeightPlan {
   k: number;
   n: number;
+  rounding: 'gptq' | 'nearest';
   tensors: TensorProto[];
   names: { values: string; scale: string; zeroPoint: string };
 }
 
-function convert(model: OnnxModel): Conversion {
-  const graph = model.graph;
-  if (!graph) throw new Error('the model has no graph');
-  refuseUnsafe(graph);
+/** What the rewrite needs to know about a graph: who reads what, and which weights can be quantized. */
+interface GraphIndex {
+  initializers: Map<string, TensorProto>;
+  graphInputs: Set<string | undefined>;
+  graphOutputs: Set<string | undefined>;
+  /** Names read by nested graphs (If/Loop bodies): consumers we cannot rewrite. */
+  nestedReads: Set<string>;
+  consumers: Map<string, NodeProto[]>;
+  /** Why the weight of a MatMul cannot be quantized, or undefined if it can. */
+  weightProblem: (weight: string) => string | undefined;
+  /** Each quantizable weight: its K and the activations it multiplies (one per MatMul using it). */
+  weightUses: Map<string, { k: number; activations: string[] }>;
+}
 
+const isDefaultDomain = (n: NodeProto) => !n.domain || n.domain === 'ai.onnx';
+
+function indexGraph(graph: GraphProto): GraphIndex {
   const nodes = graph.node ?? [];
   const initializers = new Map((graph.initializer ?? []).map((t) => [t.name ?? '', t]));
   const graphInputs = new Set((graph.input ?? []).map((v) => v.name));
   const graphOutputs = new Set((graph.output ?? []).map((v) => v.name));
-  // Names read by nested graphs (If/Loop bodies) count as consumers we cannot rewrite.
   const nestedReads = new Set<string>();
   for (const n of nodes) for (const g of subgraphs(n)) collectReads(g, nestedReads);
   const consumers = new Map<string, NodeProto[]>();
@@ -147,20 +181,10 @@ function convert(model: OnnxModel): Conversion {
       else consumers.set(name, [n]);
     }
   }
-  const names = new Set<string>([...initializers.keys(), ...graphInputs, ...graphOutputs].filter((s): s is string => !!s));
-  for (const n of nodes) for (const name of [...(n.input ?? []), ...(n.output ?? [])]) names.add(name);
-  const unique = (base: string) => {
-    let name = base;
-    for (let i = 1; names.has(name); i++) name = `${base}_${i}`;
-    names.add(name);
-    return name;
-  };
 
-  const isDefaultDomain = (n: NodeProto) => !n.domain || n.domain === 'ai.onnx';
   const isWeightUse = (n: NodeProto, weight: string) =>
     n.opType === 'MatMul' && isDefaultDomain(n) && n.input?.[1] === weight && n.input[0] !== weight;
 
-  /** Why the weight of a MatMul cannot be quantized, or undefined if it can. */
   const weightProblem = (weight: string): string | undefined => {
     const t = initializers.get(weight);
     if (!t) return 'B is not an initializer (computed at run time)';
@@ -174,13 +198,49 @@ function convert(model: OnnxModel): Conversion {
     return undefined;
   };
 
+  const weightUses = new Map<string, { k: number; activations: string[] }>();
+  for (const n of nodes) {
+    const [a, weight] = n.input ?? [];
+    if (n.opType !== 'MatMul' || !isDefaultDomain(n) || !a || !weight || weightProblem(weight) !== undefined) continue;
+    const use = weightUses.get(weight);
+    if (use) use.activations.push(a);
+    else weightUses.set(weight, { k: toNumber(initializers.get(weight)!.dims![0]), activations: [a] });
+  }
+  return { initializers, graphInputs, graphOutputs, nestedReads, consumers, weightProblem, weightUses };
+}
+
+function convert(model: OnnxModel, options: QuantizeOptions): Conversion {
+  const graph = model.graph;
+  if (!graph) throw new Error('the model has no graph');
+  refuseUnsafe(graph);
+
+  const nodes = graph.node ?? [];
+  const { initializers, graphInputs, graphOutputs, nestedReads, consumers, weightProblem, weightUses } = indexGraph(graph);
+  const names = new Set<string>([...initializers.keys(), ...graphInputs, ...graphOutputs].filter((s): s is string => !!s));
+  for (const n of nodes) for (const name of [...(n.input ?? []), ...(n.output ?? [])]) names.add(name);
+  const unique = (base: string) => {
+    let name = base;
+    for (let i = 1; names.has(name); i++) name = `${base}_${i}`;
+    names.add(name);
+    return name;
+  };
+
   const plans = new Map<string, WeightPlan | string>(); // weight -> plan, or why not
   const planFor = (weight: string): WeightPlan | string => {
     let plan = plans.get(weight);
     if (plan !== undefined) return plan;
-    plan = weightProblem(weight) ?? quantizeInitializer(initializers.get(weight)!, unique);
+    plan = weightProblem(weight) ?? quantizeInitializer(initializers.get(weight)!, unique, hessianOf(weightUses.get(weight)!.activations), options);
     plans.set(weight, plan);
     return plan;
+  };
+  /** X^T X over every input the weight multiplies, if all were calibrated. */
+  const hessianOf = (activations: string[]): Float64Array | undefined => {
+    const stats = activations.map((a) => options.calibration?.get(a));
+    if (stats.length === 0 || stats.some((s) => !s || s.rows === 0)) return undefined;
+    if (stats.length === 1) return stats[0]!.xtx;
+    const sum = new Float64Array(stats[0]!.xtx.length);
+    for (const s of stats) for (let i = 0; i < sum.length; i++) sum[i] += s!.xtx[i];
+    return sum;
   };
 
   const converted: ConvertedMatMul[] = [];
@@ -213,7 +273,7 @@ function convert(model: OnnxModel): Conversion {
       removedValues.add(y);
     }
     replacements.set(n, node('DynamicQuantizeMatMul', inputs, outputs, [], MS_DOMAIN, n.name ? `${n.name}_quant` : undefined));
-    converted.push({ name, weight, shape: [plan.k, plan.n], biasFolded: add !== undefined });
+    converted.push({ name, weight, shape: [plan.k, plan.n], biasFolded: add !== undefined, rounding: plan.rounding });
   }
 
   /** The single Add consuming `y` with a 1-D float initializer of length n, if any. */
@@ -264,15 +324,21 @@ function convert(model: OnnxModel): Conversion {
   return { model: quantized, converted, skipped };
 }
 
-function quantizeInitializer(t: TensorProto, unique: (base: string) => string): WeightPlan | string {
+function quantizeInitializer(t: TensorProto, unique: (base: string) => string, hessian: Float64Array | undefined, options: GptqOptions): WeightPlan | string {
   const [k, n] = (t.dims ?? []).map(toNumber);
-  const q = quantizeWeight(initializerToFloat32(t), k, n);
+  let q: QuantizedWeight | undefined;
+  try {
+    q = quantizeWeight(initializerToFloat32(t), k, n, hessian, options);
+  } catch (err) {
+    throw new Error(`weight ${t.name}: ${(err as Error).message}`, { cause: err });
+  }
   if (!q) return 'B holds NaN or infinite values';
   const base = t.name ?? 'weight';
   const names = { values: unique(`${base}_quantized`), scale: unique(`${base}_scale`), zeroPoint: unique(`${base}_zero_point`) };
   return {
     k,
     n,
+    rounding: hessian ? 'gptq' : 'nearest',
     names,
     tensors: [
       tensor(names.values, DataType.INT8, [k, n], q.values),

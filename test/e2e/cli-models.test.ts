@@ -5,7 +5,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -134,6 +134,8 @@ describe('onnx-gateway models list and quantize', () => {
     const quantized = await cli(['models', 'quantize', 'tiny-embedder']);
     expect(quantized.code).toBe(0);
     expect(quantized.stdout).toMatch(/^\d+ MatMul\(s\) -> DynamicQuantizeMatMul \(int8 weights, per-column scales\)/m);
+    // By default, GPTQ calibrated on the shipped text.
+    expect(quantized.stdout).toMatch(/^rounding: GPTQ, calibrated on \d+ inputs \(\d+ tokens\) from \S*models\/calibration\/english\.txt in [\d.]+ s$/m);
     expect(quantized.stdout).toMatch(/wrote .*tiny-embedder\/onnx\/model_int8\.onnx/);
     expect(quantized.stdout).toMatch(/serve it as "tiny-embedder:int8"/);
 
@@ -171,6 +173,29 @@ describe('onnx-gateway models list and quantize', () => {
     expect(twice.code).toBe(1);
     expect(twice.stderr).toMatch(/Can not quantize .*model_int8\.onnx: the graph is already quantized/);
     expect(existsSync(join(modelsDir, 'tiny-embedder', 'onnx', 'model_int8_int8.onnx'))).toBe(false);
+
+    // Calibration: another text, none, or a file that is not there.
+    const own = join(modelsDir, 'calibration.txt');
+    await writeFile(own, 'what is the capital of france\nparis is the capital of france and its first city\n');
+    const calibrated = await cli(['models', 'quantize', 'tiny-embedder', '--calibration', own]);
+    expect(calibrated.code).toBe(0);
+    expect(calibrated.stdout).toContain(`rounding: GPTQ, calibrated on 3 inputs`);
+    expect(calibrated.stdout).toContain(`from ${own} in`);
+    const plain = await cli(['models', 'quantize', 'tiny-embedder', '--no-calibration']);
+    expect(plain.code).toBe(0);
+    expect(plain.stdout).toMatch(/^rounding: to nearest \(calibration turned off\)$/m);
+    const absent = await cli(['models', 'quantize', 'tiny-embedder', '--calibration', join(modelsDir, 'nothing.txt')]);
+    expect(absent.code).toBe(1);
+    expect(absent.stderr).toMatch(/The calibration file .*nothing\.txt does not exist/);
+    // A bare .onnx file has no tokenizer to calibrate with: to nearest, unless a text was asked for.
+    const bare = join(modelsDir, 'bare.onnx');
+    await copyFile(join(modelsDir, 'tiny-embedder', 'onnx', 'model.onnx'), bare);
+    const bareRun = await cli(['models', 'quantize', bare]);
+    expect(bareRun.code).toBe(0);
+    expect(bareRun.stdout).toMatch(/^rounding: to nearest \(no tokenizer\.json beside the graph/m);
+    const bareAsked = await cli(['models', 'quantize', bare, '--calibration', own]);
+    expect(bareAsked.code).toBe(1);
+    expect(bareAsked.stderr).toMatch(/Can not calibrate .*bare\.onnx: no tokenizer\.json beside it/);
 
     await mkdir(join(modelsDir, 'empty'));
     const empty = await cli(['models', 'quantize', 'empty']);

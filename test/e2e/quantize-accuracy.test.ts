@@ -1,6 +1,7 @@
 /**
  * int8 accuracy and speed on the real-size synthetic MiniLM models, against the
- * float64 golden numbers: quantizes both models into a temp dir and runs golden
+ * float64 golden numbers: quantizes both models into a temp dir as
+ * `models quantize` does (GPTQ, calibrated on the shipped text) and runs golden
  * token ids through onnxruntime directly (no tokenizer, no server).
  */
 import { existsSync } from 'node:fs';
@@ -10,7 +11,9 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { quantizeFile, type QuantizeReport } from '../../src/onnx/quantize.js';
+import { DEFAULT_CALIBRATION_FILE } from '../../src/models/calibration.js';
+import { quantizeToInt8 } from '../../src/models/int8.js';
+import type { QuantizeReport } from '../../src/onnx/quantize.js';
 import { formatQuantizeReport } from '../../src/onnx/quantize-report.js';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -29,11 +32,27 @@ interface GoldenPair {
   query: string;
   input_ids: number[];
   token_type_ids: number[];
+  query_tokens: number;
+  document_tokens: number;
   logit: number;
   score: number;
 }
 
 type Variant = 'fp32' | 'int8';
+
+/** The golden pairs' queries crossed with their documents: 64 pairs, [CLS] q [SEP] d [SEP], cut to 512. */
+function crossPairs(pairs: GoldenPair[]): { input_ids: number[]; token_type_ids: number[] }[] {
+  const queries = pairs.map((p) => p.input_ids.slice(1, 1 + p.query_tokens));
+  const documents = pairs.map((p) => p.input_ids.slice(2 + p.query_tokens, 2 + p.query_tokens + p.document_tokens));
+  return queries.flatMap((q) =>
+    documents.map((d) => {
+      const input_ids = [CLS, ...q, SEP, ...d.slice(0, 512 - 3 - q.length), SEP];
+      return { input_ids, token_type_ids: input_ids.map((_, i) => (i < q.length + 2 ? 0 : 1)) };
+    }),
+  );
+}
+const CLS = 101;
+const SEP = 102;
 
 // --- running ---------------------------------------------------------------------
 
@@ -71,7 +90,7 @@ async function embed(session: ort.InferenceSession, rows: number[][]): Promise<F
   });
 }
 
-async function scores(session: ort.InferenceSession, pairs: GoldenPair[]): Promise<number[]> {
+async function scores(session: ort.InferenceSession, pairs: { input_ids: number[]; token_type_ids: number[] }[]): Promise<number[]> {
   const { logits } = await session.run(
     feeds(
       pairs.map((p) => p.input_ids),
@@ -101,6 +120,10 @@ describe.skipIf(!available)(`int8 quantization of the synthetic MiniLM models${a
   const reports = {} as Record<'embedder' | 'reranker', QuantizeReport>;
   const paths = {} as Record<'embedder' | 'reranker', Record<Variant, string>>;
   const sessions = {} as Record<'embedder' | 'reranker', Record<Variant, ort.InferenceSession>>;
+  /** The reranker rounded to nearest (no calibration), to compare with. */
+  let nearest: ort.InferenceSession;
+  // One thread and the engine's optimisation level: what a worker runs.
+  const options: ort.InferenceSession.SessionOptions = { intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'all' };
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-int8-'));
@@ -112,29 +135,34 @@ describe.skipIf(!available)(`int8 quantization of the synthetic MiniLM models${a
     ] as const) {
       const fp32 = join(folder, 'onnx', 'model.onnx');
       const int8 = join(dir, `${kind}.int8.onnx`);
-      reports[kind] = await quantizeFile(fp32, int8);
+      reports[kind] = await quantizeToInt8({ input: fp32, output: int8, tokenizerDir: folder });
       console.log(`${kind}: ${formatQuantizeReport(reports[kind]).replaceAll('\n', '; ')}`);
       paths[kind] = { fp32, int8 };
-      // One thread and the engine's optimisation level: what a worker runs.
-      const options: ort.InferenceSession.SessionOptions = { intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'all' };
       sessions[kind] = {
         fp32: await ort.InferenceSession.create(fp32, options),
         int8: await ort.InferenceSession.create(int8, options),
       };
     }
-  });
+    const plain = join(dir, 'reranker.nearest.onnx');
+    await quantizeToInt8({ input: paths.reranker.fp32, output: plain, tokenizerDir: RERANKER }, { calibration: false });
+    nearest = await ort.InferenceSession.create(plain, options);
+    // Calibrating and GPTQ take ~20 s per model on 2 cores.
+  }, 300_000);
 
   afterAll(async () => {
+    await nearest?.release();
     for (const pair of Object.values(sessions)) for (const s of Object.values(pair)) await s.release();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('converts the 36 encoder MatMuls (+ pooler and classifier) with their biases and shrinks the file by a third', async () => {
+  it('converts the 36 encoder MatMuls (+ pooler and classifier) with their biases, GPTQ-rounded on the shipped text, and shrinks the file by a third', async () => {
     // 6 layers x (Q, K, V, attention output, FFN in, FFN out)
     expect(reports.embedder.converted).toHaveLength(36);
     expect(reports.reranker.converted).toHaveLength(38);
     for (const report of Object.values(reports)) {
-      expect(report.converted.every((c) => c.biasFolded)).toBe(true);
+      expect(report.converted.every((c) => c.biasFolded && c.rounding === 'gptq')).toBe(true);
+      expect(report.calibration?.source).toBe(DEFAULT_CALIBRATION_FILE);
+      expect(report.calibration!.tokens).toBeGreaterThan(4000);
       // attention scores and context (activation x activation) stay float
       expect(report.skipped).toHaveLength(12);
       expect(report.bytesAfter).toBeLessThan(report.bytesBefore * 0.7);
@@ -158,20 +186,47 @@ describe.skipIf(!available)(`int8 quantization of the synthetic MiniLM models${a
     for (const [i, c] of cosines.entries()) expect(c, `text ${i}: ${texts[i].text.slice(0, 40)}`).toBeGreaterThanOrEqual(0.999);
   });
 
-  // Measured: |score - golden| up to ~0.018 (logits shift by -0.04..-0.09). Rounding the weights
-  // alone (dequantized back into float MatMuls) already moves scores by up to ~0.014 on these
-  // random weights, so 0.01 is out of reach of max-abs per-column int8; the ranking holds.
-  it('reranker: int8 scores within 0.025 of golden, ranking kept where golden margins exceed 0.01', async () => {
+  // Measured (the shipped calibration text, and four subsets of it): golden pairs within
+  // 0.007-0.014 of golden, mean error under 0.002; rounding to nearest: up to 0.018, every logit
+  // shifted down (mean score error -0.012). The 0.01 per pair that one would like is not reachable
+  // robustly by any rounding of the weights: the kernel also quantizes each activation at run
+  // time (uint8, one scale per tensor), and that alone moves these scores by up to ~0.018 (pair
+  // 4) with weights exactly on the int8 grid; which pairs it hits changes with any change to the
+  // weights. So the per-pair bound is loose, and the error's bias and spread, where GPTQ does
+  // its work, are checked on 64 pairs below.
+  it('reranker: int8 scores within 0.02 of golden, unbiased, ranking kept where golden margins exceed 0.01', async () => {
     const got: number[] = [];
     for (const pair of pairs) got.push(...(await scores(sessions.reranker.int8, [pair])));
-    const diffs = got.map((s, i) => Math.abs(s - pairs[i].score));
-    console.log(`reranker int8: max |score - golden| ${Math.max(...diffs).toFixed(5)}, scores ${got.map((s) => s.toFixed(4)).join(' ')}`);
-    for (const [i, d] of diffs.entries()) expect(d, `pair ${i}`).toBeLessThanOrEqual(0.025);
+    const diffs = got.map((s, i) => s - pairs[i].score);
+    const mean = diffs.reduce((a, b) => a + b) / diffs.length;
+    console.log(`reranker int8: max |score - golden| ${Math.max(...diffs.map(Math.abs)).toFixed(5)}, mean ${mean.toFixed(5)}, scores ${got.map((s) => s.toFixed(4)).join(' ')}`);
+    for (const [i, d] of diffs.entries()) expect(Math.abs(d), `pair ${i}`).toBeLessThanOrEqual(0.02);
+    expect(Math.abs(mean)).toBeLessThanOrEqual(0.005);
     for (let i = 0; i < pairs.length; i++) {
       for (let j = 0; j < pairs.length; j++) {
         if (pairs[i].score - pairs[j].score > 0.01) expect(got[i], `pair ${i} above pair ${j}`).toBeGreaterThan(got[j]);
       }
     }
+  });
+
+  // Measured over the 64 pairs: GPTQ rms 0.005-0.0063, mean within 0.0015; to nearest rms 0.0108,
+  // mean -0.0083. The kernel's activation rounding alone (weights on the grid) gives rms ~0.0045.
+  it('reranker: over 64 query x document pairs, GPTQ removes the bias of rounding to nearest and cuts its rms error by over a quarter', async () => {
+    const crossed = crossPairs(pairs);
+    const stats = async (session: ort.InferenceSession) => {
+      const d: number[] = [];
+      for (const pair of crossed) {
+        const [[a], [b]] = [await scores(session, [pair]), await scores(sessions.reranker.fp32, [pair])];
+        d.push(a - b);
+      }
+      return { rms: Math.sqrt(d.reduce((s, x) => s + x * x, 0) / d.length), mean: d.reduce((s, x) => s + x, 0) / d.length, max: Math.max(...d.map(Math.abs)) };
+    };
+    const [gptq, plain] = [await stats(sessions.reranker.int8), await stats(nearest)];
+    const show = (s: typeof gptq) => `rms ${s.rms.toFixed(5)}, mean ${s.mean.toFixed(5)}, max ${s.max.toFixed(5)}`;
+    console.log(`reranker int8 vs fp32 over ${crossed.length} pairs: GPTQ ${show(gptq)}; to nearest ${show(plain)}`);
+    expect(gptq.rms).toBeLessThanOrEqual(0.008);
+    expect(Math.abs(gptq.mean)).toBeLessThanOrEqual(0.003);
+    expect(gptq.rms).toBeLessThan(0.75 * plain.rms);
   });
 
   it('int8 results depend on the batch (activation scales span it) but one-input runs are exactly reproducible', async () => {

@@ -258,7 +258,7 @@ describe('DynamicQuantizeMatMul in onnxruntime', () => {
       k,
     );
     const { model: int8, report } = quantizeModel(model);
-    expect(report.converted).toEqual([{ name: 'mm', weight: 'w', shape: [k, n], biasFolded: true }]);
+    expect(report.converted).toEqual([{ name: 'mm', weight: 'w', shape: [k, n], biasFolded: true, rounding: 'nearest' }]);
     const feeds = xFeed(5, k);
     const [a, b] = [await run(model, feeds), await run(int8, feeds)];
     for (let c = 0; c < n; c++) {
@@ -288,7 +288,7 @@ describe('quantizeModel on edge cases', () => {
       ],
     );
     const { model: int8, report } = quantizeModel(model);
-    expect(report.converted).toEqual([{ name: 'mm_a', weight: 'wa', shape: [4, 8], biasFolded: true }]);
+    expect(report.converted).toEqual([{ name: 'mm_a', weight: 'wa', shape: [4, 8], biasFolded: true, rounding: 'nearest' }]);
     expect(report.skipped).toEqual([{ name: 'mm_shared', weight: 'ws', reason: 'B is also used by Transpose node transpose' }]);
     expect(initializer(int8, 'ws')).toBe(initializer(model, 'ws'));
     expect(ops(int8, 'MatMul').map((n) => n.name)).toEqual(['mm_shared']);

@@ -1,0 +1,32 @@
+/**
+ * The int8 grid that weights are rounded onto: symmetric, one scale per output column,
+ * values in [-127, 127] (no -128, so that w and -w quantize to opposite values).
+ */
+
+export const QMAX = 127;
+
+/** One scale per column of a row-major [k, n] matrix: max |w| / 127 (1 for an all-zero column); undefined if it holds NaN or infinity. */
+export function columnScales(w: Float32Array, k: number, n: number): Float32Array | undefined {
+  const scales = new Float32Array(n);
+  for (let i = 0; i < k * n; i++) {
+    const a = Math.abs(w[i]);
+    if (!Number.isFinite(a)) return undefined;
+    const c = i % n;
+    if (a > scales[c]) scales[c] = a;
+  }
+  for (let c = 0; c < n; c++) scales[c] = scales[c] > 0 ? scales[c] / QMAX : 1;
+  return scales;
+}
+
+/** The grid value nearest to x / scale, clamped to [-127, 127]. */
+export function toGrid(x: number, scale: number): number {
+  // Divide by the stored (float32) scale, so that q * scale is what the kernel computes with.
+  const q = roundHalfToEven(x / scale);
+  return q > QMAX ? QMAX : q < -QMAX ? -QMAX : q;
+}
+
+/** numpy's rint, which onnxruntime's own quantizer uses. */
+export function roundHalfToEven(x: number): number {
+  const r = Math.round(x); // halves go up
+  return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
