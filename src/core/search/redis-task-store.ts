@@ -68,6 +68,11 @@ export class RedisTaskStore implements TaskStore {
     };
   }
 
+  /** Deletes a record (one whose job could not be queued). */
+  async remove(id: string): Promise<void> {
+    await this.redis.del(taskKey(id));
+  }
+
   async markRunning(id: string, at: number): Promise<boolean> {
     return (await this.redis.eval(markRunningScript, 1, taskKey(id), String(at))) === 1;
   }

@@ -6,13 +6,15 @@
  * a cancelled task on the replica running it.
  *
  * A replica that dies while running a task stops renewing the job's lock; another replica's
- * stalled-job check then fails the job, and the task ends `failed` with `interrupted` (within
- * about lockMs + stalledCheckMs), as in one process after a restart. Tasks are not re-run: the
- * provider call may have had effects, and a client can create the task again. A replica that
- * shuts down cleanly leaves its pending tasks to the others.
+ * stalled-job check (maxStalledCount 0) puts the job back at the head of the queue marked to fail,
+ * and the next replica with a free slot fails it instead of running it. That replica's worker
+ * reports the failure locally, and the task ends `failed` with `interrupted` (within about
+ * lockMs + stalledCheckMs when a slot is free), as in one process after a restart. Tasks are not
+ * re-run: the provider call may have had effects, and a client can create the task again. A
+ * replica that shuts down cleanly leaves its pending tasks to the others.
  */
 import { randomUUID } from 'node:crypto';
-import { Queue, QueueEvents, Worker, type Job } from 'bullmq';
+import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { ApiError } from '../../errors.js';
 import { RedisTaskStore } from './redis-task-store.js';
@@ -64,17 +66,17 @@ export class SharedSearchTasks extends TaskServiceBase {
   private readonly running = new Map<string, AbortController>();
   private closed = false;
   private worker!: Worker;
-  private events!: QueueEvents;
   /** Every Redis connection opened here (BullMQ does not close connections it was given). */
   private connections: Redis[] = [];
 
   private constructor(
     private readonly redis: Redis,
     private readonly queue: Queue,
+    protected override readonly store: RedisTaskStore,
     provider: SearchProvider,
     options: SearchTasksOptions,
   ) {
-    super(new RedisTaskStore(redis, options.retentionMs), provider, options);
+    super(store, provider, options);
   }
 
   static async open(url: string, provider: SearchProvider, options: SearchTasksOptions): Promise<SharedSearchTasks> {
@@ -89,22 +91,17 @@ export class SharedSearchTasks extends TaskServiceBase {
     };
     // Requests fail fast while Redis is away (503 store_unavailable) rather than queueing forever.
     const redis = new Redis(url, { maxRetriesPerRequest: 2 });
-    // BullMQ's worker and event reader block on Redis, so theirs must wait out outages instead.
+    // BullMQ's worker and the event subscriber block on Redis, so theirs must wait out outages instead.
     const subscriber = new Redis(url, { maxRetriesPerRequest: null });
     const workerConnection = new Redis(url, { maxRetriesPerRequest: null });
-    const eventsConnection = new Redis(url, { maxRetriesPerRequest: null });
-    for (const connection of [redis, subscriber, workerConnection, eventsConnection]) connection.on('error', onError);
+    for (const connection of [redis, subscriber, workerConnection]) connection.on('error', onError);
     const queue = new Queue(queueName, { connection: redis, prefix: keyPrefix });
     queue.on('error', onError);
-    const tasks = new SharedSearchTasks(redis, queue, provider, options);
-    tasks.connections = [redis, subscriber, workerConnection, eventsConnection];
+    const tasks = new SharedSearchTasks(redis, queue, new RedisTaskStore(redis, options.retentionMs), provider, options);
+    tasks.connections = [redis, subscriber, workerConnection];
 
     await subscriber.subscribe(channel);
     subscriber.on('message', (_channel: string, message: string) => tasks.onEvent(message));
-    tasks.events = new QueueEvents(queueName, { connection: eventsConnection, prefix: keyPrefix });
-    tasks.events.on('error', onError);
-    // Jobs only fail when their replica stopped renewing the lock (the processor never throws).
-    tasks.events.on('failed', ({ jobId }) => void tasks.interrupted(jobId));
     tasks.worker = new Worker(queueName, (job: Job<{ id: string }>) => tasks.process(job.data.id), {
       connection: workerConnection,
       prefix: keyPrefix,
@@ -114,6 +111,9 @@ export class SharedSearchTasks extends TaskServiceBase {
       maxStalledCount: 0,
     });
     tasks.worker.on('error', onError);
+    // Jobs only fail when the replica running them stopped renewing their lock (the processor never
+    // throws); the worker that takes such a job next fails it and says so here.
+    tasks.worker.on('failed', (job) => void (job?.id && tasks.interrupted(job.id)));
     tasks.durations = await tasks.store.recentDurations(durationSamples);
     return tasks;
   }
@@ -140,7 +140,13 @@ export class SharedSearchTasks extends TaskServiceBase {
         error: null,
       };
       await this.store.insert(task);
-      await this.queue.add('search', { id: task.id }, { jobId: task.id, removeOnComplete: true, removeOnFail: true });
+      try {
+        await this.queue.add('search', { id: task.id }, { jobId: task.id, removeOnComplete: true, removeOnFail: true });
+      } catch (error) {
+        // A record with no job would stay pending for ever.
+        await this.store.remove(task.id).catch(() => undefined);
+        throw error;
+      }
       return this.view(task);
     });
   }
@@ -170,7 +176,6 @@ export class SharedSearchTasks extends TaskServiceBase {
     const closing = this.worker.close();
     for (const controller of this.running.values()) controller.abort(new ApiError('shutting_down', 'The server shut down while this task was running.'));
     await closing;
-    await this.events.close();
     await this.queue.close();
     await Promise.all(this.connections.map((connection) => connection.quit().catch(() => undefined)));
     await this.provider.close?.();
