@@ -4,33 +4,18 @@
  * both; cancelling and long-polling work across replicas; a replica that dies or stops leaves no
  * task stuck. Each replica searches its own stand-in SearXNG, so the test can see who ran what.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startStandInSearxng, type StandInSearxng } from '../fixtures/stand-in-searxng.js';
+import { freePort, hasRedisServer, REDIS_SKIP_REASON, startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { listeningUrl, ServerProcess } from '../helpers/server-process.js';
-
-const hasRedis = spawnSync('redis-server', ['--version']).status === 0;
-const SKIP_REASON = "needs Debian's redis-server on PATH (apt-get install -y redis-server; .ci/run installs it)";
 
 const KEY_A = 'replica-test-key-a';
 const KEY_B = 'replica-test-key-b';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Replica {
   process: ServerProcess;
@@ -38,8 +23,8 @@ interface Replica {
   searxng: StandInSearxng;
 }
 
-describe.skipIf(!hasRedis)(`search tasks shared by two replicas through Redis${hasRedis ? '' : ` (skipped: ${SKIP_REASON})`}`, () => {
-  let redis: ChildProcess;
+describe.skipIf(!hasRedisServer)(`search tasks shared by two replicas through Redis${hasRedisServer ? '' : ` (skipped: ${REDIS_SKIP_REASON})`}`, () => {
+  let redis: RedisServer;
   let redisUrl: string;
   let dir: string;
   const replicas: Replica[] = [];
@@ -104,19 +89,8 @@ describe.skipIf(!hasRedis)(`search tasks shared by two replicas through Redis${h
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-redis-'));
-    const port = await freePort();
-    redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
-    redisUrl = `redis://127.0.0.1:${port}`;
-    // redis-server takes a moment to listen.
-    let pong = '';
-    for (let i = 0; i < 100 && pong !== 'PONG'; i++) {
-      const probe = new Redis(redisUrl, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-      probe.on('error', () => undefined);
-      pong = await probe.connect().then(() => probe.ping(), () => '');
-      probe.disconnect();
-      if (pong !== 'PONG') await sleep(50);
-    }
-    expect(pong).toBe('PONG');
+    redis = await startRedisServer(dir);
+    redisUrl = redis.url;
     standIns.push(await startStandInSearxng(), await startStandInSearxng());
     await Promise.all([startReplica('a', standIns[0]!), startReplica('b', standIns[1]!)]);
   }, 120_000);
@@ -124,7 +98,7 @@ describe.skipIf(!hasRedis)(`search tasks shared by two replicas through Redis${h
   afterAll(async () => {
     for (const replica of replicas) if (replica.process.child.exitCode === null) replica.process.child.kill('SIGKILL');
     await Promise.all(standIns.map((s) => s.close()));
-    redis?.kill('SIGKILL');
+    await redis?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
@@ -232,8 +206,7 @@ describe.skipIf(!hasRedis)(`search tasks shared by two replicas through Redis${h
   it('answers 503 store_unavailable while Redis is away, never a 500 or a hang', async () => {
     const c = replicas[2]!;
     const id = await create(c);
-    redis.kill('SIGKILL');
-    await new Promise((resolve) => redis.once('exit', resolve));
+    await redis.stop();
     for (const [method, path, body] of [
       ['GET', `/v1/web-search/search/${id}`],
       ['POST', '/v1/web-search/search', { query: 'cats' }],
