@@ -13,12 +13,11 @@
  * re-run: the provider call may have had effects, and a client can create the task again. A
  * replica that shuts down cleanly leaves its pending tasks to the others.
  */
-import { randomUUID } from 'node:crypto';
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { ApiError } from '../../errors.js';
 import { RedisTaskStore } from './redis-task-store.js';
-import { durationSamples, TaskServiceBase, type SearchTasksOptions, type TaskView } from './task-base.js';
+import { durationSamples, newTask, TaskServiceBase, type SearchTasksOptions, type TaskView } from './task-base.js';
 import { finalStates, type SearchProvider, type SearchRequest, type StoredTask } from './types.js';
 
 const queueName = 'search';
@@ -128,17 +127,7 @@ export class SharedSearchTasks extends TaskServiceBase {
           headers: { 'retry-after': String(Math.max(1, this.estimate(waiting, slots))) },
         });
       }
-      const task: StoredTask = {
-        id: randomUUID(),
-        owner,
-        state: 'pending',
-        request,
-        createdAt: Date.now(),
-        startedAt: null,
-        finishedAt: null,
-        outcome: null,
-        error: null,
-      };
+      const task = newTask(owner, request);
       await this.store.insert(task);
       try {
         await this.queue.add('search', { id: task.id }, { jobId: task.id, removeOnComplete: true, removeOnFail: true });

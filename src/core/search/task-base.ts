@@ -4,6 +4,7 @@
  * time limit, turning failures into task errors, long-polls, and the run-time average behind
  * `estimate_wait_seconds`.
  */
+import { randomUUID } from 'node:crypto';
 import { isApiError } from '../../errors.js';
 import type { TaskStore } from './task-store.js';
 import { finalStates, type SearchProvider, type SearchRequest, type StoredTask, type TaskError } from './types.js';
@@ -37,6 +38,21 @@ export interface TaskService {
   /** Answers every long-poll now (the server is about to close). */
   wakeWaiters(): void;
   close(): Promise<void>;
+}
+
+/** A new task record: pending, owned by `owner`. */
+export function newTask(owner: string, request: SearchRequest): StoredTask {
+  return {
+    id: randomUUID(),
+    owner,
+    state: 'pending',
+    request,
+    createdAt: Date.now(),
+    startedAt: null,
+    finishedAt: null,
+    outcome: null,
+    error: null,
+  };
 }
 
 /** Assumed run time before any task has finished. */

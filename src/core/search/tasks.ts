@@ -6,9 +6,8 @@
  * After a restart, tasks that were running are marked failed (their provider call is gone) and
  * pending tasks are run: nothing had started for them yet.
  */
-import { randomUUID } from 'node:crypto';
 import { ApiError } from '../../errors.js';
-import { durationSamples, TaskServiceBase, type SearchTasksOptions, type TaskView } from './task-base.js';
+import { durationSamples, newTask, TaskServiceBase, type SearchTasksOptions, type TaskView } from './task-base.js';
 import type { LocalTaskStore } from './task-store.js';
 import { finalStates, type SearchProvider, type SearchRequest, type StoredTask } from './types.js';
 
@@ -49,17 +48,7 @@ export class SearchTasks extends TaskServiceBase {
         headers: { 'retry-after': String(Math.max(1, this.estimate(this.running.size + this.queue.length, this.options.concurrency))) },
       });
     }
-    const task: StoredTask = {
-      id: randomUUID(),
-      owner,
-      state: 'pending',
-      request,
-      createdAt: Date.now(),
-      startedAt: null,
-      finishedAt: null,
-      outcome: null,
-      error: null,
-    };
+    const task = newTask(owner, request);
     await this.store.insert(task);
     this.queue.push(task.id);
     const view = await this.view(task);
