@@ -91,11 +91,9 @@ export class Runner {
 
     let output: Float32Array;
     let width: number;
-    if (this.spec.task === 'rerank') {
+    if (this.spec.task === 'rerank' || this.pooled) {
+      // logits [rows, 1] or sentence_embedding [rows, width]: copied out before the tensor is disposed.
       width = Number(tensor.dims[1] ?? 1);
-      output = width === 1 ? new Float32Array(data) : new Float32Array(data);
-    } else if (this.pooled) {
-      width = Number(tensor.dims[1]);
       output = new Float32Array(data);
     } else {
       width = Number(tensor.dims[2]);
