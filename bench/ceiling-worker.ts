@@ -19,7 +19,7 @@ export interface WorkerInit {
 
 export type ToWorker =
   | { type: 'load'; batches: Batch[]; warmup: number[] }
-  | { type: 'go'; counter: SharedArrayBuffer; total: number }
+  | { type: 'go'; counter: SharedArrayBuffer; total: number; offset?: number }
   | { type: 'close' };
 
 export type FromWorker =
@@ -84,7 +84,7 @@ async function main(): Promise<void> {
             const i = Atomics.add(counter, 0, 1);
             if (i >= msg.total) break;
             const s = performance.now();
-            await session.run(feeds[i % feeds.length], fetches);
+            await session.run(feeds[((msg.offset ?? 0) + i) % feeds.length], fetches);
             runs.push([i, performance.now() - s]);
           }
           port.postMessage({ type: 'done', runs } satisfies FromWorker);

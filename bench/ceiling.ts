@@ -27,7 +27,7 @@ const WORKER_URL = new URL(`./ceiling-worker${import.meta.url.endsWith('.ts') ? 
 // ---------------------------------------------------------------------------------------------
 // A group of sessions, one per worker thread, sharing one atomic work counter.
 
-class SessionGroup {
+export class SessionGroup {
   private constructor(private readonly workers: Worker[], private readonly inbox: Array<Array<(m: FromWorker) => void>>, readonly loadMs: number) {}
 
   static async start(init: WorkerInit, count: number): Promise<SessionGroup> {
@@ -73,11 +73,11 @@ class SessionGroup {
     SessionGroup.check(await Promise.all(this.workers.map((_, w) => this.ask(w, { type: 'load', batches, warmup }))));
   }
 
-  /** Run `total` batch indexes (modulo the loaded list) over all sessions; wall time measured here. */
-  async run(total: number): Promise<{ wallMs: number; runs: Array<[number, number]> }> {
+  /** Run `total` batch indexes from `offset` (modulo the loaded list) over all sessions; wall time measured here. */
+  async run(total: number, offset = 0): Promise<{ wallMs: number; runs: Array<[number, number]> }> {
     const counter = new SharedArrayBuffer(4);
     const t0 = nowMs();
-    const msgs = await Promise.all(this.workers.map((_, w) => this.ask(w, { type: 'go', counter, total })));
+    const msgs = await Promise.all(this.workers.map((_, w) => this.ask(w, { type: 'go', counter, total, offset })));
     const wallMs = nowMs() - t0;
     SessionGroup.check(msgs);
     return { wallMs, runs: msgs.flatMap((m) => (m.type === 'done' ? m.runs : [])) };
@@ -206,7 +206,7 @@ export function ceilingDefaults(quick: boolean, cores: number): CeilingOptions {
     };
 }
 
-function sessionOptions(threads: number, v: SessionVariant): ort.InferenceSession.SessionOptions {
+export function sessionOptions(threads: number, v: SessionVariant): ort.InferenceSession.SessionOptions {
   const o: ort.InferenceSession.SessionOptions = {
     graphOptimizationLevel: 'all',
     executionMode: 'sequential',

@@ -217,13 +217,15 @@ export function renderChart(report: BenchReport): string {
       targets.map((t) => ({ label: t, color: color(t), points: of(t, (p) => p.unitsPerSec.median) })),
       { yLabel: `${unit}/s`, bar: best ? { label: 'raw ORT', value: best.inputsPerSec.median } : undefined });
     legend(svg, frame(20, oy), [...targets.map((t) => ({ label: t, color: color(t) })), ...(best ? [{ label: 'raw ORT best', color: CEILING_COLOR, bar: true }] : [])]);
+    // Raw ORT has no request latency (its per-run times are not comparable beyond concurrency 1).
+    const servers = http.filter((t) => t.kind !== 'raw').map((t) => t.name);
     linePanel(svg, 20 + PANEL_W + 40, oy, `${wl}: latency p50 (solid), p99 (dashed)`, xs,
-      targets.flatMap((t) => [
+      servers.flatMap((t) => [
         { label: `${t} p50`, color: color(t), points: of(t, (p) => p.p50Ms.median) },
         { label: `${t} p99`, color: color(t), points: of(t, (p) => p.p99Ms.median), dash: '5 4' },
       ]),
       { yLabel: 'ms (log)', log: true, ref: wl.startsWith('embed-1') && singleRef ? { label: 'raw ORT 1 input', value: singleRef.medianMs } : undefined });
-    legend(svg, frame(20 + PANEL_W + 40, oy), targets.map((t) => ({ label: t, color: color(t) })));
+    legend(svg, frame(20 + PANEL_W + 40, oy), servers.map((t) => ({ label: t, color: color(t) })));
   });
 
   return `<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="Helvetica, Arial, sans-serif">\n`

@@ -13,6 +13,8 @@
  *   gateway-int8  the same serving the int8 variants (`<id>:int8`; made by `models quantize`)
  *   transformers  bench/peers/transformers-server.ts (fastify + transformers.js pipeline)
  *   minimal       bench/peers/minimal-server.ts (fastify + piscina, 1 input per run)
+ *   ort, ort-int8 raw ONNX Runtime (bench/raw-target.ts): the ceiling's best layout, and at concurrency 1
+ *                 each input alone on one session with every core, measured in the same rotation
  *   name=URL      an already running server
  */
 import { type ChildProcess, fork, spawn } from 'node:child_process';
@@ -23,18 +25,23 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   DEFAULT_EMBED_MODEL, DEFAULT_RERANK_MODEL, REPO_ROOT, type Spread, flagList, flagNumber, flagNumbers, flagString, log,
-  modelsDir, parseFlags, round, roundSpread, sleep, spawnNode, spread,
+  machineInfo, modelOnnxPath, modelsDir, parseFlags, round, roundSpread, sleep, spawnNode, spread,
 } from './lib/common.js';
 import { embeddingMix, rerankMix } from './mix.js';
 import type { LoadJob, LoadResult } from './http-load.js';
+import type { RawInit, RawJob, RawLayout, RawMessage } from './raw-target.js';
 
 // ---------------------------------------------------------------------------------------------
 // Targets
 
-export interface RunningTarget { name: string; url: string; apiKey: string | null; stop(): Promise<void>; logTail(): string }
+export interface RunningTarget {
+  name: string; url: string; apiKey: string | null; stop(): Promise<void>; logTail(): string;
+  /** Raw ONNX Runtime: measured directly instead of by the load generator. */
+  measure?(workload: Workload, concurrency: number, durationS: number): Promise<LoadResult>;
+}
 export interface TargetSpec {
   name: string;
-  kind: 'gateway' | 'peer' | 'url';
+  kind: 'gateway' | 'peer' | 'url' | 'raw';
   /** Model ids the workloads name for this target (the int8 gateway serves `<id>:int8`). */
   models: { embed: string; rerank: string };
   start(): Promise<RunningTarget>;
@@ -105,9 +112,66 @@ async function startChild(name: string, make: (port: number, apiKey: string) => 
   return target;
 }
 
-export interface TargetOptions { embedModel: string; rerankModel: string; gatewayFromSrc: boolean; apiKey: string | null }
+export interface TargetOptions {
+  embedModel: string; rerankModel: string; gatewayFromSrc: boolean; apiKey: string | null;
+  /** Layouts of the raw targets (from the ceiling sweep); absent: every core one session of 1 thread, batch 1. */
+  rawLayouts?: { fp32?: { embed: RawLayout; rerank: RawLayout }; int8?: { embed: RawLayout; rerank: RawLayout } };
+}
 
-export function targetSpecs(names: string[], opts: TargetOptions): TargetSpec[] {
+/** Rerank requests of the HTTP workload (see workloads()). */
+const RERANK_REQUESTS = 8;
+
+/** Raw ONNX Runtime in a child process (bench/raw-target.ts), answering measurement jobs. */
+async function startRaw(name: string, models: { embed: string; rerank: string }, layouts: { embed: RawLayout; rerank: RawLayout }, n: number): Promise<RunningTarget> {
+  const file = new URL(`./raw-target${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+  const child = fork(fileURLToPath(file), [], {
+    cwd: REPO_ROOT,
+    execArgv: file.pathname.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [],
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  const target = childTarget(name, child, '', null);
+  const waiters = new Map<number, (m: RawMessage) => void>();
+  let ready: (() => void) | undefined;
+  child.on('message', (m: RawMessage) => {
+    if (m.type === 'ready') ready?.();
+    else waiters.get(m.id)?.(m);
+  });
+  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`${name} exited with code ${code}\n${target.logTail()}`))));
+  exited.catch(() => undefined);
+  child.send({
+    type: 'init', n, rerankRequests: RERANK_REQUESTS, cores: machineInfo().cores,
+    embed: { id: models.embed, path: modelOnnxPath(models.embed), layout: layouts.embed },
+    rerank: { id: models.rerank, path: modelOnnxPath(models.rerank), layout: layouts.rerank },
+  } satisfies RawInit);
+  await Promise.race([new Promise<void>((r) => { ready = r; }), exited]);
+  let nextId = 1;
+  return {
+    ...target,
+    async stop() {
+      if (child.exitCode === null && child.connected) child.send({ type: 'close' });
+      await target.stop();
+    },
+    async measure(w, concurrency, durationS) {
+      const id = nextId++;
+      // At concurrency 1 a single-input request is held to one input run alone with every core.
+      const mode = w.unitsPerRequest === 1 && concurrency === 1 ? 'latency' : 'throughput';
+      const job: RawJob = { type: 'measure', id, workload: w.unit === 'pairs' ? 'rerank' : 'embed', mode, durationS };
+      const answer = new Promise<RawMessage>((r) => waiters.set(id, r));
+      child.send(job);
+      const m = await Promise.race([answer, exited]);
+      waiters.delete(id);
+      if (m.type !== 'result') throw new Error(`${name}: ${m.type === 'error' ? m.message : 'unexpected answer'}`);
+      const ok = m.units / w.unitsPerRequest;
+      return {
+        id, durationS: m.durationS, ok, okPerSec: m.unitsPerSec / w.unitsPerRequest, non2xx: 0, errors: 0, timeouts: 0, statusCodes: {},
+        latencyMs: m.latencyMs,
+      };
+    },
+  };
+}
+
+/** `n`: the embedding mix size, for the raw targets' inputs (the HTTP workloads' own). */
+export function targetSpecs(names: string[], opts: TargetOptions & { n?: number }): TargetSpec[] {
   const fp32 = { embed: opts.embedModel, rerank: opts.rerankModel };
   return names.map((name): TargetSpec => {
     const eq = name.indexOf('=');
@@ -121,6 +185,13 @@ export function targetSpecs(names: string[], opts: TargetOptions): TargetSpec[] 
           return { name: label, url, apiKey: opts.apiKey, stop: async () => {}, logTail: () => '' };
         },
       };
+    }
+    if (name === 'ort' || name === 'ort-int8') {
+      const int8 = name === 'ort-int8';
+      const models = int8 ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
+      const all: RawLayout = { sessions: machineInfo().cores, threads: 1, batch: 1 };
+      const layouts = (int8 ? opts.rawLayouts?.int8 : opts.rawLayouts?.fp32) ?? { embed: all, rerank: all };
+      return { name, kind: 'raw', models, start: () => startRaw(name, models, layouts, opts.n ?? 256) };
     }
     if (name === 'gateway' || name === 'gateway-int8') {
       const models = name === 'gateway' ? fp32 : { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` };
@@ -149,7 +220,7 @@ export function targetSpecs(names: string[], opts: TargetOptions): TargetSpec[] 
       };
     }
     const peerFile = { transformers: './peers/transformers-server', minimal: './peers/minimal-server' }[name];
-    if (!peerFile) throw new Error(`unknown target "${name}" (gateway, gateway-int8, transformers, minimal, or name=URL)`);
+    if (!peerFile) throw new Error(`unknown target "${name}" (gateway, gateway-int8, transformers, minimal, ort, ort-int8, or name=URL)`);
     const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
     return {
       name, kind: 'peer', models: fp32,
@@ -178,7 +249,7 @@ export function workloads(o: WorkloadOptions): Workload[] {
     const input = Array.from({ length: 32 }, (_, k) => texts[(s + k) % texts.length]);
     windows.push(JSON.stringify({ model: o.embedModel, input, encoding_format: 'float' }));
   }
-  const reranks = rerankMix(8).map((r) => JSON.stringify({ model: o.rerankModel, query: r.query, documents: r.documents }));
+  const reranks = rerankMix(RERANK_REQUESTS).map((r) => JSON.stringify({ model: o.rerankModel, query: r.query, documents: r.documents }));
   return [
     { name: 'embed-1-float', path: '/v1/embeddings', unit: 'inputs', unitsPerRequest: 1, concurrency: o.single, bodies: single('float') },
     { name: 'embed-1-base64', path: '/v1/embeddings', unit: 'inputs', unitsPerRequest: 1, concurrency: o.single, bodies: single('base64') },
@@ -314,8 +385,8 @@ export interface HttpOptions extends TargetOptions, WorkloadOptions {
 
 export function httpDefaults(quick: boolean): Omit<HttpOptions, 'embedModel' | 'rerankModel' | 'gatewayFromSrc' | 'apiKey'> {
   return quick
-    ? { targets: ['gateway', 'transformers', 'minimal'], n: 64, single: [1, 8, 32], batch: [1, 8], rerank: [1, 4], durationS: 3, warmupS: 1, repeats: 1, maxDurationS: 20 }
-    : { targets: ['gateway', 'transformers', 'minimal'], n: 256, single: [1, 8, 32, 128], batch: [1, 8, 32], rerank: [1, 4, 16], durationS: 10, warmupS: 3, repeats: 3, maxDurationS: 90 };
+    ? { targets: ['gateway', 'transformers', 'minimal', 'ort'], n: 64, single: [1, 8, 32], batch: [1, 8], rerank: [1, 4], durationS: 3, warmupS: 1, repeats: 1, maxDurationS: 20 }
+    : { targets: ['gateway', 'transformers', 'minimal', 'ort'], n: 256, single: [1, 8, 32, 128], batch: [1, 8, 32], rerank: [1, 4, 16], durationS: 10, warmupS: 3, repeats: 3, maxDurationS: 90 };
 }
 
 /**
@@ -349,6 +420,7 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
         wls: workloads({ ...opts, embedModel: spec.models.embed, rerankModel: spec.models.rerank }).filter((w) => !opts.only || opts.only.includes(w.name)),
       };
       live.push(entry);
+      if (target.measure) continue;
       // Idle latency of a tiny request: the yardstick of waitIdle.
       await waitIdle(target, spec.models.embed, Infinity);
       const idleSamples: number[] = [];
@@ -365,6 +437,8 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
         return w ? [{ ...l, w, oneMs: 0, unitsRate: 0, ok: true }] : [];
       });
       for (const run of runs) {
+        // Raw targets warm their sessions at start and have nothing to validate.
+        if (run.target.measure) { run.result.validation[name] = null; continue; }
         const { error: invalid, ms } = await validate(run.target, run.w);
         run.result.validation[name] = invalid;
         run.oneMs = ms;
@@ -377,6 +451,7 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
       for (const c of concurrency) {
         const active = runs.filter((run) => {
           if (!run.ok) return false;
+          if (run.target.measure) return true;
           // Expected latency at this concurrency: Little's law on the last point, else c x one unloaded request.
           const estLatencyS = run.unitsRate > 0 ? (c * run.w.unitsPerRequest) / run.unitsRate : (c * run.oneMs) / 1000;
           if (c !== concurrency[0] && estLatencyS > opts.maxDurationS / 3) {
@@ -387,7 +462,7 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
           return true;
         });
         // One duration for every target at this point: the longest any of them needs.
-        const durationS = Math.ceil(Math.min(opts.maxDurationS, Math.max(opts.durationS, ...active.map((run) => {
+        const durationS = Math.ceil(Math.min(opts.maxDurationS, Math.max(opts.durationS, ...active.filter((run) => !run.target.measure).map((run) => {
           const estLatencyS = run.unitsRate > 0 ? (c * run.w.unitsPerRequest) / run.unitsRate : (c * run.oneMs) / 1000;
           return Math.max(4 * estLatencyS, (minCompletions * estLatencyS) / c);
         }))));
@@ -395,6 +470,10 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
         for (let r = 0; r < opts.repeats; r++) {
           const order = active.map((_, i) => active[(i + r) % active.length]);
           for (const run of order) {
+            if (run.target.measure) {
+              reps.get(run)!.push(await run.target.measure(run.w, c, durationS));
+              continue;
+            }
             reps.get(run)!.push(await gen.run({ url: run.target.url, path: run.w.path, bodies: run.w.bodies, connections: c, durationS, timeoutS: Math.max(60, durationS * 2), headers: run.headers }));
             await waitIdle(run.target, run.spec.models.embed, run.idleMs);
           }

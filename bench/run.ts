@@ -18,7 +18,7 @@ import {
   DEFAULT_EMBED_MODEL, DEFAULT_RERANK_MODEL, type MachineInfo, RESULTS_DIR, fmtSpread, flagList, flagNumber, flagString, log,
   flagNumbers, hasOnnx, machineInfo, modelsDir, parseFlags, readJson, round, spawnNode,
 } from './lib/common.js';
-import { type CeilingResult, ceilingDefaults, runCeiling } from './ceiling.js';
+import { type CeilingPoint, type CeilingResult, ceilingDefaults, runCeiling } from './ceiling.js';
 import { type HttpTargetResult, httpDefaults, runHttp } from './http.js';
 import { type MicroResult, runMicro } from './micro.js';
 import type { PeerPoint } from './peers/inprocess.js';
@@ -32,6 +32,13 @@ export interface Ratios {
   vsCeiling: Array<{ target: string; workload: string; concurrency: number; unitsPerSec: number; ceilingOf: 'fp32' | 'int8'; ceiling: number; ratio: number }>;
   /** the server against each peer, per workload and concurrency: units/s ratio and p50 ratio */
   serverVsPeers: Array<{ server: string; peer: string; workload: string; concurrency: number; throughputRatio: number; p50Ratio: number }>;
+  /**
+   * The same, against raw ORT measured in the same rotation as the servers (targets `ort`, `ort-int8`):
+   * each eligible point over the raw rate measured minutes from it, so machine drift cancels.
+   */
+  vsSideBySide: Array<{ target: string; workload: string; concurrency: number; unitsPerSec: number; raw: string; rawUnitsPerSec: number; ratio: number }>;
+  /** concurrency-1 p50 of single-input requests over raw ORT's single-input p50 measured beside it (every core, back to back) */
+  c1LatencyVsSideBySide: Array<{ target: string; workload: string; p50Ms: number; raw: string; rawP50Ms: number; overMs: number }>;
   /** concurrency-1 p50 of single-input requests over the raw single-input ORT latency (median over the mix) */
   c1LatencyVsRaw: Array<{ target: string; workload: string; p50Ms: number; rawMs: number; rawThreads: number; ratio: number }>;
   /** peers called in-process over the ceiling best */
@@ -74,13 +81,14 @@ async function runPeersChild(args: string[]): Promise<PeerPoint[]> {
 }
 
 function computeRatios(r: Pick<BenchReport, 'ceiling' | 'http' | 'peers'>, server: string): Ratios {
-  const ratios: Ratios = { vsCeiling: [], serverVsPeers: [], c1LatencyVsRaw: [], peersVsCeiling: [], notes: [] };
+  const ratios: Ratios = { vsCeiling: [], vsSideBySide: [], c1LatencyVsSideBySide: [], serverVsPeers: [], c1LatencyVsRaw: [], peersVsCeiling: [], notes: [] };
+  const raws = (r.http ?? []).filter((t) => t.kind === 'raw' && t.points.length > 0);
   const c = r.ceiling;
   const ceilingFor = (unit: string, variant: 'fp32' | 'int8' = 'fp32'): number | undefined => {
     const of = variant === 'int8' ? c?.int8 : c;
     return (unit === 'pairs' ? of?.bestRerank : of?.bestEmbed)?.inputsPerSec.median;
   };
-  for (const t of r.http ?? []) {
+  for (const t of (r.http ?? []).filter((x) => x.kind !== 'raw')) {
     const int8 = t.name.endsWith('-int8');
     // The int8 server is held to its own ceiling and to the fp32 one (what int8 is for).
     const variants: Array<'fp32' | 'int8'> = int8 ? ['int8', 'fp32'] : ['fp32'];
@@ -94,7 +102,18 @@ function computeRatios(r: Pick<BenchReport, 'ceiling' | 'http' | 'peers'>, serve
         const ceil = ceilingFor(pts[0].unit, variant);
         if (best && ceil) ratios.vsCeiling.push({ target: t.name, workload: wl, concurrency: best.concurrency, unitsPerSec: best.unitsPerSec.median, ceilingOf: variant, ceiling: ceil, ratio: round(best.unitsPerSec.median / ceil, 3) });
       }
+      // Against raw ORT beside it: its own variant, and fp32 for the int8 server.
+      for (const raw of raws.filter((x) => (int8 ? true : !x.name.endsWith('-int8')))) {
+        for (const p of eligible) {
+          const q = raw.points.find((x) => x.workload === wl && x.concurrency === p.concurrency);
+          if (q) ratios.vsSideBySide.push({ target: t.name, workload: wl, concurrency: p.concurrency, unitsPerSec: p.unitsPerSec.median, raw: raw.name, rawUnitsPerSec: q.unitsPerSec.median, ratio: round(p.unitsPerSec.median / q.unitsPerSec.median, 3) });
+        }
+      }
       const c1 = pts.find((p) => p.concurrency === 1);
+      const rawC1 = raws.find((x) => x.name.endsWith('-int8') === int8)?.points.find((x) => x.workload === wl && x.concurrency === 1);
+      if (c1 && rawC1 && wl.startsWith('embed-1')) {
+        ratios.c1LatencyVsSideBySide.push({ target: t.name, workload: wl, p50Ms: c1.p50Ms.median, raw: rawC1.target, rawP50Ms: rawC1.p50Ms.median, overMs: round(c1.p50Ms.median - rawC1.p50Ms.median, 2) });
+      }
       if (c1 && wl.startsWith('embed-1')) {
         for (const raw of single) {
           ratios.c1LatencyVsRaw.push({ target: t.name, workload: wl, p50Ms: c1.p50Ms.median, rawMs: raw.medianMs, rawThreads: raw.threads, ratio: round(c1.p50Ms.median / raw.medianMs, 2) });
@@ -104,7 +123,7 @@ function computeRatios(r: Pick<BenchReport, 'ceiling' | 'http' | 'peers'>, serve
   }
   const srv = (r.http ?? []).find((t) => t.name === server && t.points.length > 0);
   if (srv) {
-    for (const peer of (r.http ?? []).filter((t) => t.kind !== 'gateway' && t.points.length > 0)) {
+    for (const peer of (r.http ?? []).filter((t) => t.kind !== 'gateway' && t.kind !== 'raw' && t.points.length > 0)) {
       for (const p of srv.points) {
         const q = peer.points.find((x) => x.workload === p.workload && x.concurrency === p.concurrency);
         if (!q) continue;
@@ -123,6 +142,7 @@ function computeRatios(r: Pick<BenchReport, 'ceiling' | 'http' | 'peers'>, serve
   }
   if (!c && (r.http || r.peers)) ratios.notes.push('no ceiling available: ratios to the ceiling not computed');
   ratios.notes.push('rerank vs ceiling uses the best of all concurrency levels; embeddings use concurrency >= 32');
+  if (raws.length) ratios.notes.push('side by side: raw ORT (ort, ort-int8) measured in the same rotation as the servers, at each point; at concurrency 1 single-input workloads are held to one input run alone with every core');
   return ratios;
 }
 
@@ -182,7 +202,7 @@ function printReport(r: BenchReport): void {
       if (t.error) { out.push(`${t.name}: not run: ${t.error.split('\n')[0]}`); continue; }
       const wls = [...new Set(t.points.map((p) => p.workload))];
       const cs = [...new Set(t.points.map((p) => p.concurrency))].sort((a, b) => a - b);
-      const rows = [[`${t.name} (idle ping ${t.idlePingMs} ms)`, ...cs.map((x) => `c=${x}`)]];
+      const rows = [[t.kind === 'raw' ? `${t.name} (raw ORT beside the servers)` : `${t.name} (idle ping ${t.idlePingMs} ms)`, ...cs.map((x) => `c=${x}`)]];
       for (const wl of wls) {
         rows.push([wl, ...cs.map((x) => {
           const p = t.points.find((q) => q.workload === wl && q.concurrency === x);
@@ -195,9 +215,11 @@ function printReport(r: BenchReport): void {
     }
   }
   const ra = r.ratios;
-  if (ra.vsCeiling.length || ra.serverVsPeers.length || ra.c1LatencyVsRaw.length || ra.peersVsCeiling.length) {
+  if (ra.vsCeiling.length || ra.vsSideBySide.length || ra.serverVsPeers.length || ra.c1LatencyVsRaw.length || ra.peersVsCeiling.length) {
     out.push('\n-- ratios');
     for (const x of ra.vsCeiling) out.push(`${x.target} ${x.workload} (c=${x.concurrency}) / ${x.ceilingOf} ceiling: ${x.unitsPerSec} / ${x.ceiling} = ${x.ratio}`);
+    for (const x of ra.vsSideBySide) out.push(`${x.target} ${x.workload} c=${x.concurrency} / ${x.raw} beside it: ${x.unitsPerSec} / ${x.rawUnitsPerSec} = ${x.ratio}`);
+    for (const x of ra.c1LatencyVsSideBySide) out.push(`${x.target} ${x.workload} c=1 p50 ${x.p50Ms} ms vs ${x.raw} 1 input alone beside it ${x.rawP50Ms} ms: ${x.overMs >= 0 ? '+' : ''}${x.overMs} ms`);
     for (const x of ra.peersVsCeiling) out.push(`${x.peer} in-process ${x.case} / ceiling: ${x.perSec} / ${x.ceiling} = ${x.ratio}`);
     for (const x of ra.serverVsPeers) out.push(`${x.server} vs ${x.peer} ${x.workload} c=${x.concurrency}: throughput x${x.throughputRatio}, p50 x${x.p50Ratio}`);
     for (const x of ra.c1LatencyVsRaw) out.push(`${x.target} ${x.workload} c=1 p50 ${x.p50Ms} ms / raw ORT 1 input (${x.rawThreads} thr) ${x.rawMs} ms = ${x.ratio}`);
@@ -247,11 +269,31 @@ async function main(): Promise<void> {
   await guarded('peers', async () => {
     peers = await runPeersChild([...(quick ? ['--quick'] : []), '--repeats', String(repeats), ...(typeof f.n === 'string' ? ['--n', f.n] : [])]);
   });
+  // Ratios and the raw targets' layouts need a ceiling: without one in this run, borrow the last saved one (and say so).
+  let ceilingForRatios: CeilingResult | null = ceiling;
+  const latestPath = join(RESULTS_DIR, 'latest.json');
+  if (!ceilingForRatios && (sections.includes('http') || peers) && existsSync(latestPath)) {
+    try {
+      const prev = readJson<BenchReport>(latestPath);
+      if (prev.ceiling) { ceilingForRatios = prev.ceiling; ceilingFrom = `latest.json of ${prev.startedAt}`; }
+    } catch { /* unreadable: no ratios */ }
+  }
+
   await guarded('http', async () => {
     const d = httpDefaults(quick);
+    const layout = (p: CeilingPoint | null | undefined) => (p ? { sessions: p.sessions, threads: p.threads, batch: p.batch } : undefined);
+    const pair = (embed: CeilingPoint | null | undefined, rerank: CeilingPoint | null | undefined) => {
+      const e = layout(embed);
+      const q = layout(rerank);
+      return e && q ? { embed: e, rerank: q } : undefined;
+    };
     http = await runHttp({
       ...d, repeats,
-      targets: flagList(f, 'targets', int8 ? [...d.targets, 'gateway-int8'] : d.targets),
+      targets: flagList(f, 'targets', int8 ? [...d.targets, 'gateway-int8', 'ort-int8'] : d.targets),
+      rawLayouts: {
+        fp32: pair(ceilingForRatios?.bestEmbed, ceilingForRatios?.bestRerank),
+        int8: pair(ceilingForRatios?.int8?.bestEmbed, ceilingForRatios?.int8?.bestRerank),
+      },
       n: flagNumber(f, 'n', d.n),
       single: flagNumbers(f, 'concurrency', d.single),
       batch: flagNumbers(f, 'batch-concurrency', d.batch),
@@ -264,16 +306,6 @@ async function main(): Promise<void> {
       apiKey: flagString(f, 'api-key', process.env.BENCH_API_KEY ?? '') || null,
     });
   });
-
-  // Ratios need a ceiling: without one in this run, borrow the last saved one (and say so).
-  let ceilingForRatios: CeilingResult | null = ceiling;
-  const latestPath = join(RESULTS_DIR, 'latest.json');
-  if (!ceilingForRatios && (http || peers) && existsSync(latestPath)) {
-    try {
-      const prev = readJson<BenchReport>(latestPath);
-      if (prev.ceiling) { ceilingForRatios = prev.ceiling; ceilingFrom = `latest.json of ${prev.startedAt}`; }
-    } catch { /* unreadable: no ratios */ }
-  }
 
   const finished = new Date();
   const report: BenchReport = {
