@@ -33,6 +33,8 @@ export interface LoadResult {
   statusCodes: Record<string, number>;
   /** exact percentiles of the 2xx responses' latencies */
   latencyMs: { p50: number; p90: number; p99: number; mean: number; max: number };
+  /** CPU the load generator itself used during the run, in % of one core */
+  loadGenCpuPct?: number;
   error?: string;
 }
 
@@ -54,6 +56,8 @@ async function run(job: LoadJob): Promise<LoadResult> {
   const latencies: number[] = [];
   let first = 0;
   let last = 0;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
   const res = await new Promise<AutocannonResult>((resolve, reject) => {
     const tracker = autocannon({
       url: job.url,
@@ -76,6 +80,8 @@ async function run(job: LoadJob): Promise<LoadResult> {
       latencies.push(ms);
     });
   });
+  const cpu = process.cpuUsage(cpu0);
+  const loadGenCpuPct = ((cpu.user + cpu.system) / 1000 / (performance.now() - t0)) * 100;
   const statusCodes: Record<string, number> = {};
   for (const [code, v] of Object.entries(res.statusCodeStats ?? {})) statusCodes[code] = Number(v.count);
   const sorted = Float64Array.from(latencies).sort();
@@ -93,6 +99,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
       p50: pct(sorted, 50), p90: pct(sorted, 90), p99: pct(sorted, 99),
       mean: ok ? latencies.reduce((a, b) => a + b, 0) / ok : NaN, max: ok ? sorted[ok - 1] : NaN,
     },
+    loadGenCpuPct,
   };
 }
 

@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   DEFAULT_EMBED_MODEL, DEFAULT_RERANK_MODEL, REPO_ROOT, type Spread, flagList, flagNumber, flagNumbers, flagString, log,
-  machineInfo, modelOnnxPath, modelsDir, parseFlags, round, roundSpread, sleep, spawnNode, spread,
+  machineInfo, median, modelOnnxPath, modelsDir, parseFlags, processCpuMs, round, roundSpread, sleep, spawnNode, spread,
 } from './lib/common.js';
 import { embeddingMix, rerankMix } from './mix.js';
 import type { LoadJob, LoadResult } from './http-load.js';
@@ -36,6 +36,8 @@ import type { RawInit, RawJob, RawLayout, RawMessage } from './raw-target.js';
 
 export interface RunningTarget {
   name: string; url: string; apiKey: string | null; stop(): Promise<void>; logTail(): string;
+  /** The target's process, for its CPU account (absent for a URL target). */
+  pid?: number;
   /** Raw ONNX Runtime: measured directly instead of by the load generator. */
   measure?(workload: Workload, concurrency: number, durationS: number): Promise<LoadResult>;
 }
@@ -84,7 +86,7 @@ function childTarget(name: string, child: ChildProcess, url: string, apiKey: str
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   return {
-    name, url, apiKey,
+    name, url, apiKey, pid: child.pid,
     logTail: () => tail.join('').slice(-2000),
     async stop() {
       if (child.exitCode !== null) return;
@@ -363,6 +365,11 @@ export interface HttpPoint {
   errors: number;
   timeouts: number;
   statusCodes: Record<string, number>;
+  /**
+   * Where the CPU went during the point, in % of one core (median of repeats): the target's main
+   * thread, its other threads (workers, ONNX Runtime), and the load generator. Linux only.
+   */
+  cpuPct?: { main: number; other: number; loadGen: number };
 }
 
 export interface HttpTargetResult {
@@ -467,15 +474,22 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
           return Math.max(4 * estLatencyS, (minCompletions * estLatencyS) / c);
         }))));
         const reps = new Map<(typeof runs)[number], LoadResult[]>(active.map((run) => [run, []]));
+        const cpu = new Map<(typeof runs)[number], Array<{ main: number; other: number; loadGen: number }>>(active.map((run) => [run, []]));
         for (let r = 0; r < opts.repeats; r++) {
           const order = active.map((_, i) => active[(i + r) % active.length]);
           for (const run of order) {
-            if (run.target.measure) {
-              reps.get(run)!.push(await run.target.measure(run.w, c, durationS));
-              continue;
+            const before = run.target.pid ? processCpuMs(run.target.pid) : null;
+            const t0 = performance.now();
+            const result = run.target.measure
+              ? await run.target.measure(run.w, c, durationS)
+              : await gen.run({ url: run.target.url, path: run.w.path, bodies: run.w.bodies, connections: c, durationS, timeoutS: Math.max(60, durationS * 2), headers: run.headers });
+            const wallMs = performance.now() - t0;
+            const after = run.target.pid ? processCpuMs(run.target.pid) : null;
+            reps.get(run)!.push(result);
+            if (before && after) {
+              cpu.get(run)!.push({ main: ((after.main - before.main) / wallMs) * 100, other: ((after.other - before.other) / wallMs) * 100, loadGen: result.loadGenCpuPct ?? 0 });
             }
-            reps.get(run)!.push(await gen.run({ url: run.target.url, path: run.w.path, bodies: run.w.bodies, connections: c, durationS, timeoutS: Math.max(60, durationS * 2), headers: run.headers }));
-            await waitIdle(run.target, run.spec.models.embed, run.idleMs);
+            if (!run.target.measure) await waitIdle(run.target, run.spec.models.embed, run.idleMs);
           }
         }
         for (const run of active) {
@@ -497,6 +511,10 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
               return acc;
             }, {}),
           };
+          const used = cpu.get(run)!;
+          if (used.length) {
+            p.cpuPct = { main: round(median(used.map((u) => u.main)), 0), other: round(median(used.map((u) => u.other)), 0), loadGen: round(median(used.map((u) => u.loadGen)), 0) };
+          }
           run.unitsRate = p.unitsPerSec.median;
           run.result.points.push(p);
           log(`  ${run.spec.name.padEnd(12)} ${name.padEnd(15)} c=${String(c).padStart(3)} ${String(round(p.unitsPerSec.median, 1)).padStart(7)} ${run.w.unit}/s `

@@ -210,6 +210,10 @@ function printReport(r: BenchReport): void {
         })]);
       }
       out.push(table(rows));
+      for (const wl of wls) {
+        const used = t.points.filter((p) => p.workload === wl && p.cpuPct).map((p) => `c=${p.concurrency} ${p.cpuPct!.main}/${p.cpuPct!.other}/${p.cpuPct!.loadGen}`);
+        if (used.length) out.push(`  cpu % of a core, ${wl} (main thread / other threads / load generator): ${used.join(', ')}`);
+      }
       for (const [wl, v] of Object.entries(t.validation)) if (v) out.push(`  ${wl} failed validation: ${v}`);
       if (t.skipped.length) out.push(`  skipped (expected latency too long): ${t.skipped.map((x) => `${x.workload} c=${x.concurrency} (${x.expectedLatencyS} s)`).join(', ')}`);
     }

@@ -2,7 +2,7 @@
  * Shared helpers of the bench suite: paths, flags, statistics, machine facts, small worker/child
  * launchers that work both under tsx (bench sources are TypeScript) and on compiled JavaScript.
  */
-import { readFileSync, existsSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { cpus, totalmem, loadavg, platform, release } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -238,4 +238,26 @@ export function fileUrl(path: string): URL {
 
 export function log(...parts: unknown[]): void {
   process.stderr.write(parts.map(String).join(' ') + '\n');
+}
+
+/**
+ * CPU time a process has used so far, its main thread apart from its other threads, in ms
+ * (Linux /proc; null elsewhere or when the process is gone).
+ */
+export function processCpuMs(pid: number): { main: number; other: number } | null {
+  try {
+    let main = 0;
+    let other = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      // Fields after the command name (which may contain spaces): utime and stime are the 12th and 13th.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const ms = (Number(fields[11]) + Number(fields[12])) * 10; // USER_HZ is 100
+      if (Number(tid) === pid) main += ms;
+      else other += ms;
+    }
+    return { main, other };
+  } catch {
+    return null;
+  }
 }
