@@ -22,10 +22,7 @@ export interface LoadResult {
   durationS: number;
   /** 2xx responses */
   ok: number;
-  /**
-   * Steady-state 2xx responses/s: (ok - 1) / (last - first 2xx completion). Unlike ok / duration it
-   * does not count the ramp-up before the first answer nor lose the requests in flight at the end.
-   */
+  /** Steady-state 2xx responses/s: connections / mean latency (Little's law; see steadyRate). */
   okPerSec: number;
   non2xx: number;
   errors: number;
@@ -48,6 +45,21 @@ const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 function pct(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+/**
+ * Requests/s in steady state. Each connection sends its next request as soon as it has an answer (a
+ * closed loop), so by Little's law rate = connections / mean latency: unlike counting completions over
+ * the span from the first to the last, this holds when answers come in bursts (a server finishing its
+ * concurrent requests together), where the count overstates the rate by up to (c - 1) / completions.
+ * With non-2xx answers or errors (their time is not in the latencies), the count is used.
+ */
+function steadyRate(connections: number, latencies: number[], ok: number, first: number, last: number, res: AutocannonResult): number {
+  if (ok > 0 && res.non2xx === 0 && res.errors === 0) {
+    const meanS = latencies.reduce((a, b) => a + b, 0) / ok / 1000;
+    return connections / meanS;
+  }
+  return ok >= 2 && last > first ? (ok - 1) / ((last - first) / 1000) : ok / Math.max(res.duration, 1e-9);
 }
 
 async function run(job: LoadJob): Promise<LoadResult> {
@@ -90,7 +102,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
     id: job.id,
     durationS: res.duration,
     ok,
-    okPerSec: ok >= 2 && last > first ? (ok - 1) / ((last - first) / 1000) : ok / Math.max(res.duration, 1e-9),
+    okPerSec: steadyRate(job.connections, latencies, ok, first, last, res),
     non2xx: res.non2xx,
     errors: res.errors,
     timeouts: res.timeouts,
