@@ -43,7 +43,7 @@ export type RawMessage =
 class Lane {
   private offset = 0;
 
-  private constructor(private readonly group: SessionGroup, private readonly batches: BertBatch[], private readonly passable: boolean) {}
+  private constructor(private readonly group: SessionGroup, private readonly batches: BertBatch[], private readonly inMixOrder: boolean) {}
 
   static async open(path: string, layout: RawLayout, encoded: Encoded[], spinning: '1' | null): Promise<Lane> {
     const group = await SessionGroup.start({ model: path, options: sessionOptions(layout.threads, { arena: true, spinning }) }, layout.sessions);
@@ -59,7 +59,7 @@ class Lane {
     let units = 0;
     let wall = 0;
     // Chunks of a few runs per session, until the duration is reached.
-    const chunk = this.passable ? 8 : this.batches.length;
+    const chunk = this.inMixOrder ? 8 : this.batches.length;
     do {
       const { wallMs, runs } = await this.group.run(chunk, this.offset);
       for (const [i, runMs] of runs) {
@@ -69,10 +69,9 @@ class Lane {
       this.offset = (this.offset + chunk) % this.batches.length;
       wall += wallMs;
     } while (wall < durationS * 1000);
-    const sorted = ms.sort((a, b) => a - b);
     return {
       unitsPerSec: units / (wall / 1000), units, durationS: wall / 1000,
-      latencyMs: { p50: median(sorted), p90: percentile(sorted, 90), p99: percentile(sorted, 99), mean: sorted.reduce((a, b) => a + b, 0) / sorted.length, max: sorted[sorted.length - 1] },
+      latencyMs: { p50: median(ms), p90: percentile(ms, 90), p99: percentile(ms, 99), mean: ms.reduce((a, b) => a + b, 0) / ms.length, max: Math.max(...ms) },
     };
   }
 
