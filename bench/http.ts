@@ -125,12 +125,7 @@ const RERANK_REQUESTS = 8;
 
 /** Raw ONNX Runtime in a child process (bench/raw-target.ts), answering measurement jobs. */
 async function startRaw(name: string, models: { embed: string; rerank: string }, layouts: { embed: RawLayout; rerank: RawLayout }, n: number): Promise<RunningTarget> {
-  const file = new URL(`./raw-target${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
-  const child = fork(fileURLToPath(file), [], {
-    cwd: REPO_ROOT,
-    execArgv: file.pathname.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [],
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-  });
+  const child = spawnNode(new URL(`./raw-target${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url), [], { ipc: true });
   const target = childTarget(name, child, '', null);
   const waiters = new Map<number, (m: RawMessage) => void>();
   let ready: (() => void) | undefined;

@@ -285,12 +285,8 @@ async function main(): Promise<void> {
 
   await guarded('http', async () => {
     const d = httpDefaults(quick);
-    const layout = (p: CeilingPoint | null | undefined) => (p ? { sessions: p.sessions, threads: p.threads, batch: p.batch } : undefined);
-    const pair = (embed: CeilingPoint | null | undefined, rerank: CeilingPoint | null | undefined) => {
-      const e = layout(embed);
-      const q = layout(rerank);
-      return e && q ? { embed: e, rerank: q } : undefined;
-    };
+    const layout = ({ sessions, threads, batch }: CeilingPoint) => ({ sessions, threads, batch });
+    const pair = (embed?: CeilingPoint | null, rerank?: CeilingPoint | null) => (embed && rerank ? { embed: layout(embed), rerank: layout(rerank) } : undefined);
     http = await runHttp({
       ...d, repeats,
       targets: flagList(f, 'targets', int8 ? [...d.targets, 'gateway-int8', 'ort-int8'] : d.targets),
