@@ -238,7 +238,11 @@ export const settings = {
   }),
   searchFusion: setting('string', {
     env: 'ONNX_GATEWAY_SEARCH_FUSION', flag: '--search-fusion', default: 'rrf', choices: ['rrf', 'mix'],
-    description: 'How the local index fuses BM25 and dense rankings: reciprocal rank fusion or a mix of min-max normalised scores.',
+    description: 'How the local index fuses its rankings (searchRankings): reciprocal rank fusion or a mix of min-max normalised scores.',
+  }),
+  searchRankings: setting('list', {
+    env: 'ONNX_GATEWAY_SEARCH_RANKINGS', flag: '--search-rankings', default: ['bm25', 'dense'], choices: ['bm25', 'dense'],
+    description: 'Comma-separated rankings of the local index that hybrid search fuses: `bm25` (title and text) and `dense` (vectors of the served embedder). A ranking with nothing to rank with (no vectors yet) stays out.',
   }),
   searchRerankDepth: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_RERANK_DEPTH', flag: '--search-rerank-depth', default: 30, unit: 'documents', min: 0, max: 1000,
@@ -288,8 +292,13 @@ function parseValue(name: string, spec: Setting, raw: unknown): unknown {
       if (['0', 'false', 'no', 'off'].includes(text)) return false;
       throw new ConfigError(`${where} must be true or false; got "${String(raw)}".`);
     }
-    case 'list':
-      return (Array.isArray(raw) ? raw.map(String) : String(raw).split(',')).map((s) => s.trim()).filter((s) => s.length > 0);
+    case 'list': {
+      const values = (Array.isArray(raw) ? raw.map(String) : String(raw).split(',')).map((s) => s.trim()).filter((s) => s.length > 0);
+      const unknown = spec.choices ? values.filter((value) => !spec.choices!.includes(value)) : [];
+      if (unknown.length > 0) throw new ConfigError(`${where} takes ${spec.choices!.join(', ')}; got "${unknown.join(', ')}".`);
+      if (spec.choices && values.length === 0) throw new ConfigError(`${where} must name at least one of ${spec.choices.join(', ')}.`);
+      return values;
+    }
   }
 }
 

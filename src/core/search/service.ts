@@ -11,6 +11,7 @@ import { SharedSearchTasks } from '../tasks/shared-tasks.js';
 import { SqliteTaskStore } from '../tasks/task-store.js';
 import { DocumentIndex, type IndexDocument } from './index/document-index.js';
 import { ingestDocuments, type IngestOptions, type IngestReport } from './index/ingest.js';
+import type { RankingName } from './index/rankings.js';
 import { LocalRetriever } from './index/retriever.js';
 import { LocalSearchProvider } from './providers/local.js';
 import { SearxngSearchProvider } from './providers/searxng.js';
@@ -27,6 +28,7 @@ export type SearchSettings = Pick<
   | 'searchRetention'
   | 'searchTaskTimeout'
   | 'searchFusion'
+  | 'searchRankings'
   | 'searchRerankDepth'
   | 'redisUrl'
 >;
@@ -40,9 +42,11 @@ export function indexPath(dataDir: string): string {
   return join(dataDir, 'search', 'index.sqlite');
 }
 
-export function openRetriever(ctx: CoreContext, settings: Pick<SearchSettings, 'dataDir' | 'searchFusion' | 'searchRerankDepth'>): LocalRetriever {
+export function openRetriever(ctx: CoreContext, settings: Pick<SearchSettings, 'dataDir' | 'searchFusion' | 'searchRankings' | 'searchRerankDepth'>): LocalRetriever {
   return new LocalRetriever(ctx, DocumentIndex.open(indexPath(settings.dataDir)), {
     fusion: settings.searchFusion === 'mix' ? 'mix' : 'rrf',
+    // The setting's choices are checked when the configuration is read.
+    rankings: settings.searchRankings as RankingName[],
     rerankDepth: settings.searchRerankDepth,
   });
 }

@@ -1,13 +1,15 @@
 /**
- * The local document index: one SQLite file with the documents, an FTS5 full-text table (BM25,
- * Porter stemming) and one float32 vector per document from the served embedder.
+ * The local document index: one SQLite file with the documents and one float32 vector per
+ * document from the served embedder; BM25 runs over an inverted index built from the documents in
+ * memory (bm25.ts).
  *
  * Dense search is exact: every vector of the current embedder is held in one matrix in memory and
  * scored against the query (cosine: the vectors are normalised). That is a few milliseconds for
  * tens of thousands of documents; the matrix is reloaded when the file changes, also when another
- * process (the `index add` command) wrote to it.
+ * process (the `index add` command) wrote to it. The inverted index is rebuilt the same way.
  */
 import type { Scored } from '../fusion.js';
+import { Bm25Index } from './bm25.js';
 import { openDatabase, type SqliteDatabase } from '../../sqlite.js';
 import type { SearchImage } from '../types.js';
 
@@ -70,22 +72,10 @@ interface DocumentRow {
   added_at: number;
 }
 
-/** Words too common to help BM25 find anything, dropped from queries that have other words. */
-const stopwords = new Set(
-  'a an and are as at be by for from has have in is it its of on or that the to was were will with this these those not no but into than then there their which who whom what when where why how can could do does did been being'.split(' '),
-);
-
-/** An FTS5 query matching any of the query's words (each quoted, so no word is read as syntax). */
-export function matchExpression(query: string): string | undefined {
-  const words = [...new Set(query.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])];
-  const content = words.filter((word) => !stopwords.has(word));
-  const terms = content.length > 0 ? content : words;
-  return terms.length > 0 ? terms.map((term) => `"${term}"`).join(' OR ') : undefined;
-}
-
 export class DocumentIndex {
   private readonly statements;
   private matrix: { model: string; version: string; ids: Int32Array; dimensions: number; data: Float32Array } | undefined;
+  private lexical: { version: string; index: Bm25Index } | undefined;
   private writes = 0;
 
   constructor(private readonly db: SqliteDatabase) {
@@ -104,7 +94,8 @@ export class DocumentIndex {
         added_at INTEGER NOT NULL
       );
       CREATE INDEX IF NOT EXISTS documents_published ON documents (published_at);
-      CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(title, text, tokenize = 'porter unicode61 remove_diacritics 2');
+      -- Files written before BM25 moved into memory had an FTS5 table.
+      DROP TABLE IF EXISTS documents_fts;
       CREATE TABLE IF NOT EXISTS document_vectors (
         document_id INTEGER PRIMARY KEY REFERENCES documents (id) ON DELETE CASCADE,
         model TEXT NOT NULL,
@@ -121,8 +112,7 @@ export class DocumentIndex {
       update: db.prepare(
         'UPDATE documents SET url = ?, title = ?, text = ?, source = ?, language = ?, region = ?, published_at = ?, images = ?, added_at = ? WHERE id = ?',
       ),
-      ftsDelete: db.prepare('DELETE FROM documents_fts WHERE rowid = ?'),
-      ftsInsert: db.prepare('INSERT INTO documents_fts (rowid, title, text) VALUES (?, ?, ?)'),
+      texts: db.prepare<unknown[], { id: number; title: string; text: string }>('SELECT id, title, text FROM documents ORDER BY id'),
       vectorDelete: db.prepare('DELETE FROM document_vectors WHERE document_id = ?'),
       vectorInsert: db.prepare('INSERT OR REPLACE INTO document_vectors (document_id, model, dimensions, vector) VALUES (?, ?, ?, ?)'),
       delete: db.prepare('DELETE FROM documents WHERE id = ?'),
@@ -161,14 +151,12 @@ export class DocumentIndex {
         if (existing) {
           id = existing.id;
           this.statements.update.run(...fields, id);
-          this.statements.ftsDelete.run(id);
           this.statements.vectorDelete.run(id);
           updated++;
         } else {
           id = Number(this.statements.insert.run(doc.key, ...fields).lastInsertRowid);
           added++;
         }
-        this.statements.ftsInsert.run(id, doc.title, doc.text);
         if (vectors) {
           const row = vectors.data.subarray(i * vectors.dimensions, (i + 1) * vectors.dimensions);
           this.statements.vectorInsert.run(id, vectors.model, vectors.dimensions, Buffer.from(row.buffer, row.byteOffset, row.byteLength));
@@ -203,7 +191,6 @@ export class DocumentIndex {
     const existing = this.statements.find.get(key);
     if (!existing) return false;
     this.db.transaction(() => {
-      this.statements.ftsDelete.run(existing.id);
       this.statements.delete.run(existing.id);
     })();
     this.writes++;
@@ -228,16 +215,9 @@ export class DocumentIndex {
     return found;
   }
 
-  /** BM25 over title and text, best first; `score` is FTS5's bm25 negated (higher is better). */
+  /** BM25 over title and text, best first. */
   bm25(query: string, limit: number, filter: IndexFilter = {}): Scored[] {
-    const match = matchExpression(query);
-    if (!match) return [];
-    const { clause, params } = filterClause(filter, 'd');
-    const join = clause ? `JOIN documents d ON d.id = documents_fts.rowid WHERE documents_fts MATCH ? AND ${clause}` : 'WHERE documents_fts MATCH ?';
-    const rows = this.db
-      .prepare<unknown[], { id: number; score: number }>(`SELECT documents_fts.rowid AS id, bm25(documents_fts) AS score FROM documents_fts ${join} ORDER BY score LIMIT ?`)
-      .all(match, ...params, limit);
-    return rows.map((row) => ({ id: row.id, score: -row.score }));
+    return this.loadLexical().search(query, limit, this.allowedIds(filter));
   }
 
   /** Documents with a vector of `model`. */
@@ -250,8 +230,7 @@ export class DocumentIndex {
     const matrix = this.loadMatrix(model);
     if (matrix.ids.length === 0) return [];
     if (query.length !== matrix.dimensions) throw new Error(`dense: query has ${query.length} dimensions, the index ${matrix.dimensions}`);
-    const { clause, params } = filterClause(filter, 'd');
-    const allowed = clause ? new Set(this.db.prepare<unknown[], { id: number }>(`SELECT id FROM documents d WHERE ${clause}`).all(...params).map((r) => r.id)) : undefined;
+    const allowed = this.allowedIds(filter);
     const { ids, data, dimensions } = matrix;
     // Keep the best `limit` in a small sorted array: cheaper than sorting every score.
     const best: Scored[] = [];
@@ -275,9 +254,29 @@ export class DocumentIndex {
     if (this.db.open) this.db.close();
   }
 
+  /** The ids a filter lets through; undefined when it lets everything through. */
+  private allowedIds(filter: IndexFilter): Set<number> | undefined {
+    const { clause, params } = filterClause(filter, 'd');
+    if (!clause) return undefined;
+    return new Set(this.db.prepare<unknown[], { id: number }>(`SELECT id FROM documents d WHERE ${clause}`).all(...params).map((r) => r.id));
+  }
+
+  /** Changes when another connection wrote (data_version) or this one did (`writes`). */
+  private version(): string {
+    return `${String(this.db.pragma('data_version', { simple: true }))}:${this.writes}`;
+  }
+
+  private loadLexical(): Bm25Index {
+    const version = this.version();
+    if (this.lexical?.version === version) return this.lexical.index;
+    const index = new Bm25Index();
+    for (const row of this.statements.texts.iterate()) index.add(row.id, row.title ? `${row.title} ${row.text}` : row.text);
+    this.lexical = { version, index };
+    return index;
+  }
+
   private loadMatrix(model: string) {
-    // data_version changes when another connection wrote; `writes` when this one did.
-    const version = `${String(this.db.pragma('data_version', { simple: true }))}:${this.writes}`;
+    const version = this.version();
     if (this.matrix?.model === model && this.matrix.version === version) return this.matrix;
     const rows = this.statements.vectors.all(model);
     const dimensions = rows[0]?.dimensions ?? 0;

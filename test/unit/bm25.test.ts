@@ -1,0 +1,64 @@
+/**
+ * The in-memory BM25 of the local index: the Porter stemmer against SQLite FTS5's `porter`
+ * tokenizer (an independent implementation of the same algorithm), and scores against the BM25
+ * formula written out for a three-document corpus.
+ */
+import { readFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { Bm25Index, analyze } from '../../src/core/search/index/bm25.js';
+import { porterStem } from '../../src/core/search/index/porter-stemmer.js';
+
+describe('Porter stemmer', () => {
+  it('stems as FTS5 does', () => {
+    const text = ['README.md', 'ARCHITECTURE.md'].map((file) => readFileSync(file, 'utf8')).join(' ');
+    const classic = 'caresses ponies ties caress cats feed agreed plastered bled motoring sing conflated troubled sized hopping tanned falling hissing fizzed failing filing happy sky relational conditional rational valenci hesitanci digitizer conformabli radicalli differentli vileli analogousli vietnamization predication operator feudalism decisiveness hopefulness callousness formaliti sensitiviti sensibiliti triplicate formative formalize electriciti electrical hopeful goodness revival allowance inference airliner gyroscopic adjustable defensible irritant replacement adjustment dependent adoption homologou communism activate angulariti homologous effective bowdlerize probate rate cease controll roll generalizations oscillators';
+    const words = [...new Set([...classic.split(' '), ...(text.toLowerCase().match(/[a-z]+/g) ?? [])])];
+    const db = new Database(':memory:');
+    db.exec(`CREATE VIRTUAL TABLE words USING fts5(word, tokenize = 'porter ascii'); CREATE VIRTUAL TABLE stems USING fts5vocab(words, 'instance');`);
+    const insert = db.prepare('INSERT INTO words (rowid, word) VALUES (?, ?)');
+    db.transaction(() => words.forEach((word, i) => insert.run(i + 1, word)))();
+    const rows = db.prepare<unknown[], { term: string; doc: number }>('SELECT term, doc FROM stems').all();
+    expect(rows).toHaveLength(words.length);
+    const differing = rows.filter((row) => porterStem(words[row.doc - 1]!) !== row.term).map((row) => `${words[row.doc - 1]} -> ${row.term}`);
+    expect(differing).toEqual([]);
+    db.close();
+  });
+
+  it('leaves short and non-ASCII words alone', () => {
+    expect(porterStem('is')).toBe('is');
+    expect(porterStem('größe')).toBe('größe');
+    expect(analyze('Café CONNECTIONS, naïve')).toEqual(['cafe', 'connect', 'naiv']);
+  });
+});
+
+describe('BM25', () => {
+  const docs = ['otters sleep holding hands', 'sea otters and river otters', 'the river runs to the sea'];
+  const k1 = 1.2;
+  const b = 0.75;
+  /** The formula written out: Lucene's idf, term frequency saturated by k1, length normalised by b. */
+  function expected(query: string[], doc: number): number {
+    const terms = docs.map((text) => analyze(text));
+    const average = terms.reduce((sum, t) => sum + t.length, 0) / docs.length;
+    let score = 0;
+    for (const term of query) {
+      const df = terms.filter((t) => t.includes(term)).length;
+      const tf = terms[doc]!.filter((t) => t === term).length;
+      if (tf === 0) continue;
+      const idf = Math.log(1 + (docs.length - df + 0.5) / (df + 0.5));
+      score += (idf * tf * (k1 + 1)) / (tf + k1 * (1 - b + (b * terms[doc]!.length) / average));
+    }
+    return score;
+  }
+
+  it('scores by the formula, counting repeated query terms, best first', () => {
+    const index = new Bm25Index({ k1, b });
+    docs.forEach((text, i) => index.add(100 + i, text));
+    const results = index.search('otters of the sea, river otters', 10);
+    expect(results.map((r) => r.id)).toEqual([101, 100, 102]);
+    for (const { id, score } of results) expect(score).toBeCloseTo(expected(['otter', 'sea', 'river', 'otter'], id - 100), 10);
+    expect(index.search('otters', 10, new Set([100])).map((r) => r.id)).toEqual([100]);
+    expect(index.search('the of', 10).map((r) => r.id)).toEqual([102]);
+    expect(index.search('zebra', 10)).toEqual([]);
+  });
+});
