@@ -218,7 +218,11 @@ export const settings = {
   }),
   redisUrl: setting('string', {
     env: 'ONNX_GATEWAY_REDIS_URL', flag: '--redis-url', default: null,
-    description: 'Redis (`redis://[:password@]host:port[/db]`) where several replicas share web search task records and their queue; unset, they stay in the data dir of this process.',
+    description: 'Redis (`redis://[:password@]host:port[/db]`) where several replicas share web search task records and their queue, and the local index (writes go through a Redis stream every replica applies to its copy); unset, they stay in the data dir of this process.',
+  }),
+  searchIndexStreamLength: setting('integer', {
+    env: 'ONNX_GATEWAY_SEARCH_INDEX_STREAM_LENGTH', flag: '--search-index-stream-length', default: 10_000, unit: 'entries', min: 1,
+    description: 'With redisUrl: index writes the Redis stream keeps before a replica snapshots its index and trims the older ones (a replica further behind loads the snapshot).',
   }),
   searchConcurrency: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_CONCURRENCY', flag: '--search-concurrency', default: 2, min: 1, max: 256,

@@ -8,6 +8,7 @@
  * tens of thousands of documents; the matrix is reloaded when the file changes, also when another
  * process (the `index add` command) wrote to it. The inverted index is rebuilt the same way.
  */
+import { rmSync, writeFileSync } from 'node:fs';
 import type { Scored } from '../fusion.js';
 import { Bm25Index } from './bm25.js';
 import { openDatabase, type SqliteDatabase } from '../../sqlite.js';
@@ -51,6 +52,14 @@ export interface DocumentVectors {
   data: Float32Array;
 }
 
+/** The last entry of the replication stream applied to this copy (replication.ts). */
+export interface AppliedEntry {
+  /** The Redis stream entry id. */
+  id: string;
+  /** The entry's place in the stream, counted from 1. */
+  sequence: number;
+}
+
 export interface IndexStats {
   documents: number;
   /** Documents with a vector of each embedder. */
@@ -78,7 +87,11 @@ export class DocumentIndex {
   private lexical: { version: string; index: Bm25Index } | undefined;
   private writes = 0;
 
-  constructor(private readonly db: SqliteDatabase) {
+  /** `path`: the file, or ':memory:'. */
+  constructor(
+    private readonly db: SqliteDatabase,
+    readonly path = ':memory:',
+  ) {
     db.exec(`
       CREATE TABLE IF NOT EXISTS documents (
         id INTEGER PRIMARY KEY,
@@ -103,6 +116,11 @@ export class DocumentIndex {
         vector BLOB NOT NULL
       );
       CREATE INDEX IF NOT EXISTS document_vectors_model ON document_vectors (model);
+      CREATE TABLE IF NOT EXISTS replication (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        entry_id TEXT NOT NULL,
+        sequence INTEGER NOT NULL
+      );
     `);
     this.statements = {
       find: db.prepare<unknown[], { id: number }>('SELECT id FROM documents WHERE key = ?'),
@@ -116,6 +134,8 @@ export class DocumentIndex {
       vectorDelete: db.prepare('DELETE FROM document_vectors WHERE document_id = ?'),
       vectorInsert: db.prepare('INSERT OR REPLACE INTO document_vectors (document_id, model, dimensions, vector) VALUES (?, ?, ?, ?)'),
       delete: db.prepare('DELETE FROM documents WHERE id = ?'),
+      applied: db.prepare<unknown[], { entry_id: string; sequence: number }>('SELECT entry_id, sequence FROM replication'),
+      setApplied: db.prepare('INSERT OR REPLACE INTO replication (one, entry_id, sequence) VALUES (1, ?, ?)'),
       count: db.prepare<unknown[], { n: number; updated: number | null }>('SELECT count(*) AS n, max(added_at) AS updated FROM documents'),
       vectorCounts: db.prepare<unknown[], { model: string; n: number }>('SELECT model, count(*) AS n FROM document_vectors GROUP BY model'),
       vectors: db.prepare<unknown[], { document_id: number; dimensions: number; vector: Buffer }>(
@@ -128,14 +148,14 @@ export class DocumentIndex {
   }
 
   static open(path: string): DocumentIndex {
-    return new DocumentIndex(openDatabase(path));
+    return new DocumentIndex(openDatabase(path), path);
   }
 
   /**
    * Adds documents, replacing those with the same key. `vectors` (optional) holds one row per
    * document; a replaced document without a new vector loses its old one.
    */
-  upsert(documents: readonly IndexDocument[], vectors?: DocumentVectors): { added: number; updated: number; ids: number[] } {
+  upsert(documents: readonly IndexDocument[], vectors?: DocumentVectors, addedAt = Date.now()): { added: number; updated: number; ids: number[] } {
     if (vectors && vectors.data.length !== documents.length * vectors.dimensions) {
       throw new Error(`upsert: ${documents.length} documents but ${vectors.data.length / vectors.dimensions} vectors`);
     }
@@ -143,9 +163,8 @@ export class DocumentIndex {
       let added = 0;
       let updated = 0;
       const ids: number[] = [];
-      const now = Date.now();
       documents.forEach((doc, i) => {
-        const fields = [doc.url, doc.title, doc.text, doc.source, doc.language ?? null, doc.region ?? null, doc.publishedAt ?? null, doc.images?.length ? JSON.stringify(doc.images) : null, now];
+        const fields = [doc.url, doc.title, doc.text, doc.source, doc.language ?? null, doc.region ?? null, doc.publishedAt ?? null, doc.images?.length ? JSON.stringify(doc.images) : null, addedAt];
         const existing = this.statements.find.get(doc.key);
         let id: number;
         if (existing) {
@@ -170,18 +189,6 @@ export class DocumentIndex {
     return result;
   }
 
-  /** Stores vectors for documents already in the index (ids in the order of the rows). */
-  setVectors(ids: readonly number[], vectors: DocumentVectors): void {
-    const run = this.db.transaction(() => {
-      ids.forEach((id, i) => {
-        const row = vectors.data.subarray(i * vectors.dimensions, (i + 1) * vectors.dimensions);
-        this.statements.vectorInsert.run(id, vectors.model, vectors.dimensions, Buffer.from(row.buffer, row.byteOffset, row.byteLength));
-      });
-    });
-    run();
-    this.writes++;
-  }
-
   /** Documents that have no vector from `model` yet. */
   withoutVectors(model: string, limit: number): StoredDocument[] {
     return this.statements.missing.all(model, limit).map(fromRow);
@@ -195,6 +202,72 @@ export class DocumentIndex {
     })();
     this.writes++;
     return true;
+  }
+
+  /** The index ids of the documents with these keys that are in the index, by key. */
+  idsOf(keys: readonly string[]): Map<string, number> {
+    const found = new Map<string, number>();
+    for (const key of keys) {
+      const row = this.statements.find.get(key);
+      if (row) found.set(key, row.id);
+    }
+    return found;
+  }
+
+  /** The last replication entry applied here; undefined before the first. */
+  applied(): AppliedEntry | undefined {
+    const row = this.statements.applied.get();
+    return row ? { id: row.entry_id, sequence: row.sequence } : undefined;
+  }
+
+  /**
+   * Runs `write` and records `entry` as applied, in one transaction that takes the write lock at
+   * once, so two processes applying the stream to the same file apply each entry once. An entry
+   * at or before the recorded one is skipped; returns whether it was applied.
+   */
+  applyEntry(entry: AppliedEntry, write: () => void): boolean {
+    const run = this.db.transaction(() => {
+      if ((this.applied()?.sequence ?? 0) >= entry.sequence) return false;
+      write();
+      this.statements.setApplied.run(entry.id, entry.sequence);
+      return true;
+    });
+    const applied = run.immediate();
+    this.writes++;
+    return applied;
+  }
+
+  /** The whole file as one buffer, the replication state included (a snapshot for other replicas). */
+  serialize(): Buffer {
+    return this.db.serialize();
+  }
+
+  /**
+   * Replaces every document, vector and the replication state with those of a serialized index,
+   * in one transaction. The snapshot is written to `scratchFile` first: SQLite attaches files.
+   */
+  loadSnapshot(snapshot: Buffer, scratchFile: string): void {
+    writeFileSync(scratchFile, snapshot);
+    try {
+      this.db.prepare('ATTACH DATABASE ? AS snapshot').run(scratchFile);
+      try {
+        this.db.transaction(() => {
+          this.db.exec(`
+            DELETE FROM document_vectors;
+            DELETE FROM documents;
+            DELETE FROM replication;
+            INSERT INTO documents SELECT * FROM snapshot.documents;
+            INSERT INTO document_vectors SELECT * FROM snapshot.document_vectors;
+            INSERT INTO replication SELECT * FROM snapshot.replication;
+          `);
+        }).immediate();
+      } finally {
+        this.db.exec('DETACH DATABASE snapshot');
+      }
+    } finally {
+      for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(`${scratchFile}${suffix}`, { force: true });
+    }
+    this.writes++;
   }
 
   stats(): IndexStats {

@@ -1,11 +1,13 @@
 /**
  * Adds documents to the local index in batches: each batch is embedded by the served embedder
- * (when there is one) and written in one transaction with its vectors.
+ * (when there is one) and written with its vectors in one write (one transaction, or one entry of
+ * the replication stream).
  */
 import type { CoreContext } from '../../context.js';
 import { embed } from '../../embeddings.js';
 import type { DocumentIndex, IndexDocument } from './document-index.js';
 import { modelText } from './retriever.js';
+import type { IndexWriter } from './writes.js';
 
 export interface IngestOptions {
   /** Compute vectors (default: when an embedder is served). */
@@ -27,7 +29,7 @@ export interface IngestReport {
 export async function ingestDocuments(
   /** Absent: documents are indexed without vectors. */
   ctx: CoreContext | undefined,
-  index: DocumentIndex,
+  writer: IndexWriter,
   documents: AsyncIterable<IndexDocument> | Iterable<IndexDocument>,
   options: IngestOptions = {},
 ): Promise<IngestReport> {
@@ -46,7 +48,7 @@ export async function ingestDocuments(
       vectors = { model: embedder.id, dimensions: result.dimensions, data: result.vectors };
       report.embedded += docs.length;
     }
-    const written = index.upsert(docs, vectors);
+    const written = await writer.upsert(docs, vectors, options.signal);
     report.added += written.added;
     report.updated += written.updated;
     report.ids.push(...written.ids);
@@ -62,7 +64,7 @@ export async function ingestDocuments(
 }
 
 /** Gives vectors of the served embedder to documents that lack them (added without, or under another embedder). */
-export async function embedMissing(ctx: CoreContext, index: DocumentIndex, options: Omit<IngestOptions, 'embed'> = {}): Promise<number> {
+export async function embedMissing(ctx: CoreContext, index: DocumentIndex, writer: IndexWriter, options: Omit<IngestOptions, 'embed'> = {}): Promise<number> {
   const embedder = ctx.registry.list().find((m) => m.task === 'embedding');
   if (!embedder) return 0;
   const batchSize = options.batchSize ?? 64;
@@ -71,7 +73,9 @@ export async function embedMissing(ctx: CoreContext, index: DocumentIndex, optio
     const docs = index.withoutVectors(embedder.id, batchSize);
     if (docs.length === 0) return done;
     const result = await embed(ctx, { model: embedder.id, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
-    index.setVectors(docs.map((d) => d.id), { model: embedder.id, dimensions: result.dimensions, data: result.vectors });
+    // Written as the documents again with their vectors: one kind of write, replicated like the others.
+    const documents = docs.map(({ id: _id, addedAt: _addedAt, ...doc }) => doc);
+    await writer.upsert(documents, { model: embedder.id, dimensions: result.dimensions, data: result.vectors }, options.signal);
     done += docs.length;
   }
 }
