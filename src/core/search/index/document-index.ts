@@ -223,14 +223,14 @@ export class DocumentIndex {
   /**
    * Runs `write` and records `entry` as applied, in one transaction that takes the write lock at
    * once, so two processes applying the stream to the same file apply each entry once. An entry
-   * at or before the recorded one is skipped; returns whether it was applied.
+   * at or before the recorded one is skipped (undefined); else returns what `write` returned.
    */
-  applyEntry(entry: AppliedEntry, write: () => void): boolean {
+  applyEntry<T>(entry: AppliedEntry, write: () => T): T | undefined {
     const run = this.db.transaction(() => {
-      if ((this.applied()?.sequence ?? 0) >= entry.sequence) return false;
-      write();
+      if ((this.applied()?.sequence ?? 0) >= entry.sequence) return undefined;
+      const result = write();
       this.statements.setApplied.run(entry.id, entry.sequence);
-      return true;
+      return result;
     });
     const applied = run.immediate();
     this.writes++;

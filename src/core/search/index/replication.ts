@@ -30,6 +30,8 @@ import { probeRedis, throttledErrorLog } from '../../redis.js';
 import type { AppliedEntry, DocumentIndex, DocumentVectors, IndexDocument } from './document-index.js';
 import { applyOperation, upsertOperation, type IndexOperation, type IndexWriter, type WriteReport } from './writes.js';
 
+type Applied = ReturnType<typeof applyOperation>;
+
 const keys = {
   stream: 'onnx-gateway:index:stream',
   sequence: 'onnx-gateway:index:sequence',
@@ -43,6 +45,8 @@ const blockMs = 1000;
 /** How long a writer waits for its own copy to apply its entry. */
 const applyTimeoutMs = 30_000;
 const lockMs = 60_000;
+/** Results of applied entries kept for their writers. */
+const keptResults = 256;
 
 /** Numbers the entry and appends it, atomically. KEYS: stream, counter; ARGV: operation. */
 const appendScript = `
@@ -83,6 +87,8 @@ export class IndexReplication implements IndexWriter {
   private closed = false;
   private following: Promise<void> | undefined;
   private waiters: { sequence: number; settle: (error?: ApiError) => void }[] = [];
+  /** What applying an entry did, kept for the writer waiting for it. */
+  private readonly results = new Map<number, Applied>();
   private snapshotsLoaded = 0;
   private readonly scratchFile: string;
 
@@ -122,16 +128,19 @@ export class IndexReplication implements IndexWriter {
   async upsert(documents: IndexDocument[], vectors?: DocumentVectors, signal?: AbortSignal): Promise<WriteReport> {
     const keysIn = documents.map((doc) => doc.key);
     const before = this.index.idsOf(keysIn);
-    await this.append(upsertOperation(documents, vectors), signal);
+    const applied = await this.append(upsertOperation(documents, vectors), signal);
+    if (applied) return applied;
+    // Another process applied the entry to this same file first: count against the copy as it was.
     const after = this.index.idsOf(keysIn);
     const added = new Set(keysIn.filter((key) => !before.has(key))).size;
-    return { added, updated: new Set(keysIn).size - added, ids: keysIn.map((key) => after.get(key)!).filter((id) => id !== undefined) };
+    return { added, updated: new Set(keysIn).size - added, ids: keysIn.map((key) => after.get(key)).filter((id) => id !== undefined) };
   }
 
+  /** A key this copy does not have is not found, without a write. */
   async remove(key: string, signal?: AbortSignal): Promise<boolean> {
     if (!this.index.idsOf([key]).has(key)) return false;
-    await this.append({ op: 'delete', keys: [key] }, signal);
-    return true;
+    const applied = await this.append({ op: 'delete', keys: [key] }, signal);
+    return applied ? applied.removed > 0 : true;
   }
 
   async status(): Promise<ReplicationStatus> {
@@ -165,8 +174,11 @@ export class IndexReplication implements IndexWriter {
     this.redis.disconnect();
   }
 
-  /** Appends an operation and waits until this copy has applied it. */
-  private async append(operation: IndexOperation, signal?: AbortSignal): Promise<void> {
+  /**
+   * Appends an operation and waits until this copy has applied it; what applying it did here
+   * (undefined when another process on the same file applied it).
+   */
+  private async append(operation: IndexOperation, signal?: AbortSignal): Promise<Applied | undefined> {
     if (this.closed) throw new ApiError('shutting_down');
     let sequence: number;
     try {
@@ -179,11 +191,15 @@ export class IndexReplication implements IndexWriter {
     } catch (error) {
       throw new ApiError('store_unavailable', `Index writes go through Redis, which is not reachable (${(error as Error).message}).`, { cause: error });
     }
-    await this.appliedThrough(sequence, signal);
+    return this.appliedThrough(sequence, signal);
   }
 
-  private appliedThrough(sequence: number, signal?: AbortSignal): Promise<void> {
-    if ((this.index.applied()?.sequence ?? 0) >= sequence) return Promise.resolve();
+  private appliedThrough(sequence: number, signal?: AbortSignal): Promise<Applied | undefined> {
+    if ((this.index.applied()?.sequence ?? 0) >= sequence) {
+      const result = this.results.get(sequence);
+      this.results.delete(sequence);
+      return Promise.resolve(result);
+    }
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       let stopListening = () => undefined as void;
@@ -193,8 +209,10 @@ export class IndexReplication implements IndexWriter {
           clearTimeout(timer);
           stopListening();
           this.waiters = this.waiters.filter((w) => w !== waiter);
+          const result = this.results.get(sequence);
+          this.results.delete(sequence);
           if (error) reject(error);
-          else resolve();
+          else resolve(result);
         },
       };
       this.waiters.push(waiter);
@@ -245,7 +263,12 @@ export class IndexReplication implements IndexWriter {
     if (sequence <= appliedSequence) return 'skipped';
     if (sequence > appliedSequence + 1) return 'gap';
     const operation = JSON.parse(field('operation') ?? 'null') as IndexOperation;
-    return this.index.applyEntry({ id, sequence } satisfies AppliedEntry, () => applyOperation(this.index, operation)) ? 'applied' : 'skipped';
+    const result = this.index.applyEntry({ id, sequence } satisfies AppliedEntry, () => applyOperation(this.index, operation));
+    if (!result) return 'skipped';
+    // Kept a while for its writer, which may ask after the entry was applied.
+    this.results.set(sequence, result);
+    this.results.delete(sequence - keptResults);
+    return 'applied';
   }
 
   /**

@@ -42,10 +42,12 @@ export function upsertOperation(documents: IndexDocument[], vectors?: DocumentVe
   };
 }
 
-export function applyOperation(index: DocumentIndex, operation: IndexOperation): void {
+/** Applies an operation; what it did, as a writer reports it. */
+export function applyOperation(index: DocumentIndex, operation: IndexOperation): WriteReport & { removed: number } {
   if (operation.op === 'delete') {
-    for (const key of operation.keys) index.remove(key);
-    return;
+    let removed = 0;
+    for (const key of operation.keys) if (index.remove(key)) removed++;
+    return { added: 0, updated: 0, ids: [], removed };
   }
   let vectors: DocumentVectors | undefined;
   if (operation.vectors) {
@@ -55,7 +57,7 @@ export function applyOperation(index: DocumentIndex, operation: IndexOperation):
     new Uint8Array(data.buffer).set(bytes);
     vectors = { model: operation.vectors.model, dimensions: operation.vectors.dimensions, data };
   }
-  index.upsert(operation.documents, vectors, operation.addedAt);
+  return { ...index.upsert(operation.documents, vectors, operation.addedAt), removed: 0 };
 }
 
 /** Writes straight into the index (no Redis configured). */
