@@ -152,6 +152,15 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
       });
     });
 
+    it("describes the classifier in /info and answers TEI's default route as /predict", async () => {
+      const info = (await server.app.inject({ method: 'GET', url: '/info', headers: auth })).json();
+      expect(info).toMatchObject({ model_id: TOXIC, model_type: { classifier: { id2label: { 0: 'toxic', 5: 'identity_hate' }, label2id: { threat: 3 } } } });
+      const item = gold().classify[1]!;
+      const root = await post('/', { inputs: item.text });
+      expect(root.statusCode, root.body).toBe(200);
+      expectPredictions(root.json(), sorted(item, item.scores), item.text);
+    });
+
     it('reads two strings as one pair (with its token types), and batches of pairs', async () => {
       const pairs = gold().classify.filter((item) => item.text_pair !== null);
       const one = (await post('/predict', { inputs: [pairs[0]!.text, pairs[0]!.text_pair] })).json();
