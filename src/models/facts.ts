@@ -16,6 +16,9 @@ import { poolings, type Pooling } from '../vectors/pooling.js';
 
 export type Task = 'embedding' | 'rerank' | 'classify';
 
+/** The tasks whose graph ends in a sequence-classification head: they read `logits` [rows, labels]. */
+const headTasks: readonly Task[] = ['rerank', 'classify'];
+
 export class ModelFilesError extends StartupError {
   override name = 'ModelFilesError';
   readonly code = 'model_files';
@@ -117,7 +120,7 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
   }
 
   const width = outputWidth(output.info, config, task);
-  const id2label = labelsOf(config, task === 'embedding' ? 1 : width);
+  const id2label = labelsOf(config, headTasks.includes(task) ? width : 1);
   return {
     task,
     family: typeof config.model_type === 'string' ? config.model_type : 'unknown',
@@ -169,11 +172,12 @@ function activationOf(config: Json, width: number): ClassifyActivation {
 
 function chooseOutput(outputs: TensorInfo[], task: Task, label: string): { info: TensorInfo; pooled: boolean } {
   const named = (names: string[]) => names.map((name) => outputs.find((o) => o.name === name)).find((o) => o !== undefined);
-  const found = task === 'embedding' ? named(pooledOutputs) : named(['logits']);
-  if (found) return { info: found, pooled: task === 'embedding' };
-  const tokens = task === 'embedding' ? named(tokenOutputs) : undefined;
+  const head = headTasks.includes(task);
+  const found = head ? named(['logits']) : named(pooledOutputs);
+  if (found) return { info: found, pooled: !head };
+  const tokens = head ? undefined : named(tokenOutputs);
   if (tokens) return { info: tokens, pooled: false };
-  const wanted = task === 'embedding' ? '"sentence_embedding" or "last_hidden_state"' : '"logits"';
+  const wanted = head ? '"logits"' : '"sentence_embedding" or "last_hidden_state"';
   throw new ModelFilesError(`Model "${label}": a ${task} model needs an output named ${wanted}; the graph has ${outputs.map((o) => `"${o.name}"`).join(', ')}.`);
 }
 
@@ -222,7 +226,7 @@ function windowOf(config: Json, tokenizerConfig: Json, sbertConfig: Json | undef
 function outputWidth(output: TensorInfo, config: Json, task: Task): number {
   const last = output.shape[output.shape.length - 1];
   if (typeof last === 'number' && last > 0) return last;
-  if (task !== 'embedding') return Object.keys(config.id2label ?? { 0: '' }).length || 1;
+  if (headTasks.includes(task)) return Object.keys(config.id2label ?? { 0: '' }).length || 1;
   return Number(config.hidden_size ?? config.n_embd ?? config.d_model ?? 0);
 }
 
