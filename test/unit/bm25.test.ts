@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { Bm25Index, analyze } from '../../src/core/search/index/bm25.js';
+import { DocumentIndex, type IndexDocument } from '../../src/core/search/index/document-index.js';
 import { porterStem } from '../../src/core/search/index/porter-stemmer.js';
 
 describe('Porter stemmer', () => {
@@ -60,5 +61,38 @@ describe('BM25', () => {
     expect(index.search('otters', 10, new Set([100])).map((r) => r.id)).toEqual([100]);
     expect(index.search('the of', 10).map((r) => r.id)).toEqual([102]);
     expect(index.search('zebra', 10)).toEqual([]);
+  });
+});
+
+describe('BM25 of the document index', () => {
+  const doc = (key: string, text: string): IndexDocument => ({ key, url: `https://example.org/${key}`, title: '', text, source: 'test' });
+  const corpus = [
+    doc('a', 'sea otters hold hands while they sleep'),
+    doc('b', 'river otters build dens in river banks'),
+    doc('c', 'beavers build dams across rivers'),
+    doc('d', 'herons stand in shallow water'),
+  ];
+
+  it('after replacing and removing documents ranks as an index built from the result', () => {
+    const updated = DocumentIndex.open(':memory:');
+    updated.upsert(corpus);
+    const keysOf = (index: DocumentIndex, ids: number[]) => ids.map((id) => index.documents([id]).get(id)!.key);
+    // The first query builds the in-memory index; the writes after it update it in place.
+    expect(keysOf(updated, updated.bm25('otters', 10).map((s) => s.id))).toEqual(['a', 'b']);
+    updated.upsert([doc('b', 'river otters and sea otters'), doc('e', 'sea otters eat urchins')]);
+    updated.remove('a');
+    updated.remove('d');
+
+    const rebuilt = DocumentIndex.open(':memory:');
+    rebuilt.upsert([corpus[2]!, doc('b', 'river otters and sea otters'), doc('e', 'sea otters eat urchins')]);
+    // Scores by key (ids differ between the two, and so do the orders of ties).
+    const scores = (index: DocumentIndex, query: string) =>
+      Object.fromEntries(index.bm25(query, 10).map((s) => [index.documents([s.id]).get(s.id)!.key, Number(s.score.toFixed(12))]));
+    for (const query of ['otters', 'sea otters', 'build dams', 'herons water', 'river']) {
+      expect(scores(updated, query)).toEqual(scores(rebuilt, query));
+    }
+    expect(updated.bm25('herons', 10)).toEqual([]);
+    updated.close();
+    rebuilt.close();
   });
 });

@@ -49,55 +49,85 @@ export function queryTerms(query: string): Map<string, number> {
 }
 
 interface Postings {
+  /** Rows, including those of removed documents until the next rebuild. */
   ids: number[];
   frequencies: number[];
+  /** Documents in the index with the term. */
+  live: number;
+}
+
+function termCounts(terms: readonly string[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const term of terms) counts.set(term, (counts.get(term) ?? 0) + 1);
+  return counts;
 }
 
 export class Bm25Index {
   private readonly postings = new Map<string, Postings>();
-  /** Dense row per document: its id and length in terms. */
+  /** One row per document ever added: its id (-1 once removed) and length in terms. */
   private readonly ids: number[] = [];
   private readonly lengths: number[] = [];
+  private readonly rows = new Map<number, number>();
   private totalLength = 0;
 
   constructor(private readonly parameters: Bm25Parameters = defaultBm25Parameters) {}
 
+  /** Documents in the index. */
   get size(): number {
-    return this.ids.length;
+    return this.rows.size;
   }
 
-  /** Adds one document; ids must be new. */
+  /** Rows of removed documents still in the posting lists (a rebuild drops them). */
+  get removed(): number {
+    return this.ids.length - this.rows.size;
+  }
+
+  /** Adds one document (an id in the index must be removed first). */
   add(id: number, text: string): void {
+    if (this.rows.has(id)) throw new Error(`BM25: document ${id} is already in the index`);
     const row = this.ids.length;
     const terms = analyze(text);
     this.ids.push(id);
     this.lengths.push(terms.length);
+    this.rows.set(id, row);
     this.totalLength += terms.length;
-    const counts = new Map<string, number>();
-    for (const term of terms) counts.set(term, (counts.get(term) ?? 0) + 1);
-    for (const [term, frequency] of counts) {
+    for (const [term, frequency] of termCounts(terms)) {
       let list = this.postings.get(term);
-      if (!list) this.postings.set(term, (list = { ids: [], frequencies: [] }));
+      if (!list) this.postings.set(term, (list = { ids: [], frequencies: [], live: 0 }));
       list.ids.push(row);
       list.frequencies.push(frequency);
+      list.live++;
+    }
+  }
+
+  /** Removes a document; `text` is what it was added with (its terms leave the counts). */
+  remove(id: number, text: string): void {
+    const row = this.rows.get(id);
+    if (row === undefined) return;
+    this.rows.delete(id);
+    this.ids[row] = -1;
+    this.totalLength -= this.lengths[row]!;
+    for (const term of termCounts(analyze(text)).keys()) {
+      const list = this.postings.get(term);
+      if (list) list.live--;
     }
   }
 
   /** Best first; `allowed` (document ids) restricts the candidates. */
   search(query: string, limit: number, allowed?: ReadonlySet<number>): Scored[] {
-    const n = this.ids.length;
+    const n = this.rows.size;
     if (n === 0 || limit <= 0) return [];
     const { k1, b } = this.parameters;
     const averageLength = this.totalLength / n;
-    const scores = new Float64Array(n);
+    const scores = new Float64Array(this.ids.length);
     const touched: number[] = [];
     for (const [term, queryFrequency] of queryTerms(query)) {
       const list = this.postings.get(term);
-      if (!list) continue;
-      const df = list.ids.length;
+      if (!list || list.live === 0) continue;
+      const df = list.live;
       const idf = Math.log(1 + (n - df + 0.5) / (df + 0.5));
       const weight = idf * queryFrequency;
-      for (let i = 0; i < df; i++) {
+      for (let i = 0; i < list.ids.length; i++) {
         const row = list.ids[i]!;
         const tf = list.frequencies[i]!;
         if (scores[row] === 0) touched.push(row);
@@ -108,7 +138,7 @@ export class Bm25Index {
     for (const row of touched) {
       const score = scores[row]!;
       const id = this.ids[row]!;
-      if (allowed && !allowed.has(id)) continue;
+      if (id < 0 || (allowed && !allowed.has(id))) continue;
       if (best.length < limit || score > best[best.length - 1]!.score || (score === best[best.length - 1]!.score && id < best[best.length - 1]!.id)) {
         let at = best.length;
         while (at > 0 && (best[at - 1]!.score < score || (best[at - 1]!.score === score && best[at - 1]!.id > id))) at--;

@@ -131,6 +131,7 @@ export class DocumentIndex {
         'UPDATE documents SET url = ?, title = ?, text = ?, source = ?, language = ?, region = ?, published_at = ?, images = ?, added_at = ? WHERE id = ?',
       ),
       texts: db.prepare<unknown[], { id: number; title: string; text: string }>('SELECT id, title, text FROM documents ORDER BY id'),
+      text: db.prepare<unknown[], { title: string; text: string }>('SELECT title, text FROM documents WHERE id = ?'),
       vectorDelete: db.prepare('DELETE FROM document_vectors WHERE document_id = ?'),
       vectorInsert: db.prepare('INSERT OR REPLACE INTO document_vectors (document_id, model, dimensions, vector) VALUES (?, ?, ?, ?)'),
       delete: db.prepare('DELETE FROM documents WHERE id = ?'),
@@ -159,6 +160,7 @@ export class DocumentIndex {
     if (vectors && vectors.data.length !== documents.length * vectors.dimensions) {
       throw new Error(`upsert: ${documents.length} documents but ${vectors.data.length / vectors.dimensions} vectors`);
     }
+    const changes: LexicalChange[] = [];
     const run = this.db.transaction(() => {
       let added = 0;
       let updated = 0;
@@ -169,6 +171,7 @@ export class DocumentIndex {
         let id: number;
         if (existing) {
           id = existing.id;
+          changes.push({ id, text: lexicalText(this.statements.text.get(id)!), present: false });
           this.statements.update.run(...fields, id);
           this.statements.vectorDelete.run(id);
           updated++;
@@ -180,12 +183,13 @@ export class DocumentIndex {
           const row = vectors.data.subarray(i * vectors.dimensions, (i + 1) * vectors.dimensions);
           this.statements.vectorInsert.run(id, vectors.model, vectors.dimensions, Buffer.from(row.buffer, row.byteOffset, row.byteLength));
         }
+        changes.push({ id, text: lexicalText(doc), present: true });
         ids.push(id);
       });
       return { added, updated, ids };
     });
     const result = run();
-    this.writes++;
+    this.afterWrite(changes);
     return result;
   }
 
@@ -197,10 +201,9 @@ export class DocumentIndex {
   remove(key: string): boolean {
     const existing = this.statements.find.get(key);
     if (!existing) return false;
-    this.db.transaction(() => {
-      this.statements.delete.run(existing.id);
-    })();
-    this.writes++;
+    const text = lexicalText(this.statements.text.get(existing.id)!);
+    this.statements.delete.run(existing.id);
+    this.afterWrite([{ id: existing.id, text, present: false }]);
     return true;
   }
 
@@ -232,9 +235,15 @@ export class DocumentIndex {
       this.statements.setApplied.run(entry.id, entry.sequence);
       return result;
     });
-    const applied = run.immediate();
-    this.writes++;
-    return applied;
+    try {
+      const applied = run.immediate();
+      this.afterWrite([]);
+      return applied;
+    } catch (error) {
+      // Rolled back after `write` may have changed the in-memory BM25: rebuild it from the file.
+      this.lexical = undefined;
+      throw error;
+    }
   }
 
   /** The whole file as one buffer, the replication state included (a snapshot for other replicas). */
@@ -339,11 +348,29 @@ export class DocumentIndex {
     return `${String(this.db.pragma('data_version', { simple: true }))}:${this.writes}`;
   }
 
+  /**
+   * Counts a write of this connection. Its changes go into the in-memory BM25 when that was up to
+   * date, instead of a rebuild from the file at the next query; a write from another connection
+   * (data_version) still means a rebuild.
+   */
+  private afterWrite(changes: readonly LexicalChange[]): void {
+    const lexical = this.lexical?.version === this.version() ? this.lexical : undefined;
+    this.writes++;
+    if (!lexical) return;
+    for (const change of changes) {
+      if (change.present) lexical.index.add(change.id, change.text);
+      else lexical.index.remove(change.id, change.text);
+    }
+    // Removed documents stay in the posting lists until a rebuild; past as many as are left, rebuild.
+    if (lexical.index.removed > lexical.index.size) this.lexical = undefined;
+    else lexical.version = this.version();
+  }
+
   private loadLexical(): Bm25Index {
     const version = this.version();
     if (this.lexical?.version === version) return this.lexical.index;
     const index = new Bm25Index();
-    for (const row of this.statements.texts.iterate()) index.add(row.id, row.title ? `${row.title} ${row.text}` : row.text);
+    for (const row of this.statements.texts.iterate()) index.add(row.id, lexicalText(row));
     this.lexical = { version, index };
     return index;
   }
@@ -363,6 +390,17 @@ export class DocumentIndex {
     this.matrix = { model, version, ids, dimensions, data };
     return this.matrix;
   }
+}
+
+/** A document's text for BM25 (title and text), or that it left the index. */
+interface LexicalChange {
+  id: number;
+  text: string;
+  present: boolean;
+}
+
+function lexicalText(doc: { title: string; text: string }): string {
+  return doc.title ? `${doc.title} ${doc.text}` : doc.text;
 }
 
 function filterClause(filter: IndexFilter, alias: string): { clause: string; params: unknown[] } {
