@@ -32,7 +32,7 @@ import { applyOperation, upsertOperation, type IndexOperation, type IndexWriter,
 
 type Applied = ReturnType<typeof applyOperation>;
 
-const keys = {
+const redisKeys = {
   stream: 'onnx-gateway:index:stream',
   sequence: 'onnx-gateway:index:sequence',
   snapshot: 'onnx-gateway:index:snapshot',
@@ -70,7 +70,7 @@ export interface ReplicationStatus {
   headSequence: number;
   /** Entries written and not yet applied here. */
   behind: number;
-  /** Time between the newest entry and the last applied one, 0 when caught up. */
+  /** Time between the newest entry and the last applied one; 0 when caught up or before the first. */
   lagSeconds: number;
   /** Snapshots this replica loaded since it started. */
   snapshotsLoaded: number;
@@ -85,6 +85,12 @@ function entryMs(id: string): number {
 
 export class IndexReplication implements IndexWriter {
   private closed = false;
+  /**
+   * Resolves on close. A read pending while the reader reconnects is never settled by
+   * `disconnect()` (ioredis flushes its queue only on a close event), so waits race this.
+   */
+  private readonly closing: Promise<null>;
+  private stop!: () => void;
   private following: Promise<void> | undefined;
   private waiters: { sequence: number; settle: (error?: ApiError) => void }[] = [];
   /** What applying an entry did, kept for the writer waiting for it. */
@@ -100,6 +106,7 @@ export class IndexReplication implements IndexWriter {
     private readonly reader: Redis,
     private readonly options: ReplicationOptions,
   ) {
+    this.closing = new Promise((resolve) => (this.stop = () => resolve(null)));
     const dir = index.path === ':memory:' ? tmpdir() : dirname(index.path);
     this.scratchFile = join(dir, `.snapshot-${randomUUID()}.sqlite`);
     redis.defineCommand('appendIndexEntry', { numberOfKeys: 2, lua: appendScript });
@@ -117,23 +124,22 @@ export class IndexReplication implements IndexWriter {
     try {
       while ((await replication.readOnce(0)) > 0);
     } catch (error) {
-      redis.disconnect();
-      reader.disconnect();
-      throw error;
+      // Serving goes on with the copy as it is, reported behind; following retries.
+      options.log?.error({ err: error }, 'index replication: catching up with the stream failed; retrying while serving');
     }
     replication.following = replication.follow();
     return replication;
   }
 
   async upsert(documents: IndexDocument[], vectors?: DocumentVectors, signal?: AbortSignal): Promise<WriteReport> {
-    const keysIn = documents.map((doc) => doc.key);
-    const before = this.index.idsOf(keysIn);
+    const keys = documents.map((doc) => doc.key);
+    const before = this.index.idsOf(keys);
     const applied = await this.append(upsertOperation(documents, vectors), signal);
     if (applied) return applied;
     // Another process applied the entry to this same file first: count against the copy as it was.
-    const after = this.index.idsOf(keysIn);
-    const added = new Set(keysIn.filter((key) => !before.has(key))).size;
-    return { added, updated: new Set(keysIn).size - added, ids: keysIn.map((key) => after.get(key)).filter((id) => id !== undefined) };
+    const after = this.index.idsOf(keys);
+    const added = new Set(keys.filter((key) => !before.has(key))).size;
+    return { added, updated: new Set(keys).size - added, ids: keys.map((key) => after.get(key)).filter((id) => id !== undefined) };
   }
 
   /** A key this copy does not have is not found, without a write. */
@@ -148,7 +154,7 @@ export class IndexReplication implements IndexWriter {
     let headSequence = applied?.sequence ?? 0;
     let headId: string | undefined;
     try {
-      const [sequence, newest] = await Promise.all([this.redis.get(keys.sequence), this.redis.xrevrange(keys.stream, '+', '-', 'COUNT', 1)]);
+      const [sequence, newest] = await Promise.all([this.redis.get(redisKeys.sequence), this.redis.xrevrange(redisKeys.stream, '+', '-', 'COUNT', 1)]);
       headSequence = Math.max(headSequence, Number(sequence ?? 0));
       headId = newest[0]?.[0];
     } catch {
@@ -156,19 +162,19 @@ export class IndexReplication implements IndexWriter {
     }
     const behind = headSequence - (applied?.sequence ?? 0);
     return {
-      stream: keys.stream,
+      stream: redisKeys.stream,
       lastAppliedId: applied?.id ?? null,
       lastAppliedSequence: applied?.sequence ?? 0,
       headSequence,
       behind,
-      lagSeconds: behind > 0 && headId ? Math.max(0, (entryMs(headId) - (applied ? entryMs(applied.id) : entryMs(headId))) / 1000) : 0,
+      lagSeconds: behind > 0 && headId && applied ? Math.max(0, (entryMs(headId) - entryMs(applied.id)) / 1000) : 0,
       snapshotsLoaded: this.snapshotsLoaded,
     };
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    // Ends a blocking read at once.
+    this.stop();
     this.reader.disconnect();
     await this.following;
     this.redis.disconnect();
@@ -183,8 +189,8 @@ export class IndexReplication implements IndexWriter {
     let sequence: number;
     try {
       const reply = (await (this.redis as Redis & { appendIndexEntry(...args: string[]): Promise<[string, number]> }).appendIndexEntry(
-        keys.stream,
-        keys.sequence,
+        redisKeys.stream,
+        redisKeys.sequence,
         JSON.stringify(operation),
       ));
       sequence = Number(reply[1]);
@@ -232,7 +238,7 @@ export class IndexReplication implements IndexWriter {
       } catch (error) {
         if (this.closed) return;
         this.options.log?.error({ err: error }, 'index replication: reading the stream failed; retrying');
-        await sleep(1000);
+        await Promise.race([sleep(1000), this.closing]);
       }
     }
   }
@@ -242,7 +248,10 @@ export class IndexReplication implements IndexWriter {
     const after = this.index.applied()?.id ?? '0';
     const args: (string | number)[] = ['COUNT', readCount];
     if (blockFor > 0) args.push('BLOCK', blockFor);
-    const reply = (await (this.reader.xread as (...a: (string | number)[]) => Promise<[string, StreamEntry[]][] | null>)(...args, 'STREAMS', keys.stream, after));
+    const read = (this.reader.xread as (...a: (string | number)[]) => Promise<[string, StreamEntry[]][] | null>)(...args, 'STREAMS', redisKeys.stream, after);
+    read.catch(() => undefined);
+    const reply = await Promise.race([read, this.closing]);
+    if (this.closed) return 0;
     const entries = reply?.[0]?.[1] ?? [];
     for (const [id, fields] of entries) {
       if (this.applyEntry(id, fields) !== 'gap') continue;
@@ -276,12 +285,12 @@ export class IndexReplication implements IndexWriter {
    * stream was trimmed past it (a new replica, or one stopped for long): load it.
    */
   private async loadSnapshotIfAhead(): Promise<void> {
-    const sequence = Number((await this.redis.hget(keys.snapshot, 'sequence')) ?? 0);
+    const sequence = Number((await this.redis.hget(redisKeys.snapshot, 'sequence')) ?? 0);
     if (sequence > (this.index.applied()?.sequence ?? 0)) await this.loadSnapshot();
   }
 
   private async loadSnapshot(): Promise<void> {
-    const data = await this.redis.hgetBuffer(keys.snapshot, 'data');
+    const data = await this.redis.hgetBuffer(redisKeys.snapshot, 'data');
     if (!data) throw new Error('the stream was trimmed past this replica but there is no snapshot to load');
     const before = this.index.applied()?.sequence ?? 0;
     this.index.loadSnapshot(data, this.scratchFile);
@@ -292,19 +301,19 @@ export class IndexReplication implements IndexWriter {
 
   /** When the stream is longer than allowed, one replica snapshots its copy and trims before it. */
   private async snapshotIfLong(): Promise<void> {
-    if ((await this.redis.xlen(keys.stream)) <= this.options.streamLength) return;
+    if ((await this.redis.xlen(redisKeys.stream)) <= this.options.streamLength) return;
     const token = randomUUID();
-    if ((await this.redis.set(keys.lock, token, 'PX', lockMs, 'NX')) !== 'OK') return;
+    if ((await this.redis.set(redisKeys.lock, token, 'PX', lockMs, 'NX')) !== 'OK') return;
     try {
       const applied = this.index.applied();
-      const existing = Number((await this.redis.hget(keys.snapshot, 'sequence')) ?? 0);
+      const existing = Number((await this.redis.hget(redisKeys.snapshot, 'sequence')) ?? 0);
       if (!applied || applied.sequence <= existing) return;
       const data = this.index.serialize();
       // The snapshot is stored before the entries it holds are trimmed, and only up to it.
-      await this.redis.hset(keys.snapshot, { id: applied.id, sequence: String(applied.sequence), data });
-      await this.redis.xtrim(keys.stream, 'MINID', applied.id);
+      await this.redis.hset(redisKeys.snapshot, { id: applied.id, sequence: String(applied.sequence), data });
+      await this.redis.xtrim(redisKeys.stream, 'MINID', applied.id);
     } finally {
-      if ((await this.redis.get(keys.lock)) === token) await this.redis.del(keys.lock);
+      if ((await this.redis.get(redisKeys.lock)) === token) await this.redis.del(redisKeys.lock);
     }
   }
 
