@@ -67,16 +67,16 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
   };
 
   app.post('/v1/embeddings', { schema: { ...schema, summary: 'Create embeddings' } }, async (request, reply) => {
-    const { result, payload } = await handle(request.body, request.body.model, request.signal);
+    const { result, payload } = await handle(request.body, request.body.model, request.clientSignal);
     reportTimings(reply, operationPhases(result.timings));
     return sendJsonText(reply, payload);
   });
 
   // The path names the model; a different `model` in the body is ignored (the path wins), as the
   // legacy OpenAI engines API did. A Hub repo id ("owner/name") may come with its slash as it is.
-  const enginePath = async (request: { body: EmbeddingsBody; params: { model?: string; owner?: string; name?: string }; signal: AbortSignal }, reply: FastifyReply) => {
+  const enginePath = async (request: { body: EmbeddingsBody; params: { model?: string; owner?: string; name?: string }; clientSignal: AbortSignal }, reply: FastifyReply) => {
     const { model, owner, name } = request.params;
-    const { result, payload } = await handle(request.body, model ?? `${owner}/${name}`, request.signal);
+    const { result, payload } = await handle(request.body, model ?? `${owner}/${name}`, request.clientSignal);
     reportTimings(reply, operationPhases(result.timings));
     return sendJsonText(reply, payload);
   };

@@ -199,7 +199,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
           inputType: body.prompt_name ?? undefined,
           dimensions: body.dimensions ?? undefined,
         },
-        request.signal,
+        request.clientSignal,
       );
       reportTimings(reply, operationPhases(result.timings));
       return sendJsonText(reply, vectorsToJson(result));
@@ -210,7 +210,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     app.post(url, { schema: { ...rerankSchema, hide } }, async (request, reply) => {
       if (!models.reranker) throw none('rerank');
       const { query, texts, raw_scores: raw, return_text: withText } = request.body;
-      const result = await rerank(core, { model: models.reranker.id, query, documents: texts }, request.signal);
+      const result = await rerank(core, { model: models.reranker.id, query, documents: texts }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       return result.results.map(({ index, score, logit }) => ({ index, score: raw ? logit : score, ...(withText ? { text: texts[index]! } : {}) }));
     });
@@ -231,7 +231,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       const result = await classify(
         core,
         { model: models.classifier.id, inputs: batch, truncate: truncate ?? undefined, truncationDirection: direction(cut), param: 'inputs' },
-        request.signal,
+        request.clientSignal,
       );
       reportTimings(reply, operationPhases(result.timings));
       const width = result.labels.length;
@@ -258,7 +258,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       const result = await tokenize(
         core,
         { model: models.primary?.id, inputs: typeof inputs === 'string' ? [inputs] : inputs, addSpecialTokens, inputType: promptName ?? undefined },
-        request.signal,
+        request.clientSignal,
       );
       return result.tokens;
     },
