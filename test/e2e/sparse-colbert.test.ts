@@ -3,18 +3,21 @@
  * and the ColBERT stand-in (a BERT with PyLate's projection) from scripts/standins/, served from
  * their folders, against golden outputs of an independent float64 numpy forward pass:
  * TEI's /embed_sparse and /embed_all, /v1/embeddings with encoding_format sparse and top_k,
- * /v1/rerank by MaxSim; beside them a dense embedder's /embed_all and the refusals.
+ * /v1/rerank by MaxSim; a bge-m3 export's dense vectors and lexical weights from one graph;
+ * beside them a dense embedder's token vectors and the refusals.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Server } from '../../src/main.js';
-import { auth, startServer } from '../helpers/server.js';
+import { auth, startServer, testKey } from '../helpers/server.js';
 import { missing } from '../helpers/resources.js';
 
 const SPLADE = 'prithivida/Splade_PP_en_v1';
 const COLBERT = 'answerdotai/answerai-colbert-small-v1';
 const DENSE = 'BAAI/bge-small-en-v1.5';
+const M3 = 'aapot/bge-m3-onnx';
 
 interface SparseGolden {
   tolerance: number;
@@ -28,7 +31,7 @@ interface ColbertGolden {
 }
 
 const dir = inject('standinsDir');
-const present = dir !== '' && [SPLADE, COLBERT, DENSE].every((repo) => existsSync(join(dir, repo, 'golden.json')));
+const present = dir !== '' && [SPLADE, COLBERT, DENSE, M3].every((repo) => existsSync(join(dir, repo, 'golden.json')));
 const read = <T>(repo: string): T => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8')) as T;
 
 /** Largest difference between two sparse vectors, an index missing on one side counting as 0. */
@@ -53,7 +56,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
 
   beforeAll(async () => {
     // TEI's routes: the dense embedder for /embed, the SPLADE model for /embed_sparse, the ColBERT model (listed first) for /embed_all.
-    server = await startServer({ modelsDir: dir, models: [DENSE, SPLADE, COLBERT], teiModels: [COLBERT, SPLADE, DENSE], workers: 1 });
+    server = await startServer({ modelsDir: dir, models: [DENSE, SPLADE, COLBERT, M3], teiModels: [COLBERT, SPLADE, DENSE], workers: 1 });
   }, 120_000);
   afterAll(async () => {
     await server?.close();
@@ -95,6 +98,19 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       const largest = item.indices.map((index, i) => ({ index, value: item.values[i]! })).sort((a, b) => b.value - a.value).slice(0, 5);
       expect(indices).toEqual(largest.map((e) => e.index).sort((a, b) => a - b));
       expect(values.length).toBe(5);
+    });
+
+    it('answers the openai SDK\'s embeddings.create with encoding_format sparse (our extension) as it came', async () => {
+      const address = await server.app.listen({ port: 0, host: '127.0.0.1' });
+      const client = new OpenAI({ baseURL: `${address}/v1`, apiKey: testKey, maxRetries: 0 });
+      const item = golden.sparse[0]!;
+      // The SDK's types know float and base64 only; it passes other formats through and leaves the embedding as sent.
+      const body = await client.embeddings.create({ model: SPLADE, input: [item.text], encoding_format: 'sparse', top_k: 3 } as never);
+      const embedding = body.data[0]!.embedding as unknown as { indices: number[]; values: number[] };
+      expect(embedding.indices).toHaveLength(3);
+      expect(embedding.values).toHaveLength(3);
+      const largest = [...item.values].sort((a, b) => b - a).slice(0, 3);
+      [...embedding.values].sort((a, b) => b - a).forEach((value, i) => expect(Math.abs(value - largest[i]!)).toBeLessThanOrEqual(golden.tolerance));
     });
 
     it('ships only the nonzero weights of a 512-token input across the thread boundary', async () => {
@@ -186,6 +202,28 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       expect(dense.json().error.message).toMatch(/gives tokens/);
       const ids = await post('/embed_all', { inputs: [[101, 102]] });
       expect(ids.statusCode).toBe(400);
+    });
+  });
+
+  describe(`${M3} (bge-m3's dense and lexical outputs)`, () => {
+    const golden = present ? read<SparseGolden & { embeddings: Array<{ text: string; normalized: number[] }> }>(M3) : undefined;
+
+    it('gives its dense vectors and its token weights, each matching the golden', async () => {
+      const model = server.registry.resolve(M3, 'embedding');
+      expect(model.heads).toMatchObject({ kinds: ['dense', 'sparse'], sparse: { pooling: 'weights', output: 'sparse_vecs' } });
+      const texts = golden!.sparse.map((item) => item.text);
+      const sparse = await post('/v1/embeddings', { model: M3, input: texts, encoding_format: 'sparse' });
+      expect(sparse.statusCode, sparse.body).toBe(200);
+      golden!.sparse.forEach((item, i) => {
+        const { indices, values } = sparse.json().data[i].embedding as { indices: number[]; values: number[] };
+        expect(sparseDifference(indices, values, item), item.text).toBeLessThanOrEqual(golden!.tolerance);
+      });
+      const dense = await post('/v1/embeddings', { model: M3, input: texts });
+      expect(dense.statusCode, dense.body).toBe(200);
+      golden!.embeddings.slice(0, texts.length).forEach((item, i) => {
+        const vector = dense.json().data[i].embedding as number[];
+        expect(Math.max(...vector.map((x, d) => Math.abs(x - item.normalized[d]!))), item.text).toBeLessThanOrEqual(golden!.tolerance);
+      });
     });
   });
 
