@@ -169,7 +169,7 @@ interface SpecialOutputs {
 /** A SPLADE model's logits, or a ColBERT model's projected token vectors; undefined for other models. */
 function specialModelOutputs(dir: string, config: Json, modules: StModule[], stConfig: Json | undefined, tokenizerConfig: Json, outputs: TensorInfo[], label: string): SpecialOutputs | undefined {
   const names = outputs.map((o) => `"${o.name}"`).join(', ');
-  if (isSplade(config, modules)) {
+  if (isSplade(config, modules, outputs)) {
     const logits = outputs.find((o) => o.name === 'logits');
     if (!logits) throw new ModelFilesError(`Model "${label}": a SPLADE (masked-LM) model needs its graph to output "logits" [batch, sequence, vocabulary]; the graph has ${names}. Export it with optimum-cli export onnx --task fill-mask.`);
     const module = modules.find((m) => m.type?.endsWith('SpladePooling'));

@@ -5,8 +5,8 @@
  * bge-m3-style export's token weights beside its dense vector); a SPLADE model gives only sparse
  * vectors and a ColBERT model only token vectors.
  *
- * - SPLADE: a masked-LM model (config `architectures` *ForMaskedLM, or sentence-transformers'
- *   MLMTransformer + SpladePooling modules) whose graph outputs `logits` [batch, seq, vocab].
+ * - SPLADE: sentence-transformers' MLMTransformer + SpladePooling modules, or a *ForMaskedLM
+ *   config without a Pooling module whose graph outputs `logits` [batch, seq, vocab].
  * - Token weights (bge-m3's lexical weights, as community exports name them): an output
  *   `sparse_vecs`, `sparse_weights` or `token_weights` [batch, seq(, 1)].
  * - ColBERT (PyLate's layout: a `pylate.` module, or query_length / document_length in
@@ -59,10 +59,17 @@ type Modules = Array<{ type?: string; path?: string }>;
 
 export const tokenWeightOutputs = ['sparse_vecs', 'sparse_weights', 'token_weights'];
 
-/** Whether the files describe a SPLADE model (masked-LM logits pooled to the vocabulary). */
-export function isSplade(config: Json, modules: Modules): boolean {
+/**
+ * Whether the files describe a SPLADE model (masked-LM logits pooled to the vocabulary): its
+ * sentence-transformers modules say so, or (older repositories without them) a *ForMaskedLM config
+ * whose graph outputs `logits`. Many dense embedders keep the *ForMaskedLM of the checkpoint they
+ * were trained from (all-mpnet-base-v2), so the architecture alone does not decide.
+ */
+export function isSplade(config: Json, modules: Modules, outputs: TensorInfo[]): boolean {
+  if (modules.some((m) => /SpladePooling|MLMTransformer/.test(m.type ?? ''))) return true;
   const architectures: string[] = Array.isArray(config.architectures) ? config.architectures : [];
-  return architectures.some((a) => a.endsWith('ForMaskedLM')) || modules.some((m) => /SpladePooling|MLMTransformer/.test(m.type ?? ''));
+  const pooled = modules.some((m) => m.type?.endsWith('.Pooling'));
+  return !pooled && architectures.some((a) => a.endsWith('ForMaskedLM')) && outputs.some((o) => o.name === 'logits');
 }
 
 /** Whether the files describe a PyLate ColBERT model. */

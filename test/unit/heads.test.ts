@@ -56,9 +56,14 @@ describe.skipIf(missing(present, 'needs the SPLADE and ColBERT stand-ins'))('SPL
     await expect(facts(sum)).rejects.toThrow(/pooling_strategy "sum"; only "max" is served/);
     const softplus = variant(join(standins, SPLADE), { '1_SpladePooling/config.json': { pooling_strategy: 'max', activation_function: 'softplus' } });
     await expect(facts(softplus)).rejects.toThrow(/activation_function "softplus"/);
-    const config = JSON.parse(readFileSync(join(inject('tinyModelsDir'), 'tiny-embedder', 'config.json'), 'utf8'));
-    const mlm = variant(join(inject('tinyModelsDir'), 'tiny-embedder'), { 'config.json': { ...config, architectures: ['BertForMaskedLM'] } });
+    const mlm = variant(join(standins, SPLADE), { 'onnx/model.onnx': readFileSync(join(inject('tinyModelsDir'), 'tiny-embedder', 'onnx', 'model.onnx')) });
     await expect(facts(mlm)).rejects.toThrow(/SPLADE \(masked-LM\) model needs its graph to output "logits"/);
+  });
+
+  it('takes a dense embedder whose config keeps its checkpoint\'s *ForMaskedLM for what it is', async () => {
+    const config = JSON.parse(readFileSync(join(inject('tinyModelsDir'), 'tiny-embedder', 'config.json'), 'utf8'));
+    const mpnetLike = variant(join(inject('tinyModelsDir'), 'tiny-embedder'), { 'config.json': { ...config, architectures: ['MPNetForMaskedLM'] } });
+    expect((await facts(mpnetLike)).heads.kinds).toEqual(['dense', 'tokens']);
   });
 
   it('reads a ColBERT model\'s PyLate settings, and gives token vectors only', async () => {
