@@ -260,7 +260,8 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       model_id: model.id,
       model_sha: model.revision ?? null,
       model_dtype: model.variant === 'int8' ? 'int8' : 'float32',
-      model_type: model.task === 'embedding' ? { embedding: { pooling: model.pooling } } : { reranker: { id2label: facts.id2label, label2id } },
+      // TEI names a SPLADE model's pooling "splade".
+      model_type: model.task === 'embedding' ? { embedding: { pooling: model.heads.sparse?.pooling === 'mlm' ? 'splade' : model.pooling } } : { reranker: { id2label: facts.id2label, label2id } },
       max_concurrent_requests: config.queueCapacity,
       max_input_length: model.maxTokens,
       max_batch_tokens: config.maxBatchTokens,
