@@ -9,11 +9,13 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { ApiError } from '../errors.js';
 import { version } from '../version.js';
 import { apiKeyAuth } from './auth.js';
+import { classifyRoutes } from './classify.js';
 import { compatRoutes } from './compat/index.js';
 import { embeddingsRoutes } from './embeddings.js';
 import { imagesRoutes } from './images.js';
 import { registerErrorHandling } from './errors.js';
 import { modelsRoutes } from './models.js';
+import { moderationsRoutes } from './moderations.js';
 import { playgroundRoutes } from './playground.js';
 import { readerRoutes } from './reader.js';
 import { rerankRoutes } from './rerank.js';
@@ -74,7 +76,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'onnx-gateway', version, description: 'OpenAI-compatible embeddings and rerank on local ONNX models.' },
+      info: { title: 'onnx-gateway', version, description: 'OpenAI-compatible embeddings, rerank, classification and moderation on local ONNX models.' },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
       security: services.config.keys.length > 0 ? [{ bearer: [] }] : [],
     },
@@ -100,6 +102,8 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     });
     await api.register(embeddingsRoutes, services);
     await api.register(rerankRoutes, services);
+    await api.register(classifyRoutes, services);
+    await api.register(moderationsRoutes, services);
     await api.register(modelsRoutes, services);
     await api.register(compatRoutes, services);
     await api.register(searchRoutes, services);

@@ -3,7 +3,7 @@
  * outputs into results. What to feed and which output to read come from the registry, which read
  * the graph's interface: `token_type_ids` and `position_ids` only when declared, decoder caches
  * (`past_key_values.*`) fed empty; embedders read `sentence_embedding` when the graph pools itself,
- * else pool token vectors here; rerankers read `logits`. Rows are right-padded, so a row's last
+ * else pool token vectors here; rerankers and classifiers read `logits`. Rows are right-padded, so a row's last
  * real token is at `length - 1` whatever its neighbours.
  *
  * A batch may ask for another kind of output than the dense vector (heads.ts): sparse vectors,
@@ -19,12 +19,16 @@ import { ortSessionOptions } from './session-options.js';
 
 export class Runner {
   private width = 0;
+  /** Cross-encoders and classifiers: a head's logits [rows, labels], fed pairs with their token types. */
+  private readonly readsLogits: boolean;
+  /** Token ids a sparse vector leaves out. */
   private readonly skip: ReadonlySet<number>;
 
   private constructor(
     readonly spec: ModelLoadSpec,
     private readonly session: ort.InferenceSession,
   ) {
+    this.readsLogits = spec.task === 'rerank' || spec.task === 'classify';
     this.skip = new Set(spec.specialIds);
   }
 
@@ -40,7 +44,7 @@ export class Runner {
     // Every kind the model gives, so that the first request of each finds its buffers ready.
     let width = 0;
     for (const kind of this.spec.heads.kinds) {
-      const result = await this.run({ model: this.spec.id, ids: ids.slice(), lengths, typeIds: this.spec.task === 'rerank' ? new Uint8Array(72) : undefined, kind });
+      const result = await this.run({ model: this.spec.id, ids: ids.slice(), lengths, typeIds: this.readsLogits ? new Uint8Array(72) : undefined, kind });
       if (kind === this.spec.heads.kinds[0]) width = result.width;
     }
     return { id: this.spec.id, inputs: this.session.inputNames.slice(), output: this.spec.output.name, width, loadMs };
@@ -100,7 +104,7 @@ export class Runner {
     const out = this.spec.output;
     let output: Float32Array;
     let width: number;
-    if (this.spec.task === 'rerank' || out.pooled) {
+    if (this.readsLogits || out.pooled) {
       // logits [rows, labels] or sentence_embedding [rows, width]: copied out before the tensor is disposed.
       width = Number(tensor.dims[1] ?? 1);
       output = data === tensor.data ? new Float32Array(data) : data;
