@@ -125,6 +125,15 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       expect(shipped).toBeLessThan(512 * 30522 * 4 / 1000);
     });
 
+    it('lists each model with the kinds of vector it gives', async () => {
+      const get = async (id: string) => (await server.app.inject({ method: 'GET', url: `/v1/models/${id}`, headers: auth })).json();
+      expect(await get(SPLADE)).toMatchObject({ task: 'embedding', outputs: ['sparse'], dimensions: 30522 });
+      expect(await get(COLBERT)).toMatchObject({ task: 'embedding', outputs: ['tokens'], late_interaction: true });
+      expect(await get(M3)).toMatchObject({ outputs: ['dense', 'sparse'] });
+      expect(await get(DENSE)).toMatchObject({ outputs: ['dense', 'tokens'] });
+      expect(await get(DENSE)).not.toHaveProperty('late_interaction');
+    });
+
     it('refuses what a sparse model can not give, and bad top_k, with 400s', async () => {
       const dense = await post('/v1/embeddings', { model: SPLADE, input: 'hello' });
       expect(dense.statusCode).toBe(400);
