@@ -4,7 +4,7 @@
  * normalised token vectors, encoded as a query (input type `query`) or a document (otherwise),
  * exactly as it reranks (late-interaction.ts).
  */
-import { invalid } from '../errors.js';
+import { ApiError, invalid } from '../errors.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeInputs, normaliseInput, resolveWithKind, type EmbedRequest } from './embeddings.js';
 import { encodeDocument, encodeQuery, tokenVectors } from './late-interaction.js';
@@ -36,7 +36,22 @@ export async function embedTokens(ctx: CoreContext, request: TokenEmbedRequest, 
     if (request.inputType !== undefined && request.inputType !== 'query' && request.inputType !== 'document') {
       throw invalid('input_type', `"${model.id}" encodes queries or documents; got "${request.inputType}".`);
     }
-    const inputs = await mapInSlices(texts, (text) => (side === 'query' ? encodeQuery(model, text) : encodeDocument(model, model.tokenizer.encode(text))[0]!), signal);
+    const truncate = request.truncate ?? ctx.limits.truncate;
+    const late = model.lateInteraction;
+    const limit = Math.min((side === 'query' ? late.queryLength : late.documentLength) - 1, model.maxTokens);
+    const inputs = await mapInSlices(
+      texts,
+      (text, i) => {
+        const content = model.tokenizer.encode(text);
+        // The marker and the special tokens count; a query's [MASK] padding does not.
+        const length = content.length + model.tokenizer.singleSpecials + 1;
+        if (!truncate && length > limit + 1) {
+          throw new ApiError('input_too_long', `input[${i}] has ${length} tokens; "${model.id}" takes at most ${limit + 1} as a ${side}.`, { param: `input[${i}]` });
+        }
+        return side === 'query' ? encodeQuery(model, text) : encodeDocument(model, content)[0]!;
+      },
+      signal,
+    );
     const tokenizeMs = performance.now() - started;
     const job = await tokenVectors(ctx, model, inputs, side, signal);
     const promptTokens = inputs.reduce((sum, input) => sum + input.ids.length, 0);

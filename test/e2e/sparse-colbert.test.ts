@@ -211,6 +211,13 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       expect(dense.json().error.message).toMatch(/gives tokens/);
       const ids = await post('/embed_all', { inputs: [[101, 102]] });
       expect(ids.statusCode).toBe(400);
+      const long = golden.documents.find((d) => d.input_ids.length === 300)!.text;
+      const untruncated = await post('/embed_all', { inputs: long, truncate: false });
+      expect(untruncated.statusCode).toBe(400);
+      expect(untruncated.json()).toMatchObject({ code: 'input_too_long' });
+      const query = await post('/embed_all', { inputs: 'a short query', prompt_name: 'query', truncate: false });
+      expect(query.statusCode).toBe(200);
+      expect(query.json()[0]).toHaveLength(32);
     });
   });
 
