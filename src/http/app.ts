@@ -50,11 +50,14 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   app.addHook('preClose', async () => {
     draining = true;
   });
-  app.addHook('onRequest', async () => {
-    if (draining) throw new ApiError('shutting_down');
+  // Hooks on every request are callback-style: an async hook costs a promise and a microtask each.
+  app.addHook('onRequest', (_request, _reply, done) => {
+    done(draining ? new ApiError('shutting_down') : undefined);
   });
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
+    reply.header('x-request-id', request.id);
     if (draining) reply.header('connection', 'close');
+    done(null, payload);
   });
   // What each route reports of its time (http/timing.ts): the Server-Timing header and the metrics' phases.
   app.decorateRequest('timings', null);
@@ -83,9 +86,6 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.addHook('onSend', async (request, reply) => {
-    reply.header('x-request-id', request.id);
-  });
 
   app.get('/health', { schema: { hide: true } }, async (_request, reply) => {
     const ready = services.isReady();
@@ -97,8 +97,8 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   await app.register(async (api) => {
     await api.register(apiKeyAuth, { keys: services.config.keys });
     // Model routes wait for warm workers rather than queueing behind a start that may fail.
-    api.addHook('preHandler', async (request) => {
-      if (request.method === 'POST' && !services.isReady()) throw new ApiError('not_ready', undefined, { headers: { 'retry-after': '5' } });
+    api.addHook('preHandler', (request, _reply, done) => {
+      done(request.method === 'POST' && !services.isReady() ? new ApiError('not_ready', undefined, { headers: { 'retry-after': '5' } }) : undefined);
     });
     await api.register(embeddingsRoutes, services);
     await api.register(rerankRoutes, services);
