@@ -27,7 +27,7 @@ const RerankResponse = Type.Object({
   results: Type.Array(
     Type.Object({
       index: Type.Integer(),
-      relevance_score: Type.Number({ description: 'sigmoid of the model logit' }),
+      relevance_score: Type.Number({ description: 'sigmoid of the model logit; for a late-interaction (ColBERT) model, the MaxSim sum' }),
       document: Type.Optional(Type.Object({ text: Type.String() })),
     }),
   ),
