@@ -338,7 +338,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     { schema: { tags, summary: 'Sparse embeddings (TEI)', body: PerTokenBody, response: { 200: Type.Array(Type.Array(SparseValue)), ...errorResponses } } },
     async (request, reply) => {
       if (!models.sparse) throw none('sparse embedding');
-      const result = await embedSparse(core, { model: models.sparse.id, ...perToken(request.body) }, request.signal);
+      const result = await embedSparse(core, { model: models.sparse.id, ...perToken(request.body) }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       // TEI's shape: per input, its nonzero weights as {index, value}, by index.
       const rows = result.vectors.map(({ indices, values }) => {
@@ -355,7 +355,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     },
     async (request, reply) => {
       if (!models.tokens) throw none('token embedding');
-      const result = await embedTokens(core, { model: models.tokens.id, ...perToken(request.body) }, request.signal);
+      const result = await embedTokens(core, { model: models.tokens.id, ...perToken(request.body) }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       const { width } = result;
       const rows = result.rows.map((vectors) => {
