@@ -94,7 +94,7 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     async (request, reply) => {
       const started = performance.now();
       const { model, input, truncate, dimensions } = request.body;
-      const result = await embed(core, { model: servedId(model), input, truncate, dimensions }, request.signal);
+      const result = await embed(core, { model: servedId(model), input, truncate, dimensions }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       const totalNs = Math.round((performance.now() - started) * 1e6);
       const payload = `{"model":${JSON.stringify(model)},"embeddings":${vectorsToJson(result)},"total_duration":${totalNs},"load_duration":0,"prompt_eval_count":${result.promptTokens}}`;
@@ -114,7 +114,7 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     },
     async (request, reply) => {
       const { model, prompt } = request.body;
-      const result = await embed(core, { model: servedId(model), input: [prompt] }, request.signal);
+      const result = await embed(core, { model: servedId(model), input: [prompt] }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       return sendJsonText(reply, `{"embedding":${float32ToJson(result.vectors)}}`);
     },
