@@ -245,8 +245,8 @@ export const settings = {
     description: 'How the local index fuses its rankings (searchRankings): reciprocal rank fusion or a mix of min-max normalised scores.',
   }),
   searchRankings: setting('list', {
-    env: 'ONNX_GATEWAY_SEARCH_RANKINGS', flag: '--search-rankings', default: ['bm25', 'dense'], choices: ['bm25', 'dense'],
-    description: 'Comma-separated rankings of the local index that hybrid search fuses: `bm25` (title and text) and `dense` (vectors of the served embedder). A ranking with nothing to rank with (no vectors yet) stays out.',
+    env: 'ONNX_GATEWAY_SEARCH_RANKINGS', flag: '--search-rankings', default: ['bm25', 'dense'], choices: ['bm25', 'dense', 'sparse'],
+    description: 'Comma-separated rankings of the local index that hybrid search fuses: `bm25` (title and text), `dense` (vectors of the served embedder) and `sparse` (term weights of a served sparse model such as SPLADE, which indexing stores whenever one is served). A ranking with nothing to rank with (no model or no vectors yet) stays out.',
   }),
   searchRerankDepth: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_RERANK_DEPTH', flag: '--search-rerank-depth', default: 30, unit: 'documents', min: 0, max: 1000,

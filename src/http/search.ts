@@ -121,6 +121,7 @@ const IngestResponse = Type.Object({
 const IndexStats = Type.Object({
   documents: Type.Integer(),
   vectors: Type.Record(Type.String(), Type.Integer(), { description: 'Documents with a vector, per embedder.' }),
+  sparse: Type.Record(Type.String(), Type.Integer(), { description: 'Documents with a sparse vector, per sparse model (SPLADE).' }),
   embedder: Type.Union([Type.String(), Type.Null()]),
   reranker: Type.Union([Type.String(), Type.Null()]),
   updated_at: Type.Union([Type.String(), Type.Null()]),
@@ -245,6 +246,7 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     return {
       documents: stats.documents,
       vectors: stats.vectors,
+      sparse: stats.sparse,
       embedder: search.retriever.embedder ?? null,
       reranker: search.retriever.reranker ?? null,
       updated_at: iso(stats.updatedAt),
@@ -274,7 +276,7 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       },
     },
     async (request) => {
-      if (!(await search.writer.remove(request.params.key, request.signal))) throw new ApiError('not_found', `No document "${request.params.key}" in the index.`, { param: 'key' });
+      if (!(await search.writer.remove(request.params.key, request.clientSignal))) throw new ApiError('not_found', `No document "${request.params.key}" in the index.`, { param: 'key' });
       return { id: request.params.key, deleted: true };
     },
   );

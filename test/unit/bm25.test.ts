@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { Bm25Index, analyze } from '../../src/core/search/index/bm25.js';
 import { DocumentIndex, type IndexDocument } from '../../src/core/search/index/document-index.js';
 import { porterStem } from '../../src/core/search/index/porter-stemmer.js';
+import { sparseDot } from '../../src/core/sparse.js';
 
 describe('Porter stemmer', () => {
   it('stems as FTS5 does', () => {
@@ -94,5 +95,27 @@ describe('BM25 of the document index', () => {
     expect(updated.bm25('herons', 10)).toEqual([]);
     updated.close();
     rebuilt.close();
+  });
+});
+
+describe('sparse ranking of the document index', () => {
+  it('scores by the dot product of sparse vectors, best first, within the filter', () => {
+    const index = DocumentIndex.open(':memory:');
+    const vectors = [
+      { indices: new Int32Array([1, 5, 900]), values: new Float32Array([0.5, 2, 1]) },
+      { indices: new Int32Array([5]), values: new Float32Array([3]) },
+      { indices: new Int32Array([2, 900]), values: new Float32Array([1, 4]) },
+    ];
+    const docs = ['a', 'b', 'c'].map((key, i): IndexDocument => ({ key, url: key, title: '', text: key, source: 't', language: i === 1 ? 'de' : 'en' }));
+    const { ids } = index.upsert(docs, { sparse: { model: 'splade', vectors } });
+    const query = { indices: new Int32Array([5, 900, 4000]), values: new Float32Array([1, 0.5, 9]) };
+    const expected = vectors.map((v, i) => ({ id: ids[i]!, score: sparseDot(query, v) })).sort((x, y) => y.score - x.score);
+    expect(index.sparse(query, 'splade', 10)).toEqual(expected);
+    expect(index.sparse(query, 'splade', 10, { language: 'en' }).map((s) => s.id)).toEqual(expected.filter((s) => s.id !== ids[1]).map((s) => s.id));
+    expect(index.stats().sparse).toEqual({ splade: 3 });
+    // Replaced without a sparse vector, a document leaves the sparse ranking.
+    index.upsert([docs[1]!]);
+    expect(index.sparseCount('splade')).toBe(2);
+    index.close();
   });
 });

@@ -48,8 +48,8 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`index replication t
     const sameFile = DocumentIndex.open(join(dir, 'one.sqlite'));
     const replicas = await Promise.all([one, other, sameFile].map((index) => IndexReplication.open(redis.url, index, { streamLength: 1000 })));
     try {
-      const vectors = { model: 'm', dimensions: 2, data: new Float32Array([1, 0, 0.6, 0.8]) };
-      expect(await replicas[0]!.upsert([doc('a', 'sea otters'), doc('b', 'river otters')], vectors)).toMatchObject({ added: 2, updated: 0 });
+      const dense = { model: 'm', dimensions: 2, data: new Float32Array([1, 0, 0.6, 0.8]) };
+      expect(await replicas[0]!.upsert([doc('a', 'sea otters'), doc('b', 'river otters')], { dense })).toMatchObject({ added: 2, updated: 0 });
       expect(await replicas[1]!.upsert([doc('b', 'river otters and beavers')])).toMatchObject({ added: 0, updated: 1 });
       expect(await replicas[2]!.remove('a')).toBe(true);
       expect(await replicas[2]!.remove('a')).toBe(false);
@@ -59,9 +59,12 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`index replication t
         expect(index.stats()).toMatchObject({ documents: 1, vectors: {} });
         expect(index.bm25('beavers', 5)).toHaveLength(1);
       }
-      // The replaced document lost its vector; a copy that receives vectors stores them bit for bit.
-      await replicas[1]!.upsert([doc('c', 'herons')], { model: 'm', dimensions: 2, data: new Float32Array([0.6, 0.8]) });
+      // The replaced document lost its vector; a copy that receives vectors (dense and sparse) stores them bit for bit.
+      const sparse = { model: 's', vectors: [{ indices: new Int32Array([3, 70000]), values: new Float32Array([0.5, 1.25]) }] };
+      await replicas[1]!.upsert([doc('c', 'herons')], { dense: { model: 'm', dimensions: 2, data: new Float32Array([0.6, 0.8]) }, sparse });
       await until(() => one.applied()?.sequence === 4);
+      const query = { indices: new Int32Array([70000]), values: new Float32Array([2]) };
+      for (const index of [one, other]) expect(index.sparse(query, 's', 5)).toEqual([{ id: index.idsOf(['c']).get('c'), score: 2.5 }]);
       expect(one.dense(new Float32Array([0.6, 0.8]), 'm', 1)).toEqual([{ id: one.idsOf(['c']).get('c'), score: expect.closeTo(1, 6) }]);
       expect(other.dense(new Float32Array([0.6, 0.8]), 'm', 1)[0]!.score).toBe(one.dense(new Float32Array([0.6, 0.8]), 'm', 1)[0]!.score);
     } finally {

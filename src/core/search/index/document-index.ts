@@ -9,6 +9,7 @@
  * process (the `index add` command) wrote to it. The inverted index is rebuilt the same way.
  */
 import { rmSync, writeFileSync } from 'node:fs';
+import type { SparseVector } from '../../sparse.js';
 import type { Scored } from '../fusion.js';
 import { Bm25Index } from './bm25.js';
 import { openDatabase, type SqliteDatabase } from '../../sqlite.js';
@@ -60,10 +61,24 @@ export interface AppliedEntry {
   sequence: number;
 }
 
+/** Sparse vectors (a SPLADE model's term weights), one per document, in the order of the documents. */
+export interface DocumentSparse {
+  model: string;
+  vectors: SparseVector[];
+}
+
+/** What the models made of a batch of documents, stored with them. */
+export interface DocumentEncodings {
+  dense?: DocumentVectors;
+  sparse?: DocumentSparse;
+}
+
 export interface IndexStats {
   documents: number;
   /** Documents with a vector of each embedder. */
   vectors: Record<string, number>;
+  /** Documents with a sparse vector of each sparse model. */
+  sparse: Record<string, number>;
   updatedAt: number | null;
 }
 
@@ -85,6 +100,7 @@ export class DocumentIndex {
   private readonly statements;
   private matrix: { model: string; version: string; ids: Int32Array; dimensions: number; data: Float32Array } | undefined;
   private lexical: { version: string; index: Bm25Index } | undefined;
+  private sparseIndex: { model: string; version: string; postings: Map<number, { ids: number[]; weights: number[] }>; documents: number } | undefined;
   private writes = 0;
 
   /** `path`: the file, or ':memory:'. */
@@ -116,6 +132,13 @@ export class DocumentIndex {
         vector BLOB NOT NULL
       );
       CREATE INDEX IF NOT EXISTS document_vectors_model ON document_vectors (model);
+      CREATE TABLE IF NOT EXISTS document_sparse (
+        document_id INTEGER PRIMARY KEY REFERENCES documents (id) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        indices BLOB NOT NULL,
+        weights BLOB NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS document_sparse_model ON document_sparse (model);
       CREATE TABLE IF NOT EXISTS replication (
         one INTEGER PRIMARY KEY CHECK (one = 1),
         entry_id TEXT NOT NULL,
@@ -135,6 +158,12 @@ export class DocumentIndex {
       vectorDelete: db.prepare('DELETE FROM document_vectors WHERE document_id = ?'),
       vectorInsert: db.prepare('INSERT OR REPLACE INTO document_vectors (document_id, model, dimensions, vector) VALUES (?, ?, ?, ?)'),
       delete: db.prepare('DELETE FROM documents WHERE id = ?'),
+      sparseDelete: db.prepare('DELETE FROM document_sparse WHERE document_id = ?'),
+      sparseInsert: db.prepare('INSERT OR REPLACE INTO document_sparse (document_id, model, indices, weights) VALUES (?, ?, ?, ?)'),
+      sparseCounts: db.prepare<unknown[], { model: string; n: number }>('SELECT model, count(*) AS n FROM document_sparse GROUP BY model'),
+      sparseVectors: db.prepare<unknown[], { document_id: number; indices: Buffer; weights: Buffer }>(
+        'SELECT document_id, indices, weights FROM document_sparse WHERE model = ? ORDER BY document_id',
+      ),
       applied: db.prepare<unknown[], { entry_id: string; sequence: number }>('SELECT entry_id, sequence FROM replication'),
       setApplied: db.prepare('INSERT OR REPLACE INTO replication (one, entry_id, sequence) VALUES (1, ?, ?)'),
       count: db.prepare<unknown[], { n: number; updated: number | null }>('SELECT count(*) AS n, max(added_at) AS updated FROM documents'),
@@ -153,13 +182,15 @@ export class DocumentIndex {
   }
 
   /**
-   * Adds documents, replacing those with the same key. `vectors` (optional) holds one row per
-   * document; a replaced document without a new vector loses its old one.
+   * Adds documents, replacing those with the same key. `encodings` (optional) hold one dense
+   * and one sparse vector per document; a replaced document without new ones loses its old ones.
    */
-  upsert(documents: readonly IndexDocument[], vectors?: DocumentVectors, addedAt = Date.now()): { added: number; updated: number; ids: number[] } {
+  upsert(documents: readonly IndexDocument[], encodings: DocumentEncodings = {}, addedAt = Date.now()): { added: number; updated: number; ids: number[] } {
+    const { dense: vectors, sparse } = encodings;
     if (vectors && vectors.data.length !== documents.length * vectors.dimensions) {
       throw new Error(`upsert: ${documents.length} documents but ${vectors.data.length / vectors.dimensions} vectors`);
     }
+    if (sparse && sparse.vectors.length !== documents.length) throw new Error(`upsert: ${documents.length} documents but ${sparse.vectors.length} sparse vectors`);
     const changes: LexicalChange[] = [];
     const run = this.db.transaction(() => {
       let added = 0;
@@ -174,6 +205,7 @@ export class DocumentIndex {
           changes.push({ id, text: lexicalText(this.statements.text.get(id)!), present: false });
           this.statements.update.run(...fields, id);
           this.statements.vectorDelete.run(id);
+          this.statements.sparseDelete.run(id);
           updated++;
         } else {
           id = Number(this.statements.insert.run(doc.key, ...fields).lastInsertRowid);
@@ -182,6 +214,10 @@ export class DocumentIndex {
         if (vectors) {
           const row = vectors.data.subarray(i * vectors.dimensions, (i + 1) * vectors.dimensions);
           this.statements.vectorInsert.run(id, vectors.model, vectors.dimensions, Buffer.from(row.buffer, row.byteOffset, row.byteLength));
+        }
+        if (sparse) {
+          const { indices, values } = sparse.vectors[i]!;
+          this.statements.sparseInsert.run(id, sparse.model, bytesOf(indices), bytesOf(values));
         }
         changes.push({ id, text: lexicalText(doc), present: true });
         ids.push(id);
@@ -263,10 +299,12 @@ export class DocumentIndex {
         this.db.transaction(() => {
           this.db.exec(`
             DELETE FROM document_vectors;
+            DELETE FROM document_sparse;
             DELETE FROM documents;
             DELETE FROM replication;
             INSERT INTO documents SELECT * FROM snapshot.documents;
             INSERT INTO document_vectors SELECT * FROM snapshot.document_vectors;
+            INSERT INTO document_sparse SELECT * FROM snapshot.document_sparse;
             INSERT INTO replication SELECT * FROM snapshot.replication;
           `);
         }).immediate();
@@ -283,7 +321,9 @@ export class DocumentIndex {
     const { n, updated } = this.statements.count.get()!;
     const vectors: Record<string, number> = {};
     for (const row of this.statements.vectorCounts.all()) vectors[row.model] = row.n;
-    return { documents: n, vectors, updatedAt: updated };
+    const sparse: Record<string, number> = {};
+    for (const row of this.statements.sparseCounts.all()) sparse[row.model] = row.n;
+    return { documents: n, vectors, sparse, updatedAt: updated };
   }
 
   documents(ids: readonly number[]): Map<number, StoredDocument> {
@@ -300,6 +340,30 @@ export class DocumentIndex {
   /** BM25 over title and text, best first. */
   bm25(query: string, limit: number, filter: IndexFilter = {}): Scored[] {
     return this.loadLexical().search(query, limit, this.allowedIds(filter));
+  }
+
+  /** Documents with a sparse vector of `model`. */
+  sparseCount(model: string): number {
+    return this.loadSparse(model).documents;
+  }
+
+  /** Dot products of the query's sparse vector with those of `model` (a SPLADE model's score), best first. */
+  sparse(query: SparseVector, model: string, limit: number, filter: IndexFilter = {}): Scored[] {
+    const { postings } = this.loadSparse(model);
+    const allowed = this.allowedIds(filter);
+    const scores = new Map<number, number>();
+    for (let i = 0; i < query.indices.length; i++) {
+      const list = postings.get(query.indices[i]!);
+      if (!list) continue;
+      const weight = query.values[i]!;
+      for (let j = 0; j < list.ids.length; j++) {
+        const id = list.ids[j]!;
+        scores.set(id, (scores.get(id) ?? 0) + weight * list.weights[j]!);
+      }
+    }
+    const ranked: Scored[] = [];
+    for (const [id, score] of scores) if (!allowed || allowed.has(id)) ranked.push({ id, score });
+    return ranked.sort((a, b) => b.score - a.score || a.id - b.id).slice(0, limit);
   }
 
   /** Documents with a vector of `model`. */
@@ -375,6 +439,27 @@ export class DocumentIndex {
     return index;
   }
 
+  /** The sparse vectors of `model` as an inverted index (term id -> documents and weights). */
+  private loadSparse(model: string) {
+    const version = this.version();
+    if (this.sparseIndex?.model === model && this.sparseIndex.version === version) return this.sparseIndex;
+    const postings = new Map<number, { ids: number[]; weights: number[] }>();
+    let documents = 0;
+    for (const row of this.statements.sparseVectors.iterate(model)) {
+      const indices = new Int32Array(new Uint8Array(row.indices).buffer);
+      const weights = new Float32Array(new Uint8Array(row.weights).buffer);
+      for (let i = 0; i < indices.length; i++) {
+        let list = postings.get(indices[i]!);
+        if (!list) postings.set(indices[i]!, (list = { ids: [], weights: [] }));
+        list.ids.push(row.document_id);
+        list.weights.push(weights[i]!);
+      }
+      documents++;
+    }
+    this.sparseIndex = { model, version, postings, documents };
+    return this.sparseIndex;
+  }
+
   private loadMatrix(model: string) {
     const version = this.version();
     if (this.matrix?.model === model && this.matrix.version === version) return this.matrix;
@@ -397,6 +482,10 @@ interface LexicalChange {
   id: number;
   text: string;
   present: boolean;
+}
+
+function bytesOf(array: Int32Array | Float32Array): Buffer {
+  return Buffer.from(array.buffer, array.byteOffset, array.byteLength);
 }
 
 function lexicalText(doc: { title: string; text: string }): string {

@@ -5,7 +5,9 @@
  */
 import type { CoreContext } from '../../context.js';
 import { embed } from '../../embeddings.js';
-import type { DocumentIndex, IndexDocument } from './document-index.js';
+import { embedSparse } from '../../sparse.js';
+import type { DocumentEncodings, DocumentIndex, IndexDocument } from './document-index.js';
+import { servedModel } from './rankings.js';
 import { modelText } from './retriever.js';
 import type { IndexWriter } from './writes.js';
 
@@ -33,7 +35,9 @@ export async function ingestDocuments(
   documents: AsyncIterable<IndexDocument> | Iterable<IndexDocument>,
   options: IngestOptions = {},
 ): Promise<IngestReport> {
-  const embedder = options.embed === false || !ctx ? undefined : ctx.registry.list().find((m) => m.task === 'embedding');
+  const embedder = options.embed === false || !ctx ? undefined : servedModel(ctx, 'dense');
+  // A served sparse model (SPLADE) gives every document its sparse vector too, for the `sparse` ranking.
+  const sparseModel = options.embed === false || !ctx ? undefined : servedModel(ctx, 'sparse');
   const batchSize = options.batchSize ?? 64;
   const report: IngestReport = { added: 0, updated: 0, embedded: 0, ids: [] };
   let batch: IndexDocument[] = [];
@@ -42,13 +46,17 @@ export async function ingestDocuments(
     if (batch.length === 0) return;
     const docs = batch;
     batch = [];
-    let vectors;
+    const encodings: DocumentEncodings = {};
     if (embedder) {
-      const result = await embed(ctx!, { model: embedder.id, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
-      vectors = { model: embedder.id, dimensions: result.dimensions, data: result.vectors };
+      const result = await embed(ctx!, { model: embedder, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
+      encodings.dense = { model: embedder, dimensions: result.dimensions, data: result.vectors };
       report.embedded += docs.length;
     }
-    const written = await writer.upsert(docs, vectors, options.signal);
+    if (sparseModel) {
+      const result = await embedSparse(ctx!, { model: sparseModel, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
+      encodings.sparse = { model: sparseModel, vectors: result.vectors };
+    }
+    const written = await writer.upsert(docs, encodings, options.signal);
     report.added += written.added;
     report.updated += written.updated;
     report.ids.push(...written.ids);
@@ -65,17 +73,17 @@ export async function ingestDocuments(
 
 /** Gives vectors of the served embedder to documents that lack them (added without, or under another embedder). */
 export async function embedMissing(ctx: CoreContext, index: DocumentIndex, writer: IndexWriter, options: Omit<IngestOptions, 'embed'> = {}): Promise<number> {
-  const embedder = ctx.registry.list().find((m) => m.task === 'embedding');
+  const embedder = servedModel(ctx, 'dense');
   if (!embedder) return 0;
   const batchSize = options.batchSize ?? 64;
   let done = 0;
   for (;;) {
-    const docs = index.withoutVectors(embedder.id, batchSize);
+    const docs = index.withoutVectors(embedder, batchSize);
     if (docs.length === 0) return done;
-    const result = await embed(ctx, { model: embedder.id, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
+    const result = await embed(ctx, { model: embedder, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
     // Written as the documents again with their vectors: one kind of write, replicated like the others.
     const documents = docs.map(({ id: _id, addedAt: _addedAt, ...doc }) => doc);
-    await writer.upsert(documents, { model: embedder.id, dimensions: result.dimensions, data: result.vectors }, options.signal);
+    await writer.upsert(documents, { dense: { model: embedder, dimensions: result.dimensions, data: result.vectors } }, options.signal);
     done += docs.length;
   }
 }

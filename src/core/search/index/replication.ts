@@ -27,7 +27,7 @@ import { Redis } from 'ioredis';
 import { onAbort } from '../../../abort.js';
 import { ApiError } from '../../../errors.js';
 import { probeRedis, throttledErrorLog } from '../../redis.js';
-import type { AppliedEntry, DocumentIndex, DocumentVectors, IndexDocument } from './document-index.js';
+import type { AppliedEntry, DocumentEncodings, DocumentIndex, IndexDocument } from './document-index.js';
 import { applyOperation, upsertOperation, type IndexOperation, type IndexWriter, type WriteReport } from './writes.js';
 
 type Applied = ReturnType<typeof applyOperation>;
@@ -131,10 +131,10 @@ export class IndexReplication implements IndexWriter {
     return replication;
   }
 
-  async upsert(documents: IndexDocument[], vectors?: DocumentVectors, signal?: AbortSignal): Promise<WriteReport> {
+  async upsert(documents: IndexDocument[], encodings?: DocumentEncodings, signal?: AbortSignal): Promise<WriteReport> {
     const keys = documents.map((doc) => doc.key);
     const before = this.index.idsOf(keys);
-    const applied = await this.append(upsertOperation(documents, vectors), signal);
+    const applied = await this.append(upsertOperation(documents, encodings), signal);
     if (applied) return applied;
     // Another process applied the entry to this same file first: count against the copy as it was.
     const after = this.index.idsOf(keys);

@@ -7,7 +7,7 @@ import type { CoreContext } from '../../context.js';
 import { rerank } from '../../rerank.js';
 import { fuse, type FusionMethod, type Scored } from '../fusion.js';
 import type { DocumentIndex, IndexDocument, IndexFilter, StoredDocument } from './document-index.js';
-import { createRankings, type Ranking, type RankingName } from './rankings.js';
+import { createRankings, servedModel, type Ranking, type RankingName } from './rankings.js';
 
 export interface RetrieverOptions {
   fusion: FusionMethod;
@@ -40,7 +40,7 @@ export class LocalRetriever {
 
   /** The served embedder whose vectors the index holds, if any model embeds here. */
   get embedder(): string | undefined {
-    return this.ctx.registry.list().find((m) => m.task === 'embedding')?.id;
+    return servedModel(this.ctx, 'dense');
   }
 
   get reranker(): string | undefined {

@@ -4,7 +4,7 @@
  * way. Both operations are idempotent by document key: applying one twice leaves the index as
  * applying it once.
  */
-import type { DocumentIndex, DocumentVectors, IndexDocument } from './document-index.js';
+import type { DocumentEncodings, DocumentIndex, DocumentVectors, IndexDocument } from './document-index.js';
 
 export type IndexOperation =
   | {
@@ -12,6 +12,8 @@ export type IndexOperation =
       documents: IndexDocument[];
       /** One row per document, base64 of little-endian float32. */
       vectors?: { model: string; dimensions: number; data: string };
+      /** One sparse vector per document: base64 of int32 indices and of float32 weights. */
+      sparse?: { model: string; vectors: { indices: string; values: string }[] };
       /** When the writer added the documents (epoch ms), the same on every replica. */
       addedAt: number;
     }
@@ -26,18 +28,27 @@ export interface WriteReport {
 
 /** Where writes go: straight into this process's index, or through the replication stream. */
 export interface IndexWriter {
-  upsert(documents: IndexDocument[], vectors?: DocumentVectors, signal?: AbortSignal): Promise<WriteReport>;
+  upsert(documents: IndexDocument[], encodings?: DocumentEncodings, signal?: AbortSignal): Promise<WriteReport>;
   /** False when no document has the key. */
   remove(key: string, signal?: AbortSignal): Promise<boolean>;
 }
 
-export function upsertOperation(documents: IndexDocument[], vectors?: DocumentVectors): IndexOperation {
+const base64 = (array: Int32Array | Float32Array) => Buffer.from(array.buffer, array.byteOffset, array.byteLength).toString('base64');
+
+/** Copied into a buffer of its own: typed arrays need aligned offsets. */
+function fromBase64<T extends Int32Array | Float32Array>(text: string, Type: new (buffer: ArrayBuffer) => T): T {
+  const bytes = Buffer.from(text, 'base64');
+  const copy = new Uint8Array(bytes.byteLength);
+  copy.set(bytes);
+  return new Type(copy.buffer);
+}
+
+export function upsertOperation(documents: IndexDocument[], { dense, sparse }: DocumentEncodings = {}): IndexOperation {
   return {
     op: 'upsert',
     documents,
-    ...(vectors
-      ? { vectors: { model: vectors.model, dimensions: vectors.dimensions, data: Buffer.from(vectors.data.buffer, vectors.data.byteOffset, vectors.data.byteLength).toString('base64') } }
-      : {}),
+    ...(dense ? { vectors: { model: dense.model, dimensions: dense.dimensions, data: base64(dense.data) } } : {}),
+    ...(sparse ? { sparse: { model: sparse.model, vectors: sparse.vectors.map((v) => ({ indices: base64(v.indices), values: base64(v.values) })) } } : {}),
     addedAt: Date.now(),
   };
 }
@@ -49,23 +60,22 @@ export function applyOperation(index: DocumentIndex, operation: IndexOperation):
     for (const key of operation.keys) if (index.remove(key)) removed++;
     return { added: 0, updated: 0, ids: [], removed };
   }
-  let vectors: DocumentVectors | undefined;
-  if (operation.vectors) {
-    const bytes = Buffer.from(operation.vectors.data, 'base64');
-    // Copied into its own buffer: a Float32Array needs 4-byte alignment.
-    const data = new Float32Array(bytes.byteLength / 4);
-    new Uint8Array(data.buffer).set(bytes);
-    vectors = { model: operation.vectors.model, dimensions: operation.vectors.dimensions, data };
-  }
-  return { ...index.upsert(operation.documents, vectors, operation.addedAt), removed: 0 };
+  const { vectors, sparse } = operation;
+  const encodings: DocumentEncodings = {
+    ...(vectors ? { dense: { model: vectors.model, dimensions: vectors.dimensions, data: fromBase64(vectors.data, Float32Array) } satisfies DocumentVectors } : {}),
+    ...(sparse
+      ? { sparse: { model: sparse.model, vectors: sparse.vectors.map((v) => ({ indices: fromBase64(v.indices, Int32Array), values: fromBase64(v.values, Float32Array) })) } }
+      : {}),
+  };
+  return { ...index.upsert(operation.documents, encodings, operation.addedAt), removed: 0 };
 }
 
 /** Writes straight into the index (no Redis configured). */
 export class LocalIndexWriter implements IndexWriter {
   constructor(private readonly index: DocumentIndex) {}
 
-  upsert(documents: IndexDocument[], vectors?: DocumentVectors): Promise<WriteReport> {
-    return Promise.resolve(this.index.upsert(documents, vectors));
+  upsert(documents: IndexDocument[], encodings?: DocumentEncodings): Promise<WriteReport> {
+    return Promise.resolve(this.index.upsert(documents, encodings));
   }
 
   remove(key: string): Promise<boolean> {
