@@ -51,6 +51,8 @@ export class Pool {
       maxThreads: options.workers,
       idleTimeout: Number.MAX_SAFE_INTEGER,
       concurrentTasksPerWorker: 1,
+      // Its run and wait histograms are unused (the scheduler and /metrics keep their own): not kept per task.
+      recordTiming: false,
       workerData: { models: options.models, session: options.session, soloSession: options.soloSession } satisfies WorkerInit,
     });
     // One warm-up task per thread, all at once: a thread runs one task at a time and each waits
