@@ -4,6 +4,7 @@
 import { ApiError, invalid } from '../errors.js';
 import type { ServedModel } from '../models/registry.js';
 import { cutDimensions, l2NormalizeRows } from '../vectors/normalize.js';
+import type { CachedJob } from './cache/embedding-cache.js';
 import type { CoreContext, Timings } from './context.js';
 import { promptFor } from './prompts.js';
 import { mapInSlices } from './tokenize.js';
@@ -40,6 +41,8 @@ export interface EmbedResult {
   count: number;
   /** Tokens fed to the model, special tokens included. */
   promptTokens: number;
+  /** Inputs served from the embedding cache; absent when the server keeps none. */
+  cacheHits?: number;
   timings: Timings;
 }
 
@@ -110,7 +113,9 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
   let promptTokens = 0;
   for (const ids of sequences) promptTokens += ids.length;
 
-  const job = await ctx.scheduler.submit(model.id, sequences.map((ids) => ({ ids })), signal);
+  // Only the inputs the cache lacks reach the engine.
+  const compute = (missing: Int32Array[]) => ctx.scheduler.submit(model.id, missing.map((ids) => ({ ids })), signal);
+  const job: Omit<CachedJob, 'hits'> & { hits?: number } = ctx.embeddingCache ? await ctx.embeddingCache.run(model, sequences, compute) : await compute(sequences);
   let vectors = job.output;
   // Asking for a width asks for Matryoshka vectors: cut, then normalised, even at the full width.
   const cut = request.dimensions !== undefined && request.dimensions !== 0;
@@ -122,6 +127,7 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
     dimensions,
     count,
     promptTokens,
+    cacheHits: job.hits,
     timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
   };
 }

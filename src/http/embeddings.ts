@@ -6,6 +6,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import type { FastifyReply } from 'fastify';
+import { reportCacheHits } from './cache-hits.js';
 import { embed, type EmbedResult } from '../core/embeddings.js';
 import { float32ToBase64, float32ToJson } from '../vectors/encoding.js';
 import { sendJsonText } from './json-text.js';
@@ -69,6 +70,7 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
   app.post('/v1/embeddings', { schema: { ...schema, summary: 'Create embeddings' } }, async (request, reply) => {
     const { result, payload } = await handle(request.body, request.body.model, request.signal);
     reportTimings(reply, operationPhases(result.timings));
+    reportCacheHits(reply, result);
     return sendJsonText(reply, payload);
   });
 
@@ -78,6 +80,7 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
     const { model, owner, name } = request.params;
     const { result, payload } = await handle(request.body, model ?? `${owner}/${name}`, request.signal);
     reportTimings(reply, operationPhases(result.timings));
+    reportCacheHits(reply, result);
     return sendJsonText(reply, payload);
   };
   app.post(
