@@ -230,7 +230,7 @@ export const settings = {
   }),
   redisUrl: setting('string', {
     env: 'ONNX_GATEWAY_REDIS_URL', flag: '--redis-url', default: null,
-    description: 'Redis (`redis://[:password@]host:port[/db]`) where several replicas share web search task records and their queue; unset, they stay in the data dir of this process.',
+    description: 'Redis (`redis://[:password@]host:port[/db]`) where several replicas share web search task records and their queue (and, with cacheShared, embeddings); unset, they stay in the data dir of this process.',
   }),
   searchConcurrency: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_CONCURRENCY', flag: '--search-concurrency', default: 2, min: 1, max: 256,

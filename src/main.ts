@@ -1,10 +1,11 @@
 /**
  * The composition root: how a server is put together and taken apart, in one place.
  *
- *   config -> registry -> engine lanes (text pool, image lane) -> core services (embed and rerank
- *   on the core context, images, search; the reader needs only the config) -> http app -> listen
+ *   config -> registry -> engine lanes (text pool, image lane) -> core services (embed, with the
+ *   embedding cache, and rerank on the core context, images, search; the reader needs only the
+ *   config) -> http app -> listen
  *
- * and the reverse on shutdown: stop accepting and drain requests, close search, then the lanes.
+ * and the reverse on shutdown: stop accepting and drain requests, close search, then the lanes and the cache.
  * `onnx-gateway serve` (cli/serve.ts) runs serve(); the tests run createServer(), the same wiring
  * without signals or a port; `index add` and `bench` run startCore(), the models without HTTP.
  */
