@@ -90,6 +90,34 @@ describe('EmbeddingCache', () => {
     expect(cache.stats()).toMatchObject({ hits: 2, misses: 3, entries: 3, evictions: 0 });
   });
 
+  it('lets a request wait for an input another request is computing, and compute it when that one fails', async () => {
+    const cache = new EmbeddingCache(1 << 20);
+    const { calls, compute } = engine();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const slow = async (sequences: Int32Array[]) => {
+      await gate;
+      return compute(sequences);
+    };
+    const first = cache.run(model(), [ids(8), ids(9)], slow);
+    const second = cache.run(model(), [ids(9), ids(10)], compute);
+    release();
+    const [a, b] = await Promise.all([first, second]);
+    // 9 was computed once, by the first request; the second computed only 10.
+    expect(calls).toEqual([[[10]], [[8], [9]]]);
+    expect(b.hits).toBe(1);
+    expect(b.output.subarray(0, width)).toEqual(a.output.subarray(width));
+
+    const failing = new Promise<JobResult>((_, reject) => setTimeout(() => reject(new Error('cancelled')), 10));
+    const third = cache.run(model(), [ids(11)], () => failing);
+    const fourth = cache.run(model(), [ids(11)], compute);
+    await expect(third).rejects.toThrow('cancelled');
+    expect((await fourth).hits).toBe(0);
+    expect(calls.at(-1)).toEqual([[11]]);
+  });
+
   it('keeps rows as the engine returned them: answers may be changed in place by the caller', async () => {
     const cache = new EmbeddingCache(1 << 20);
     const { compute } = engine();

@@ -8,7 +8,8 @@
  *
  * Two tiers: an LRU in this process bounded by bytes, and optionally Redis shared by replicas
  * (shared-tier.ts). Only the inputs neither tier has go to the engine; hits and computed rows are
- * put back in input order, and an input repeated within one request is computed once.
+ * put back in input order. An input repeated within one request is computed once, and an input
+ * that another request is computing at the moment is waited for (and counted as a hit).
  */
 import { hash } from 'node:crypto';
 import type { Config } from '../../config.js';
@@ -41,6 +42,8 @@ type Compute = (sequences: Int32Array[]) => Promise<JobResult>;
 export class EmbeddingCache {
   private readonly local: VectorLru | undefined;
   private readonly tags = new WeakMap<ServedModel, string>();
+  /** Rows being computed for some request, by key: undefined when that request fails. */
+  private readonly pending = new Map<string, Promise<Float32Array | undefined>>();
   private hits = 0;
   private misses = 0;
 
@@ -88,31 +91,66 @@ export class EmbeddingCache {
       });
     }
 
-    let queueMs = 0;
-    let inferenceMs = 0;
+    const timings = { queueMs: 0, inferenceMs: 0 };
     if (missing.size > 0) {
-      const firsts = [...missing.values()].map((indices) => indices[0]!);
-      this.misses += firsts.length;
-      const job = await compute(firsts.map((i) => sequences[i]!));
-      ({ queueMs, inferenceMs } = job);
-      // No input was served from the cache: the engine's rows are the answer as they are.
-      if (firsts.length === count) {
-        this.store(keys, job.output, width);
-        return { output: job.output, width, queueMs, inferenceMs, hits };
-      }
-      const stored: [string, Float32Array][] = [];
-      firsts.forEach((first, j) => {
-        // A copy: the answer is normalised in place, the cached row must stay as pooled.
-        const row = job.output.slice(j * width, (j + 1) * width);
-        for (const i of missing.get(keys[first]!)!) rows[i] = row;
-        stored.push([keys[first]!, row]);
+      // Inputs another request is computing right now are waited for, not computed twice.
+      const awaited = [...missing.keys()].filter((key) => this.pending.has(key));
+      const waits = awaited.map((key) => this.pending.get(key)!);
+      const own = [...missing.keys()].filter((key) => !this.pending.has(key));
+      const [, shared] = await Promise.all([this.computeRows(own, missing, sequences, rows, width, compute, timings), Promise.all(waits)]);
+      awaited.forEach((key, j) => {
+        const row = shared[j];
+        if (row === undefined) return;
+        for (const i of missing.get(key)!) rows[i] = row;
+        hits += missing.get(key)!.length;
+        this.hits += missing.get(key)!.length;
       });
-      this.keep(stored);
+      // The request that was computing them failed or was cancelled: compute them here.
+      const failed = awaited.filter((_, j) => shared[j] === undefined);
+      await this.computeRows(failed, missing, sequences, rows, width, compute, timings);
     }
 
     const output = new Float32Array(count * width);
     for (let i = 0; i < count; i++) output.set(rows[i]!, i * width);
-    return { output, width, queueMs, inferenceMs, hits };
+    return { output, width, queueMs: timings.queueMs, inferenceMs: timings.inferenceMs, hits };
+  }
+
+  /**
+   * Computes the inputs under `keys` (the first of each key's indices), puts their rows in `rows` at
+   * every index of the key, and stores them. Until they are back, other requests find them pending;
+   * registered before the first await, so that a request arriving meanwhile waits for them.
+   */
+  private async computeRows(
+    keys: string[],
+    missing: Map<string, number[]>,
+    sequences: Int32Array[],
+    rows: (Float32Array | undefined)[],
+    width: number,
+    compute: Compute,
+    timings: { queueMs: number; inferenceMs: number },
+  ): Promise<void> {
+    if (keys.length === 0) return;
+    this.misses += keys.length;
+    const settle = new Map<string, (row: Float32Array | undefined) => void>();
+    for (const key of keys) this.pending.set(key, new Promise((resolve) => settle.set(key, resolve)));
+    const stored: [string, Float32Array][] = [];
+    try {
+      const job = await compute(keys.map((key) => sequences[missing.get(key)![0]!]!));
+      timings.queueMs = Math.max(timings.queueMs, job.queueMs);
+      timings.inferenceMs += job.inferenceMs;
+      keys.forEach((key, j) => {
+        // A copy: the answer is normalised in place, the cached row must stay as pooled.
+        const row = job.output.slice(j * width, (j + 1) * width);
+        for (const i of missing.get(key)!) rows[i] = row;
+        stored.push([key, row]);
+      });
+      this.keep(stored);
+    } finally {
+      for (const key of keys) {
+        this.pending.delete(key);
+        settle.get(key)!(rows[missing.get(key)![0]!]);
+      }
+    }
   }
 
   stats(): EmbeddingCacheStats {
@@ -130,11 +168,6 @@ export class EmbeddingCache {
   async close(): Promise<void> {
     this.local?.clear();
     await this.shared?.close();
-  }
-
-  /** Rows of a job that computed every input, each under its key (copied: the output is the answer). */
-  private store(keys: string[], output: Float32Array, width: number): void {
-    this.keep(keys.map((key, i) => [key, output.slice(i * width, (i + 1) * width)]));
   }
 
   private keep(entries: [string, Float32Array][]): void {
