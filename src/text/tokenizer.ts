@@ -10,6 +10,7 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { accelerateBertNormalizer } from './bert-normalizer.js';
 import { exactByteLevel } from './byte-level.js';
 import { exactPrecompiled } from './precompiled.js';
+import { type ContentEncoder, contentEncoder, type LibraryInternals } from './content-encoder.js';
 import { countSpecials, readTemplate, type SpecialRun, type SpecialTemplate } from './template.js';
 import { longestFirst } from './truncation.js';
 import { exactUnigram } from './unigram.js';
@@ -42,6 +43,8 @@ export class TextTokenizer {
   readonly template: SpecialTemplate;
 
   private readonly tokenizer: LibraryTokenizer;
+  /** The library's stages without its glue, with a word cache; undefined where only the library's path is exact. */
+  private readonly fast: ContentEncoder | undefined;
   // The template's runs as typed arrays, ready to copy.
   private readonly singleBefore: Int32Array;
   private readonly singleAfter: Int32Array;
@@ -49,6 +52,7 @@ export class TextTokenizer {
 
   private constructor(tokenizer: LibraryTokenizer, template: SpecialTemplate, padId: number) {
     this.tokenizer = tokenizer;
+    this.fast = contentEncoder(tokenizer as unknown as LibraryInternals);
     this.template = template;
     this.padId = padId;
     const { single, pair } = template;
@@ -88,7 +92,17 @@ export class TextTokenizer {
   }
 
   /** Content token ids of a text: no special tokens, never truncated. Blank text gives none. */
+  /** Whether `encode` takes the fast path (the library's stages without its glue, with a word cache). */
+  get fastPath(): boolean {
+    return this.fast !== undefined;
+  }
+
   encode(text: string): Int32Array {
+    return this.fast?.(text) ?? this.libraryEncode(text);
+  }
+
+  /** The library's own `encode`: the reference the fast path is tested against. */
+  libraryEncode(text: string): Int32Array {
     return new Int32Array(this.tokenizer.encode(text, CONTENT_ONLY).ids);
   }
 

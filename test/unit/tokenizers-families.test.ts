@@ -103,6 +103,27 @@ describe.skipIf(missing(pythonMissing === undefined, pythonMissing ?? ''))(`toke
       expect(wrong.slice(0, 3), `${wrong.length} of ${want.pairs.length} pairs differ`).toEqual([]);
     });
 
+    it('gives the library path\'s ids on the fast path, with added tokens in the text and from the word cache', () => {
+      const specials = ['[CLS]', '[SEP]', '[MASK]', '[PAD]', '[UNK]', '<s>', '</s>', '<mask>', '<pad>', '<unk>', '<|endoftext|>', '<|im_start|>'];
+      const texts = [
+        ...want.items.map((item) => item.text),
+        ...specials.map((s) => `a ${s} b`),
+        ...specials.map((s) => `${s}${s}text`),
+        '', ' ', '\t\n', 'Antidisestablishmentarianism supercalifragilistic', 'x'.repeat(300),
+      ];
+      // XLM-R's Unigram fuses unknown tokens, which the library does across words: it keeps the library's path.
+      expect(tok.fastPath).toBe(kind !== 'xlmr');
+      // Twice: the second pass reads every short word from the cache the first pass filled.
+      for (const pass of [1, 2]) {
+        const wrong = texts.flatMap((text, i) => {
+          const want = Array.from(tok.libraryEncode(text));
+          const got = Array.from(tok.encode(text));
+          return sameIds(got, want) ? [] : [{ pass, ...describeMismatch(i, text, want, got) }];
+        });
+        expect(wrong.slice(0, 5), `${wrong.length} of ${texts.length} texts differ`).toEqual([]);
+      }
+    });
+
     it('gives ids below the vocabulary size', () => {
       let largest = -1;
       for (const item of want.items) for (const id of tok.encode(item.text)) largest = Math.max(largest, id);
