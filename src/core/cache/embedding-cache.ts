@@ -26,9 +26,11 @@ export interface CachedJob extends Pick<JobResult, 'output' | 'width' | 'queueMs
 
 /** Counts for /metrics, read at scrape time. */
 export interface EmbeddingCacheStats {
-  /** Inputs found in this process's LRU, in Redis, and in neither. */
+  /** Inputs answered in this process without a model run (from its LRU, or computed for another request at the time). */
   hits: number;
+  /** Vectors found in Redis. */
   sharedHits: number;
+  /** Inputs computed (an input repeated within a request counts once). */
   misses: number;
   evictions: number;
   bytes: number;
