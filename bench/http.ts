@@ -544,13 +544,13 @@ export const REINDEX = { inputs: 1024, perRequest: 32, concurrency: 4 } as const
 /**
  * The inputs of the three passes of one repeat: the mix, each input made unique by a numbered
  * prefix with this run's and repeat's tag (so that the cold pass is cold, on a server left running
- * too); the half-new pass keeps the even inputs and replaces the odd ones.
+ * too). The half-new pass keeps the even inputs and changes the odd ones (their prefix), so that
+ * without a cache every pass is the same work.
  */
 export function reindexPasses(tag: string): Array<{ name: string; inputs: string[] }> {
-  const texts = embeddingMix(REINDEX.inputs + REINDEX.inputs / 2);
-  const unique = (i: number) => `[${tag}.${i}] ${texts[i]!}`;
-  const corpus = Array.from({ length: REINDEX.inputs }, (_, i) => unique(i));
-  const changed = corpus.map((text, i) => (i % 2 === 0 ? text : unique(REINDEX.inputs + (i >> 1))));
+  const texts = embeddingMix(REINDEX.inputs);
+  const corpus = texts.map((text, i) => `[${tag}.${i}] ${text}`);
+  const changed = texts.map((text, i) => (i % 2 === 0 ? corpus[i]! : `[${tag}.${i}b] ${text}`));
   return [
     { name: 'reindex-cold', inputs: corpus },
     { name: 'reindex-warm', inputs: corpus },
