@@ -6,7 +6,8 @@ import { cp, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { EmbeddingCache } from '../../src/core/cache/embedding-cache.js';
+import { loadConfig } from '../../src/config.js';
+import { createEmbeddingCache, EmbeddingCache } from '../../src/core/cache/embedding-cache.js';
 import { entryOverheadBytes, VectorLru } from '../../src/core/cache/lru.js';
 import { SharedTier } from '../../src/core/cache/shared-tier.js';
 import type { JobResult } from '../../src/engine/scheduler.js';
@@ -167,6 +168,16 @@ describe('EmbeddingCache', () => {
     expect((await small.run(model(), [ids(2), ids(3)], compute)).hits).toBe(2);
     expect((await small.run(model(), [ids(1)], compute)).hits).toBe(0);
     expect(calls.at(-1)).toEqual([[1]]);
+  });
+});
+
+describe('settings', () => {
+  it('turns the cache off at 0 MB, and refuses a shared cache without a Redis URL', () => {
+    const log = { warn: () => undefined, info: () => undefined };
+    expect(createEmbeddingCache(loadConfig({ cacheMaxMb: 0 }, {}), log)).toBeUndefined();
+    expect(createEmbeddingCache(loadConfig({}, {}), log)).toBeInstanceOf(EmbeddingCache);
+    expect(() => loadConfig({ cacheShared: true }, {})).toThrow(/redisUrl/);
+    expect(() => loadConfig({}, { ONNX_GATEWAY_CACHE_MAX_MB: '-1' })).toThrow(/cacheMaxMb/);
   });
 });
 
