@@ -7,9 +7,9 @@
  * at increasing concurrency; and, only when named in --workloads,
  *   reindex: 1,024 inputs in requests of 32 sent once (cold), again (warm), then with every other
  *            input new (half new), at a fixed concurrency: what the embedding cache saves a pipeline
- *            that re-indexes a corpus whose chunks mostly did not change (see runReindex). Reports requests/s, inputs/s (pairs/s for rerank), p50/p99 latency,
- * and non-2xx/errors. A target is started by the bench (child process, GET /health polled until 200)
- * or given as a URL.
+ *            that re-indexes a corpus whose chunks mostly did not change (see runReindex).
+ * Reports requests/s, inputs/s (pairs/s for rerank), p50/p99 latency, and non-2xx/errors. A target
+ * is started by the bench (child process, GET /health polled until 200) or given as a URL.
  *
  * Built-in targets:
  *   gateway       `node dist/cli/index.js serve` (or `--gateway-from-src`: `node --import tsx src/cli/index.ts serve`),
@@ -18,8 +18,10 @@
  *   gateway-cache the gateway with its embedding cache on (256 MB), for the reindex workload
  *   transformers  bench/peers/transformers-server.ts (fastify + transformers.js pipeline)
  *   minimal       bench/peers/minimal-server.ts (fastify + piscina, 1 input per run)
- *   ort, ort-int8 raw ONNX Runtime (bench/raw-target.ts): the ceiling's best layout, and at concurrency 1
- *                 each input alone on one session with every core, measured in the same rotation
+ *   ort, ort-int8 raw ONNX Runtime (bench/raw-target.ts), one target per layout that can win
+ *                 (rawLayoutSet: cores x 1 thread and 1 x cores threads at batch 1, the ceiling sweep's
+ *                 best), named `ort-<sessions>x<threads>-b<batch>`; at concurrency 1 each input alone
+ *                 on one session of the layout's threads; all measured in the same rotation
  *   name=URL      an already running server
  */
 import { type ChildProcess, fork, spawn } from 'node:child_process';
@@ -49,6 +51,10 @@ export interface RunningTarget {
 export interface TargetSpec {
   name: string;
   kind: 'gateway' | 'peer' | 'url' | 'raw';
+  /** Which graphs it runs: ratios hold a target to raw ORT of its own variant (and int8 also to fp32). */
+  variant: 'fp32' | 'int8';
+  /** A raw target's layouts (sessions x intra-op threads x batch). */
+  layouts?: { embed: RawLayout; rerank: RawLayout };
   /** Model ids the workloads name for this target (the int8 gateway serves `<id>:int8`). */
   models: { embed: string; rerank: string };
   start(): Promise<RunningTarget>;
@@ -121,7 +127,7 @@ async function startChild(name: string, make: (port: number, apiKey: string) => 
 
 export interface TargetOptions {
   embedModel: string; rerankModel: string; gatewayFromSrc: boolean; apiKey: string | null;
-  /** Layouts of the raw targets (from the ceiling sweep); absent: every core one session of 1 thread, batch 1. */
+  /** The ceiling sweep's best layouts, measured as a raw target beside the batch-1 layouts (rawLayoutSet). */
   rawLayouts?: { fp32?: { embed: RawLayout; rerank: RawLayout }; int8?: { embed: RawLayout; rerank: RawLayout } };
 }
 
@@ -141,7 +147,7 @@ async function startRaw(name: string, models: { embed: string; rerank: string },
   const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`${name} exited with code ${code}\n${target.logTail()}`))));
   exited.catch(() => undefined);
   child.send({
-    type: 'init', n, rerankRequests: RERANK_REQUESTS, cores: machineInfo().cores,
+    type: 'init', n, rerankRequests: RERANK_REQUESTS,
     embed: { id: models.embed, path: modelOnnxPath(models.embed), layout: layouts.embed },
     rerank: { id: models.rerank, path: modelOnnxPath(models.rerank), layout: layouts.rerank },
   } satisfies RawInit);
@@ -172,16 +178,34 @@ async function startRaw(name: string, models: { embed: string; rerank: string },
   };
 }
 
+const layoutName = (l: RawLayout): string => `${l.sessions}x${l.threads}-b${l.batch}`;
+const sameLayout = (a: RawLayout, b: RawLayout): boolean => a.sessions === b.sessions && a.threads === b.threads && a.batch === b.batch;
+
+/**
+ * The layouts raw ORT is measured in beside the servers, each its own target: every layout that can
+ * win on the machine. One session per core of one thread and one session of every core, both at
+ * batch 1, and the ceiling sweep's best (batched) layout when it is another. A server is held to
+ * the best of them at each point, so a layout that wins today on this machine is never missed.
+ */
+export function rawLayoutSet(cores: number, sweepBest?: { embed: RawLayout; rerank: RawLayout }): Array<{ embed: RawLayout; rerank: RawLayout }> {
+  const perCore: RawLayout = { sessions: cores, threads: 1, batch: 1 };
+  const oneSession: RawLayout = { sessions: 1, threads: cores, batch: 1 };
+  const set = [{ embed: perCore, rerank: perCore }];
+  if (cores > 1) set.push({ embed: oneSession, rerank: oneSession });
+  if (sweepBest && !set.some((l) => sameLayout(l.embed, sweepBest.embed) && sameLayout(l.rerank, sweepBest.rerank))) set.push(sweepBest);
+  return set;
+}
+
 /** `n`: the embedding mix size, for the raw targets' inputs (the HTTP workloads' own). */
 export function targetSpecs(names: string[], opts: TargetOptions & { n?: number }): TargetSpec[] {
   const fp32 = { embed: opts.embedModel, rerank: opts.rerankModel };
-  return names.map((name): TargetSpec => {
+  return names.flatMap((name): TargetSpec | TargetSpec[] => {
     const eq = name.indexOf('=');
     if (eq > 0) {
       const label = name.slice(0, eq);
       const url = name.slice(eq + 1).replace(/\/$/, '');
       return {
-        name: label, kind: 'url', models: fp32,
+        name: label, kind: 'url', variant: 'fp32', models: fp32,
         async start() {
           await waitHealthy(url, null, 10_000);
           return { name: label, url, apiKey: opts.apiKey, stop: async () => {}, logTail: () => '' };
@@ -191,14 +215,16 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
     if (name === 'ort' || name === 'ort-int8') {
       const int8 = name === 'ort-int8';
       const models = int8 ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
-      const all: RawLayout = { sessions: machineInfo().cores, threads: 1, batch: 1 };
-      const layouts = (int8 ? opts.rawLayouts?.int8 : opts.rawLayouts?.fp32) ?? { embed: all, rerank: all };
-      return { name, kind: 'raw', models, start: () => startRaw(name, models, layouts, opts.n ?? 256) };
+      return rawLayoutSet(machineInfo().cores, int8 ? opts.rawLayouts?.int8 : opts.rawLayouts?.fp32).map((layouts) => {
+        const label = sameLayout(layouts.embed, layouts.rerank) ? layoutName(layouts.embed) : `${layoutName(layouts.embed)}+${layoutName(layouts.rerank)}`;
+        const target = `${name}-${label}`;
+        return { name: target, kind: 'raw', variant: int8 ? 'int8' : 'fp32', layouts, models, start: () => startRaw(target, models, layouts, opts.n ?? 256) };
+      });
     }
     if (name === 'gateway' || name === 'gateway-int8' || name === 'gateway-cache') {
       const models = name === 'gateway-int8' ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
       return {
-        name, kind: 'gateway', models,
+        name, kind: 'gateway', variant: name === 'gateway-int8' ? 'int8' : 'fp32', models,
         start: () => {
           const cli = opts.gatewayFromSrc ? join(REPO_ROOT, 'src', 'cli', 'index.ts') : join(REPO_ROOT, 'dist', 'cli', 'index.js');
           if (!existsSync(cli)) return Promise.reject(new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`));
@@ -227,7 +253,7 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
     if (!peerFile) throw new Error(`unknown target "${name}" (gateway, gateway-int8, gateway-cache, transformers, minimal, ort, ort-int8, or name=URL)`);
     const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
     return {
-      name, kind: 'peer', models: fp32,
+      name, kind: 'peer', variant: 'fp32', models: fp32,
       start: () => startChild(name, (port, apiKey) => spawnNode(new URL(peerFile + ext, import.meta.url), [
         '--port', String(port), '--embed-model', opts.embedModel, '--rerank-model', opts.rerankModel,
       ], { env: { ...process.env, BENCH_API_KEY: apiKey } }), 180_000),
@@ -374,10 +400,20 @@ export interface HttpPoint {
   cpuPct?: { main: number; other: number; loadGen: number };
   /** reindex: inputs of the pass the server said it served from its cache (`x-cache-hits`, median of repeats; absent: no header). */
   cacheHits?: number;
+  /**
+   * The same account per answered request and per unit (median of repeats): the main thread's CPU ms
+   * per request (a server's event loop: HTTP, JSON, tokenising, scheduling), and units per second of
+   * CPU of the threads that run the model (a server's workers; every thread of a raw target).
+   */
+  cpuPerRequestMs?: { main: number; other: number };
+  unitsPerWorkerCoreSecond?: number;
 }
 
 export interface HttpTargetResult {
   name: string; kind: string; url: string | null; error: string | null;
+  variant: 'fp32' | 'int8';
+  /** A raw target's layouts. */
+  layouts?: { embed: RawLayout; rerank: RawLayout };
   /** latency of a 1-token request on the idle server, ms */
   idlePingMs: number | null;
   validation: Record<string, string | null>; points: HttpPoint[];
@@ -412,7 +448,7 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
   const live: Array<{ spec: TargetSpec; target: RunningTarget; result: HttpTargetResult; headers: Record<string, string>; idleMs: number; wls: Workload[] }> = [];
   try {
     for (const spec of specs) {
-      const result: HttpTargetResult = { name: spec.name, kind: spec.kind, url: null, error: null, idlePingMs: null, validation: {}, points: [], skipped: [] };
+      const result: HttpTargetResult = { name: spec.name, kind: spec.kind, variant: spec.variant, layouts: spec.layouts, url: null, error: null, idlePingMs: null, validation: {}, points: [], skipped: [] };
       out.push(result);
       let target: RunningTarget;
       try {
@@ -478,7 +514,7 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
           return Math.max(4 * estLatencyS, (minCompletions * estLatencyS) / c);
         }))));
         const reps = new Map<(typeof runs)[number], LoadResult[]>(active.map((run) => [run, []]));
-        const cpu = new Map<(typeof runs)[number], Array<{ main: number; other: number; loadGen: number }>>(active.map((run) => [run, []]));
+        const cpu = new Map<(typeof runs)[number], Array<{ main: number; other: number; loadGen: number; mainMsPerRequest: number; otherMsPerRequest: number; unitsPerWorkerCoreSecond: number }>>(active.map((run) => [run, []]));
         for (let r = 0; r < opts.repeats; r++) {
           const order = active.map((_, i) => active[(i + r) % active.length]!);
           for (const run of order) {
@@ -490,8 +526,16 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
             const wallMs = performance.now() - t0;
             const after = run.target.pid ? processCpuMs(run.target.pid) : null;
             reps.get(run)!.push(result);
-            if (before && after) {
-              cpu.get(run)!.push({ main: ((after.main - before.main) / wallMs) * 100, other: ((after.other - before.other) / wallMs) * 100, loadGen: result.loadGenCpuPct ?? 0 });
+            if (before && after && result.ok > 0) {
+              const main = after.main - before.main;
+              const other = after.other - before.other;
+              // A raw target's model runs on all of its threads; a server's on its workers.
+              const modelMs = run.target.measure ? main + other : other;
+              cpu.get(run)!.push({
+                main: (main / wallMs) * 100, other: (other / wallMs) * 100, loadGen: result.loadGenCpuPct ?? 0,
+                mainMsPerRequest: main / result.ok, otherMsPerRequest: other / result.ok,
+                unitsPerWorkerCoreSecond: modelMs > 0 ? (result.ok * run.w.unitsPerRequest) / (modelMs / 1000) : 0,
+              });
             }
             if (!run.target.measure) await waitIdle(run.target, run.spec.models.embed, run.idleMs);
           }
@@ -518,6 +562,8 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
           const used = cpu.get(run)!;
           if (used.length) {
             p.cpuPct = { main: round(median(used.map((u) => u.main)), 0), other: round(median(used.map((u) => u.other)), 0), loadGen: round(median(used.map((u) => u.loadGen)), 0) };
+            p.cpuPerRequestMs = { main: round(median(used.map((u) => u.mainMsPerRequest)), 2), other: round(median(used.map((u) => u.otherMsPerRequest)), 2) };
+            p.unitsPerWorkerCoreSecond = round(median(used.map((u) => u.unitsPerWorkerCoreSecond)), 1);
           }
           run.unitsRate = p.unitsPerSec.median;
           run.result.points.push(p);

@@ -3,15 +3,16 @@
  * servers, so that "server / ceiling" compares the same minutes of a machine whose speed drifts
  * (on the shared VM the bench was built on, the ceiling moved by 25% between runs an hour apart).
  *
- * A child process (IPC) holds the sessions of the ceiling's best layout (sessions x intra-op threads x
- * batch, from the ceiling sweep) for the embedder and the reranker, and one session with every core
- * for the latency of one input run alone. The inputs are those of the HTTP workloads, pre-tokenised:
+ * A child process (IPC) holds the sessions of one layout (sessions x intra-op threads x batch; the
+ * bench runs one such target per layout that can win, see rawLayoutSet in http.ts) for the embedder
+ * and the reranker, and one session of the layout's threads for the latency of one input run alone. The inputs are those of the HTTP workloads, pre-tokenised:
  * the embedding mix in its order and the pairs of the rerank requests. Each measurement continues
  * where the previous one stopped, so a measurement shorter than a pass is a window of the shuffled
  * mix, as the HTTP load's rotation is.
  *
  *   throughput: units/s of the best layout (what the server is held to at high concurrency)
- *   latency:    each input alone, back to back, on one session with every core (the concurrency-1 reference)
+ *   latency:    each input alone, back to back, on one session of the layout's threads (the best of the
+ *               layouts is the concurrency-1 reference)
  */
 import { pathToFileURL } from 'node:url';
 import { median, percentile } from './lib/common.js';
@@ -29,7 +30,6 @@ export interface RawInit {
   /** embedding mix size and rerank requests, as the HTTP workloads use */
   n: number;
   rerankRequests: number;
-  cores: number;
 }
 
 export interface RawJob { type: 'measure'; id: number; workload: 'embed' | 'rerank'; mode: 'throughput' | 'latency'; durationS: number }
@@ -88,7 +88,7 @@ async function main(): Promise<void> {
         const embedded = tokenizeMix(msg.embed.id, embeddingMix(msg.n));
         const pairs = tokenizePairs(msg.rerank.id, rerankMix(msg.rerankRequests));
         lanes.set('embed/throughput', await Lane.open(msg.embed.path, msg.embed.layout, embedded, null));
-        lanes.set('embed/latency', await Lane.open(msg.embed.path, { sessions: 1, threads: msg.cores, batch: 1 }, embedded, '1'));
+        lanes.set('embed/latency', await Lane.open(msg.embed.path, { sessions: 1, threads: msg.embed.layout.threads, batch: 1 }, embedded, '1'));
         lanes.set('rerank/throughput', await Lane.open(msg.rerank.path, msg.rerank.layout, pairs, null));
         process.send!({ type: 'ready' } satisfies RawMessage);
       } else if (msg.type === 'measure') {

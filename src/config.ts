@@ -145,8 +145,8 @@ export const settings = {
     description: 'Tokens shared by consecutive windows of a long rerank document.',
   }),
   teiModels: setting('list', {
-    env: 'ONNX_GATEWAY_TEI_MODELS', flag: '--tei-models', default: [], defaultText: 'the first served embedder and reranker',
-    description: 'Served models that answer the TEI routes, whose requests name no model: `/embed` uses the first embedder listed, `/rerank` the first reranker; `/info`, `/tokenize` and `/decode` the first listed.',
+    env: 'ONNX_GATEWAY_TEI_MODELS', flag: '--tei-models', default: [], defaultText: 'the first served embedder, reranker and classifier',
+    description: 'Served models that answer the TEI routes, whose requests name no model: `/embed` uses the first embedder listed, `/rerank` the first reranker, `/predict` the first classifier; `/info`, `/tokenize` and `/decode` the first listed.',
   }),
   imageModels: setting('list', {
     env: 'ONNX_GATEWAY_IMAGE_MODELS', flag: '--image-models', default: [], defaultText: '(none)',

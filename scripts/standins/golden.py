@@ -246,3 +246,49 @@ def write(path, golden):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write(enc(golden, 0) + "\n")
+
+
+# Texts a classifier is run on: plain, hostile and mixed (the moderation stand-in's labels), and the
+# embedders' edge cases; pairs (premise, hypothesis) run with their token types.
+CLASSIFY_TEXTS = [
+    "I absolutely loved this film, the acting was wonderful.",
+    "This was the worst meal I have ever had; never again.",
+    "You are an idiot and everyone hates you.",
+    "I will find you and hurt you.",
+] + EMBED_TEXTS[1:5]
+
+CLASSIFY_PAIRS = RERANK_PAIRS[:3]
+
+
+def activate(logits, activation):
+    """A row of logits as the model's scores: transformers' text-classification pipeline's choice."""
+    if activation == "none":
+        return logits
+    if activation == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-logits))
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
+
+
+def classify(*, repo, family, size, tok, window, logits, labels, activation, pad_side="right"):
+    """golden.json for a sequence classifier: texts cut to the window, then pairs cut longest
+    first; the logits and the activated scores of each."""
+    if SKIP:
+        return None, 0.0
+    texts = CLASSIFY_TEXTS + ([long_text(tok, window)] if with_long_text(window) else [])
+    cases = [(t, None) for t in texts] + list(CLASSIFY_PAIRS)
+    rows, type_rows = [], []
+    for text, text_pair in cases:
+        ids, types = single(tok, text, window) if text_pair is None else pair(tok, text, text_pair, window)
+        rows.append(ids)
+        type_rows.append(types)
+    singles = [_run(logits, [r], [t], tok.pad_id, pad_side)[0][0] for r, t in zip(rows, type_rows)]
+    short = _short(rows, window)
+    batch, _ = _run(logits, [rows[i] for i in short], [type_rows[i] for i in short], tok.pad_id, pad_side)
+    batch_diff = float(np.abs(batch - np.stack([singles[i] for i in short])).max())
+    assert batch_diff < BATCH_TOLERANCE, f"{repo}: padded batch differs from one at a time by {batch_diff}"
+    items = [{"text": text, "text_pair": text_pair, "input_ids": ids, "token_type_ids": types,
+              "logits": r7(lg), "scores": r7(activate(lg, activation))}
+             for (text, text_pair), ids, types, lg in zip(cases, rows, type_rows, singles)]
+    return {"repo": repo, "family": family, "task": "classify", "size": size, "tolerance": TOLERANCE,
+            "window": window, "labels": labels, "activation": activation, "classify": items}, batch_diff

@@ -6,6 +6,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Catalogue, Manifest, Task } from '../models/catalogue.js';
 import { formatBytes } from '../models/download-progress.js';
+import { taskFromConfig as taskOfConfig } from '../models/facts.js';
 import { readLock, type ModelLock } from '../models/lock.js';
 import { filesIn, modelDir, stagingDirOf } from '../models/paths.js';
 import { variantsIn, type Variant } from '../models/variants.js';
@@ -66,7 +67,7 @@ function inspect(id: string, dir: string, manifest: Manifest | undefined): Local
     manifest?.source.kind === 'generated'
       ? 'generated'
       : lock || manifest
-        ? `hub:${lock?.repo ?? (manifest!.source as { repo: string }).repo}@${(lock?.commit ?? (manifest!.source as { revision: string }).revision).slice(0, 7)}`
+        ? `hub:${lock?.repo ?? (manifest!.source as { repo: string }).repo}@${(lock?.commit ?? (manifest!.source as { revision?: string }).revision ?? 'main').slice(0, 7)}`
         : 'local';
   return {
     id,
@@ -92,8 +93,9 @@ function lockIn(dir: string): ModelLock | undefined {
 /** As the registry decides for folders without a manifest. */
 function taskFromConfig(dir: string): Task | 'unknown' {
   try {
-    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { architectures?: string[] };
-    return (config.architectures ?? []).some((a) => a.endsWith('ForSequenceClassification')) ? 'rerank' : 'embedding';
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
+    const stConfig = existsSync(join(dir, 'config_sentence_transformers.json')) ? JSON.parse(readFileSync(join(dir, 'config_sentence_transformers.json'), 'utf8')) : undefined;
+    return taskOfConfig(config, stConfig);
   } catch {
     return 'unknown';
   }
@@ -136,13 +138,13 @@ export function catalogueTable(catalogue: Catalogue): string {
     .filter((m) => m.source.kind === 'hub')
     .sort((a, b) => a.task.localeCompare(b.task) || (a.family ?? '').localeCompare(b.family ?? '') || a.id.localeCompare(b.id))
     .map((m) => {
-      const source = m.source as { repo: string; revision: string };
+      const source = m.source as { repo: string; revision?: string };
       const width = m.task === 'embedding' ? `${m.dimensions ?? '?'}${m.matryoshkaDimensions ? ` (${m.matryoshkaDimensions.filter((d) => d !== m.dimensions).join(', ')})` : ''}` : '-';
       return [
-        `[${source.repo}](https://huggingface.co/${source.repo}) \`${source.revision.slice(0, 7)}\``,
+        `[${source.repo}](https://huggingface.co/${source.repo}) \`${source.revision?.slice(0, 7) ?? 'main'}\``,
         m.task,
         m.family ?? '?',
-        m.task === 'embedding' ? `${m.pooling ?? '?'}${m.normalize === false ? ', not normalised' : ''}` : 'logit',
+        m.task === 'embedding' ? `${m.pooling ?? '?'}${m.normalize === false ? ', not normalised' : ''}` : m.task === 'classify' ? 'per-label scores' : 'logit',
         String(m.maxTokens ?? '?'),
         width,
         m.task === 'embedding' ? prompts(m) : '-',

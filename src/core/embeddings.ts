@@ -67,7 +67,7 @@ function checkDimensions(model: ServedModel, dimensions: number | undefined): nu
 }
 
 /** Token ids with special tokens, cut to the model's window or refused, per the truncate setting. */
-function fit(model: ServedModel, content: Int32Array, truncate: boolean, direction: 'left' | 'right', param: string): Int32Array {
+export function fit(model: ServedModel, content: Int32Array, truncate: boolean, direction: 'left' | 'right', param: string): Int32Array {
   const room = model.maxTokens - model.tokenizer.singleSpecials;
   if (content.length > room && !truncate) {
     throw new ApiError('input_too_long', `${param} has ${content.length + model.tokenizer.singleSpecials} tokens; "${model.id}" takes at most ${model.maxTokens}.`, { param });

@@ -9,11 +9,13 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { ApiError } from '../errors.js';
 import { version } from '../version.js';
 import { apiKeyAuth } from './auth.js';
+import { classifyRoutes } from './classify.js';
 import { compatRoutes } from './compat/index.js';
 import { embeddingsRoutes } from './embeddings.js';
 import { imagesRoutes } from './images.js';
 import { registerErrorHandling } from './errors.js';
 import { modelsRoutes } from './models.js';
+import { moderationsRoutes } from './moderations.js';
 import { playgroundRoutes } from './playground.js';
 import { readerRoutes } from './reader.js';
 import { rerankRoutes } from './rerank.js';
@@ -48,11 +50,14 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   app.addHook('preClose', async () => {
     draining = true;
   });
-  app.addHook('onRequest', async () => {
-    if (draining) throw new ApiError('shutting_down');
+  // Hooks on every request are callback-style: an async hook costs a promise and a microtask each.
+  app.addHook('onRequest', (_request, _reply, done) => {
+    done(draining ? new ApiError('shutting_down') : undefined);
   });
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
+    reply.header('x-request-id', request.id);
     if (draining) reply.header('connection', 'close');
+    done(null, payload);
   });
   // What each route reports of its time (http/timing.ts): the Server-Timing header and the metrics' phases.
   app.decorateRequest('timings', null);
@@ -74,16 +79,13 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'onnx-gateway', version, description: 'OpenAI-compatible embeddings and rerank on local ONNX models.' },
+      info: { title: 'onnx-gateway', version, description: 'OpenAI-compatible embeddings, rerank, classification and moderation on local ONNX models.' },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
       security: services.config.keys.length > 0 ? [{ bearer: [] }] : [],
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.addHook('onSend', async (request, reply) => {
-    reply.header('x-request-id', request.id);
-  });
 
   app.get('/health', { schema: { hide: true } }, async (_request, reply) => {
     const ready = services.isReady();
@@ -95,11 +97,13 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   await app.register(async (api) => {
     await api.register(apiKeyAuth, { keys: services.config.keys });
     // Model routes wait for warm workers rather than queueing behind a start that may fail.
-    api.addHook('preHandler', async (request) => {
-      if (request.method === 'POST' && !services.isReady()) throw new ApiError('not_ready', undefined, { headers: { 'retry-after': '5' } });
+    api.addHook('preHandler', (request, _reply, done) => {
+      done(request.method === 'POST' && !services.isReady() ? new ApiError('not_ready', undefined, { headers: { 'retry-after': '5' } }) : undefined);
     });
     await api.register(embeddingsRoutes, services);
     await api.register(rerankRoutes, services);
+    await api.register(classifyRoutes, services);
+    await api.register(moderationsRoutes, services);
     await api.register(modelsRoutes, services);
     await api.register(compatRoutes, services);
     await api.register(searchRoutes, services);

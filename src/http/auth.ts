@@ -26,15 +26,16 @@ export const apiKeyAuth = fp<{ keys: string[] }>(
     app.decorateRequest('apiKeyDigest', null);
     if (keys.length === 0) return;
     const digests = keys.map(digest);
-    app.addHook('onRequest', async (request) => {
+    app.addHook('onRequest', (request, _reply, done) => {
       const header = request.headers.authorization;
       const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-      if (!match) throw new ApiError('unauthorized');
+      if (!match) return done(new ApiError('unauthorized'));
       const presented = digest(match[1]!);
       let ok = false;
       for (const candidate of digests) ok = timingSafeEqual(candidate, presented) || ok;
-      if (!ok) throw new ApiError('unauthorized', 'The API key is not valid.');
+      if (!ok) return done(new ApiError('unauthorized', 'The API key is not valid.'));
       request.apiKeyDigest = presented.toString('hex');
+      done();
     });
   },
   { name: 'api-key-auth' },

@@ -9,6 +9,7 @@
 import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EmbeddingCacheStats } from '../core/cache/embedding-cache.js';
+import type { Phase } from './timing.js';
 
 /** One inference batch as the scheduler reports it (its BatchObserver). */
 export interface BatchInfo {
@@ -237,13 +238,15 @@ export class Metrics {
 
   /** The request hook and the /metrics route; call on the root app so every route is counted. */
   register(app: FastifyInstance): void {
-    app.addHook('onResponse', async (request, reply) => {
+    app.addHook('onResponse', (request, reply, done) => {
       // The route pattern, never the raw URL, so labels stay few; unmatched URLs share one.
       const route = request.routeOptions.url ?? 'unmatched';
       const method = request.method;
       this.requests.inc({ method, route, status: String(reply.statusCode) });
       this.requestSeconds.observe({ method, route }, reply.elapsedTime / 1000);
-      for (const [phase, ms] of Object.entries(request.timings ?? {})) this.phaseSeconds.observe({ route, phase }, ms / 1000);
+      const timings = request.timings;
+      if (timings) for (const phase in timings) this.phaseSeconds.observe({ route, phase }, timings[phase as Phase]! / 1000);
+      done();
     });
     app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
       const text = await this.registry.metrics();

@@ -17,12 +17,14 @@ const Model = Type.Object({
   object: Type.Literal('model'),
   created: Type.Integer(),
   owned_by: Type.String(),
-  task: LiteralUnion(['embedding', 'rerank', ...imageTasks]),
+  task: LiteralUnion(['embedding', 'rerank', 'classify', ...imageTasks]),
   variant: Type.Optional(LiteralUnion(VARIANTS)),
   /** The Hub commit of a text model's files, when known. */
   revision: Type.Optional(Type.String()),
   dimensions: Type.Optional(Type.Integer()),
   max_tokens: Type.Optional(Type.Integer()),
+  /** Classifiers: the labels, in the order of their scores. */
+  labels: Type.Optional(Type.Array(Type.String())),
   /** Image pipelines: output edge / input edge of one pass. */
   scale: Type.Optional(Type.Integer()),
   ready: Type.Boolean(),
@@ -39,6 +41,7 @@ export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     ...(model.revision ? { revision: model.revision } : {}),
     ...(model.task === 'embedding' ? { dimensions: model.dimensions } : {}),
     max_tokens: model.maxTokens,
+    ...(model.task === 'classify' ? { labels: model.labels } : {}),
     ready: isReady(),
   });
   const describeImage = (model: ServedImageModel) => ({

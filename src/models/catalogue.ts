@@ -16,8 +16,8 @@ export interface HubSource {
   kind: 'hub';
   /** The Hub repository, `owner/name`: the manifest's id is an alias of it. */
   repo: string;
-  /** The pinned commit. */
-  revision: string;
+  /** The pinned commit; absent for a model listed without one checked (pulls take `main`, and the lock file records the commit). */
+  revision?: string;
   /** The files to fetch; absent, the Hub's listing of the revision decides. */
   files?: string[];
 }
@@ -46,11 +46,43 @@ export interface Manifest {
   /** The architecture family, as README's model table names it. */
   family?: string;
   licence?: string;
+  /** A moderation classifier: how its labels answer /v1/moderations. */
+  moderation?: ModerationTable;
   /**
    * How its serving is checked here: `stand-in` (an exact-interface stand-in of this repository
    * against golden outputs), `family` (a stand-in of its architecture family), `none`.
    */
   verified?: 'stand-in' | 'family' | 'none';
+}
+
+/** The categories of OpenAI's moderation API, in its order. */
+export const moderationCategories = [
+  'sexual',
+  'sexual/minors',
+  'harassment',
+  'harassment/threatening',
+  'hate',
+  'hate/threatening',
+  'illicit',
+  'illicit/violent',
+  'self-harm',
+  'self-harm/intent',
+  'self-harm/instructions',
+  'violence',
+  'violence/graphic',
+] as const;
+export type ModerationCategory = (typeof moderationCategories)[number];
+
+/**
+ * How a moderation classifier's labels become OpenAI's categories: `categories` maps a label to
+ * its OpenAI category, or to null for a label that is no harm (KoalaAI's "OK": never flags, not
+ * returned). A label the table leaves out is returned under its own name. Several labels on one
+ * category score as the highest of them. An input is flagged when a category scores `threshold`
+ * or more (default 0.5).
+ */
+export interface ModerationTable {
+  categories: Record<string, ModerationCategory | null>;
+  threshold?: number;
 }
 
 /** The manifests folder shipped with the project (two levels up from src/models or dist/models). */
@@ -101,10 +133,23 @@ function validateManifest(value: unknown, file: string): Manifest {
   };
   if (typeof m !== 'object' || m === null) fail('not a JSON object');
   if (typeof m.id !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(m.id)) fail('id must be a plain name');
-  if (m.task !== 'embedding' && m.task !== 'rerank') fail('task must be "embedding" or "rerank"');
+  if (m.task !== 'embedding' && m.task !== 'rerank' && m.task !== 'classify') fail('task must be "embedding", "rerank" or "classify"');
   if (!m.source || (m.source.kind !== 'hub' && m.source.kind !== 'generated')) fail('source.kind must be "hub" or "generated"');
-  if (m.source.kind === 'hub' && (!/^[\w.-]+\/[\w.-]+$/.test(m.source.repo ?? '') || !/^[0-9a-f]{40}$/.test(m.source.revision ?? ''))) fail('hub source needs repo (owner/name) and revision (a 40-hex commit)');
+  if (m.source.kind === 'hub' && !/^[\w.-]+\/[\w.-]+$/.test(m.source.repo ?? '')) fail('hub source needs repo (owner/name)');
+  if (m.source.kind === 'hub' && m.source.revision !== undefined && !/^[0-9a-f]{40}$/.test(m.source.revision)) fail('source.revision must be a 40-hex commit');
+  if (m.source.kind === 'hub' && m.source.revision === undefined && m.verified !== 'none') fail('a hub source without a pinned revision must say "verified": "none"');
+  if (m.moderation !== undefined) validateModeration(m, fail);
   if (m.source.kind === 'hub' && m.source.files !== undefined && !Array.isArray(m.source.files)) fail('source.files must be a list of paths');
   if (m.pooling !== undefined && !poolings.includes(m.pooling)) fail(`pooling must be one of ${poolings.join(', ')}`);
   return m;
+}
+
+function validateModeration(m: Manifest, fail: (why: string) => never): void {
+  const table = m.moderation!;
+  if (m.task !== 'classify') fail('a moderation table belongs to a "classify" model');
+  if (typeof table.categories !== 'object' || table.categories === null || Object.keys(table.categories).length === 0) fail('moderation.categories must map labels to OpenAI categories (or null)');
+  for (const [label, category] of Object.entries(table.categories)) {
+    if (category !== null && !(moderationCategories as readonly string[]).includes(category)) fail(`moderation.categories["${label}"]: "${category}" is not one of OpenAI's categories (${moderationCategories.join(', ')}) or null`);
+  }
+  if (table.threshold !== undefined && !(typeof table.threshold === 'number' && table.threshold > 0 && table.threshold < 1)) fail('moderation.threshold must be a number between 0 and 1');
 }

@@ -2,7 +2,7 @@
  * What a model folder's own files say about how to serve it, read once at start (and after a pull,
  * to refuse a model that could not be served exactly): the task, the window, the pooling,
  * normalisation and prompts of its sentence-transformers configuration, the reranker's scoring
- * head, and which inputs and output of its ONNX graph to use.
+ * head, the classifier's activation, and which inputs and output of its ONNX graph to use.
  *
  * The files have the last word; a manifest may add what the files do not say (a model's documented
  * prefixes) but never contradicts them. Anything that would make the served vectors differ from
@@ -14,7 +14,10 @@ import { StartupError } from '../errors.js';
 import { readGraphInterface, type ElementType, type TensorInfo } from '../onnx/interface.js';
 import { poolings, type Pooling } from '../vectors/pooling.js';
 
-export type Task = 'embedding' | 'rerank';
+export type Task = 'embedding' | 'rerank' | 'classify';
+
+/** The tasks whose graph ends in a sequence-classification head: they read `logits` [rows, labels]. */
+const headTasks: readonly Task[] = ['rerank', 'classify'];
 
 export class ModelFilesError extends StartupError {
   override name = 'ModelFilesError';
@@ -23,6 +26,13 @@ export class ModelFilesError extends StartupError {
 
 /** How a reranker's logits become a relevance score in (0, 1). */
 export type RerankScoring = { kind: 'sigmoid' } | { kind: 'softmax'; positive: number; labels: number };
+
+/**
+ * How a classifier's logits become per-label scores, as transformers' text-classification pipeline
+ * decides it: `problem_type` regression gives the raw logit, multi_label_classification (or a
+ * single label) a sigmoid per label, anything else a softmax over the labels.
+ */
+export type ClassifyActivation = 'softmax' | 'sigmoid' | 'none';
 
 /** The graph inputs the worker feeds, beside `input_ids` and `attention_mask`. */
 export interface GraphFeeds {
@@ -50,9 +60,11 @@ export interface ModelFacts {
   prompts: Record<string, string>;
   defaultPromptName?: string;
   rerankScoring: RerankScoring;
+  /** How a classifier's logits become scores (unused by other tasks). */
+  activation: ClassifyActivation;
   /** Which of pooling, normalisation and prompts the files state (the others are defaults). */
   declared: { pooling: boolean; normalize: boolean; prompts: boolean };
-  /** Class labels by index (rerankers, classifiers). */
+  /** Class labels by index (rerankers, classifiers): config.json's `id2label`, else LABEL_0, LABEL_1, .... */
   id2label: Record<string, string>;
   vocabSize: number;
   output: { name: string; pooled: boolean; type: ElementType };
@@ -96,8 +108,7 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
     throw new ModelFilesError(`Model "${label}": ${onnxPath} is not a readable ONNX model (${(error as Error).message}).`);
   }
 
-  const architectures: string[] = Array.isArray(config.architectures) ? config.architectures : [];
-  const task: Task = taskHint ?? (architectures.some((a) => a.endsWith('ForSequenceClassification')) ? 'rerank' : 'embedding');
+  const task: Task = taskHint ?? taskFromConfig(config, stConfig);
   const output = chooseOutput(graph.outputs, task, label);
   const pooling = readPooling(dir, modules, label);
   const dense = modules.find((m) => m.type?.endsWith('.Dense'));
@@ -109,7 +120,7 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
   }
 
   const width = outputWidth(output.info, config, task);
-  const id2label = labelsOf(config, task === 'rerank' ? width : 1);
+  const id2label = labelsOf(config, headTasks.includes(task) ? width : 1);
   return {
     task,
     family: typeof config.model_type === 'string' ? config.model_type : 'unknown',
@@ -120,6 +131,7 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
     prompts: promptsOf(stConfig),
     defaultPromptName: typeof stConfig?.default_prompt_name === 'string' ? stConfig.default_prompt_name : undefined,
     rerankScoring: task === 'rerank' ? scoringOf(width, id2label, label) : { kind: 'sigmoid' },
+    activation: activationOf(config, width),
     declared: { pooling: pooling !== undefined, normalize: modules.length > 0, prompts: Object.keys(promptsOf(stConfig)).length > 0 },
     id2label,
     vocabSize: Number(config.vocab_size ?? 0),
@@ -129,13 +141,43 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
   };
 }
 
+/** Labels a cross-encoder's two-label head has: generic names, or relevance words. */
+const relevanceLabel = /^(0|1|label_0|label_1|true|false|yes|no|relevant|irrelevant|not[_ ]relevant)$/i;
+
+/**
+ * The task of a model whose manifest names none, from its files. A `*ForSequenceClassification`
+ * head is a cross-encoder reranker when sentence-transformers saved it as a CrossEncoder, when it
+ * has one label, or two with generic or relevance names (LABEL_0 / LABEL_1, relevant / irrelevant);
+ * it is a classifier when `problem_type` is multi-label, or it has three labels or more, or two
+ * with names of their own (NEGATIVE / POSITIVE). Anything else is an embedder.
+ */
+export function taskFromConfig(config: Json, stConfig: Json | undefined): Task {
+  const architectures: string[] = Array.isArray(config.architectures) ? config.architectures : [];
+  if (!architectures.some((a) => a.endsWith('ForSequenceClassification'))) return 'embedding';
+  // sentence-transformers 4+ writes its CrossEncoder settings into config.json; older versions into their own file.
+  if (config.sentence_transformers || stConfig?.model_type === 'CrossEncoder') return 'rerank';
+  if (config.problem_type === 'multi_label_classification') return 'classify';
+  const labels = Object.values((config.id2label ?? {}) as Json).map(String);
+  const count = Math.max(labels.length, Number(config.num_labels ?? 0));
+  if (count <= 1) return 'rerank';
+  if (count === 2 && (labels.length < 2 || labels.every((name) => relevanceLabel.test(name.trim())))) return 'rerank';
+  return 'classify';
+}
+
+function activationOf(config: Json, width: number): ClassifyActivation {
+  if (config.problem_type === 'regression') return 'none';
+  if (config.problem_type === 'multi_label_classification' || width === 1) return 'sigmoid';
+  return 'softmax';
+}
+
 function chooseOutput(outputs: TensorInfo[], task: Task, label: string): { info: TensorInfo; pooled: boolean } {
   const named = (names: string[]) => names.map((name) => outputs.find((o) => o.name === name)).find((o) => o !== undefined);
-  const found = task === 'rerank' ? named(['logits']) : named(pooledOutputs);
-  if (found) return { info: found, pooled: task === 'embedding' };
-  const tokens = task === 'embedding' ? named(tokenOutputs) : undefined;
+  const head = headTasks.includes(task);
+  const found = head ? named(['logits']) : named(pooledOutputs);
+  if (found) return { info: found, pooled: !head };
+  const tokens = head ? undefined : named(tokenOutputs);
   if (tokens) return { info: tokens, pooled: false };
-  const wanted = task === 'rerank' ? '"logits"' : '"sentence_embedding" or "last_hidden_state"';
+  const wanted = head ? '"logits"' : '"sentence_embedding" or "last_hidden_state"';
   throw new ModelFilesError(`Model "${label}": a ${task} model needs an output named ${wanted}; the graph has ${outputs.map((o) => `"${o.name}"`).join(', ')}.`);
 }
 
@@ -184,7 +226,7 @@ function windowOf(config: Json, tokenizerConfig: Json, sbertConfig: Json | undef
 function outputWidth(output: TensorInfo, config: Json, task: Task): number {
   const last = output.shape[output.shape.length - 1];
   if (typeof last === 'number' && last > 0) return last;
-  if (task === 'rerank') return Object.keys(config.id2label ?? { 0: '' }).length || 1;
+  if (headTasks.includes(task)) return Object.keys(config.id2label ?? { 0: '' }).length || 1;
   return Number(config.hidden_size ?? config.n_embd ?? config.d_model ?? 0);
 }
 
@@ -207,7 +249,7 @@ function scoringOf(width: number, id2label: Record<string, string>, label: strin
     return { kind: 'softmax', positive: positive ? Number(positive[0]) : 1, labels: 2 };
   }
   throw new ModelFilesError(
-    `Model "${label}": its classification head has ${width} labels (${Object.values(id2label).join(', ')}); a reranker gives one relevance logit or two (not relevant, relevant).`,
+    `Model "${label}": its classification head has ${width} labels (${Object.values(id2label).join(', ')}); a reranker gives one relevance logit or two (not relevant, relevant). Serve it as a classifier (a manifest with "task": "classify").`,
   );
 }
 

@@ -9,8 +9,8 @@ import { dirname, join, resolve } from 'node:path';
 import { ApiError } from '../errors.js';
 import { TextTokenizer } from '../text/tokenizer.js';
 import type { Pooling } from '../vectors/pooling.js';
-import type { Catalogue, Manifest } from './catalogue.js';
-import { ModelFilesError, readModelFacts, type GraphFeeds, type ModelFacts, type RerankScoring, type Task } from './facts.js';
+import type { Catalogue, Manifest, ModerationTable } from './catalogue.js';
+import { ModelFilesError, readModelFacts, type ClassifyActivation, type GraphFeeds, type ModelFacts, type RerankScoring, type Task } from './facts.js';
 import { readLock, type ModelLock } from './lock.js';
 import { filesIn, modelDir } from './paths.js';
 import { externalDataFiles, findVariantGraph, parseServedId, variantCandidates, VariantError, type Variant } from './variants.js';
@@ -69,6 +69,11 @@ export interface ServedModel extends ModelLoadSpec {
   /** The prompt applied when a request names none. */
   defaultPromptName?: string;
   rerankScoring: RerankScoring;
+  /** A classifier's labels in logit order, and how its logits become scores. */
+  labels: string[];
+  activation: ClassifyActivation;
+  /** A moderation classifier's table (its manifest's): how its labels answer /v1/moderations. */
+  moderation?: ModerationTable;
   vocabSize: number;
   /** Most inputs per inference run; 1 keeps results independent of batch neighbours (int8). */
   maxBatchSize?: number;
@@ -165,6 +170,9 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
     prompts: facts.declared.prompts ? facts.prompts : (manifest?.prompts ?? {}),
     defaultPromptName: facts.defaultPromptName,
     rerankScoring: facts.rerankScoring,
+    labels: facts.task === 'classify' ? Array.from({ length: facts.width }, (_, i) => facts.id2label[String(i)] ?? `LABEL_${i}`) : [],
+    activation: facts.activation,
+    moderation: facts.task === 'classify' ? manifest?.moderation : undefined,
     vocabSize: facts.vocabSize,
     maxBatchSize: variant === 'int8' ? 1 : undefined,
     filesId: filesIdentity(lock, onnxRelative!, description),

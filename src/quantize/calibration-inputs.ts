@@ -166,7 +166,7 @@ export async function calibrationSet(dir: string, graph: { inputs: string[]; out
   const tokenizer = await TextTokenizer.fromDirectory(dir);
   const config = await readJson(join(dir, 'config.json'));
   const architectures: string[] = Array.isArray(config?.architectures) ? config.architectures : [];
-  // As the registry decides: a sequence classifier is a cross-encoder; without config.json, its output says.
+  // A sequence-classification head (cross-encoder or classifier, both take pairs) is calibrated on pairs; without config.json, its output says.
   const task =
     architectures.some((a) => a.endsWith('ForSequenceClassification')) || (architectures.length === 0 && graph.outputs.includes('logits')) ? 'rerank' : 'embedding';
   const window = typeof config?.max_position_embeddings === 'number' ? config.max_position_embeddings : LONGEST;

@@ -3,7 +3,7 @@
  * outputs into results. What to feed and which output to read come from the registry, which read
  * the graph's interface: `token_type_ids` and `position_ids` only when declared, decoder caches
  * (`past_key_values.*`) fed empty; embedders read `sentence_embedding` when the graph pools itself,
- * else pool token vectors here; rerankers read `logits`. Rows are right-padded, so a row's last
+ * else pool token vectors here; rerankers and classifiers read `logits`. Rows are right-padded, so a row's last
  * real token is at `length - 1` whatever its neighbours.
  */
 import * as ort from 'onnxruntime-node';
@@ -14,11 +14,15 @@ import { ortSessionOptions } from './session-options.js';
 
 export class Runner {
   private width = 0;
+  /** Cross-encoders and classifiers: a head's logits [rows, labels], fed pairs with their token types. */
+  private readonly readsLogits: boolean;
 
   private constructor(
     readonly spec: ModelLoadSpec,
     private readonly session: ort.InferenceSession,
-  ) {}
+  ) {
+    this.readsLogits = spec.task === 'rerank' || spec.task === 'classify';
+  }
 
   static async open(spec: ModelLoadSpec, options: SessionOptions): Promise<Runner> {
     const session = await ort.InferenceSession.create(spec.onnxPath, ortSessionOptions(options));
@@ -29,7 +33,7 @@ export class Runner {
   async warmUp(loadMs: number): Promise<ModelReport> {
     const lengths = Int32Array.of(8, 64);
     const ids = new Int32Array(72).fill(this.spec.padId === 0 ? 100 : this.spec.padId + 1);
-    const result = await this.run({ model: this.spec.id, ids, lengths, typeIds: this.spec.task === 'rerank' ? new Uint8Array(72) : undefined });
+    const result = await this.run({ model: this.spec.id, ids, lengths, typeIds: this.readsLogits ? new Uint8Array(72) : undefined });
     return { id: this.spec.id, inputs: this.session.inputNames.slice(), output: this.spec.output.name, width: result.width, loadMs };
   }
 
@@ -78,7 +82,7 @@ export class Runner {
 
     let output: Float32Array;
     let width: number;
-    if (this.spec.task === 'rerank' || out.pooled) {
+    if (this.readsLogits || out.pooled) {
       // logits [rows, labels] or sentence_embedding [rows, width]: copied out before the tensor is disposed.
       width = Number(tensor.dims[1] ?? 1);
       output = data === tensor.data ? new Float32Array(data) : data;

@@ -29,7 +29,7 @@ export interface FakeApp {
 
 /** A row per input: the model's width (an embedder's dimensions, a reranker's logits) of values drawn from its ids. */
 function fakeRows(model: ServedModel, inputs: EngineInput[]): JobResult {
-  const width = model.task === 'embedding' ? model.dimensions : model.rerankScoring.kind === 'softmax' ? model.rerankScoring.labels : 1;
+  const width = model.task === 'embedding' ? model.dimensions : model.task === 'classify' ? model.labels.length : model.rerankScoring.kind === 'softmax' ? model.rerankScoring.labels : 1;
   const output = new Float32Array(inputs.length * width);
   inputs.forEach(({ ids }, row) => {
     const seed = ids.reduce((sum, id, i) => sum + id * (i + 1), 0);

@@ -56,19 +56,24 @@ describe('TEI errors', () => {
     const bad = await app().inject({ method: 'POST', url: '/embed', payload: '{"inputs":', headers: { ...auth, 'content-type': 'application/json' } });
     expect(bad.statusCode).toBe(400);
     expect(bad.json()).toMatchObject({ code: 'invalid_json', error_type: 'Validation' });
+    const similarity = await post('/similarity', { inputs: { source_sentence: 'a', sentences: ['b'] } });
+    expect(similarity.statusCode).toBe(501);
+    expect(similarity.json().error).toMatch(/not supported/);
+    // /predict is offered, but no classifier is served here.
     const predict = await post('/predict', { inputs: 'a' });
-    expect(predict.statusCode).toBe(501);
-    expect(predict.json().error).toMatch(/not supported/);
+    expect(predict.statusCode).toBe(404);
+    expect(predict.json()).toMatchObject({ code: 'model_not_found', error_type: 'Validation' });
+    expect(predict.json().error).toMatch(/No classify model answers the TEI routes/);
   });
 });
 
 describe('teiModels setting', () => {
-  const fake = (id: string, task: 'embedding' | 'rerank') => ({ id, task, aliases: [] as string[] }) as ServedModel;
-  const registry = new Registry([fake('e1', 'embedding'), fake('r1', 'rerank'), fake('e2', 'embedding')]);
+  const fake = (id: string, task: 'embedding' | 'rerank' | 'classify') => ({ id, task, aliases: [] as string[] }) as ServedModel;
+  const registry = new Registry([fake('c1', 'classify'), fake('e1', 'embedding'), fake('r1', 'rerank'), fake('e2', 'embedding')]);
 
-  it('defaults to the first served embedder and reranker', () => {
+  it('defaults to the first served embedder, reranker and classifier', () => {
     const picked = pickTeiModels(registry, []);
-    expect([picked.embedder?.id, picked.reranker?.id, picked.primary?.id]).toEqual(['e1', 'r1', 'e1']);
+    expect([picked.embedder?.id, picked.reranker?.id, picked.classifier?.id, picked.primary?.id]).toEqual(['e1', 'r1', 'c1', 'e1']);
   });
   it('takes the first of each task from the list; the first listed describes the server', () => {
     const picked = pickTeiModels(registry, ['r1', 'e2']);
@@ -142,12 +147,11 @@ describe('OpenAPI document', () => {
   it('documents every compatibility route under its family tag, but not the TEI default route', async () => {
     const doc = (await app().inject({ method: 'GET', url: '/openapi.json' })).json();
     const tagOf = (path: string, method: string) => doc.paths[path]?.[method]?.tags?.[0];
-    for (const path of ['/embed', '/rerank', '/tokenize', '/decode']) expect(tagOf(path, 'post')).toBe('TEI compatibility');
+    for (const path of ['/embed', '/rerank', '/predict', '/tokenize', '/decode']) expect(tagOf(path, 'post')).toBe('TEI compatibility');
     expect(tagOf('/info', 'get')).toBe('TEI compatibility');
     expect(tagOf('/v2/rerank', 'post')).toBe('Cohere compatibility');
     for (const path of ['/api/embed', '/api/embeddings']) expect(tagOf(path, 'post')).toBe('Ollama compatibility');
     expect(tagOf('/api/tags', 'get')).toBe('Ollama compatibility');
     expect(doc.paths['/']).toBeUndefined();
-    expect(doc.paths['/predict']).toBeUndefined();
   });
 });

@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { catalogueTable } from '../../src/cli/models-list.js';
 import { Catalogue } from '../../src/models/catalogue.js';
@@ -12,7 +14,27 @@ describe('the shipped catalogue', () => {
     expect(hub.filter((m) => m.task === 'rerank').length).toBeGreaterThanOrEqual(5);
     const repos = hub.map((m) => (m.source as { repo: string }).repo);
     expect(new Set(repos).size).toBe(repos.length);
-    for (const m of hub) expect((m.source as { revision: string }).revision, m.id).toMatch(/^[0-9a-f]{40}$/);
+    for (const m of hub.filter((m) => m.task !== 'classify')) expect((m.source as { revision: string }).revision, m.id).toMatch(/^[0-9a-f]{40}$/);
+  });
+
+  it('lists moderation classifiers with their label tables; an unpinned manifest claims no verification', () => {
+    const moderation = hub.filter((m) => m.moderation);
+    expect(moderation.map((m) => m.id).sort()).toEqual(['text-moderation', 'toxic-bert']);
+    expect(catalogue.get('text-moderation')!.moderation!.categories).toMatchObject({ S: 'sexual', S3: 'sexual/minors', V2: 'violence/graphic', OK: null });
+    for (const m of hub.filter((m) => (m.source as { revision?: string }).revision === undefined)) expect(m.verified, m.id).toBe('none');
+  });
+
+  it('refuses a moderation table naming a category OpenAI does not have, or on a model that is no classifier', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-catalogue-'));
+    const write = (manifest: object) => writeFileSync(join(dir, 'm.json'), JSON.stringify({ id: 'm', source: { kind: 'hub', repo: 'a/b' }, verified: 'none', ...manifest }));
+    write({ task: 'classify', moderation: { categories: { bad: 'spam' } } });
+    expect(() => Catalogue.load(dir)).toThrow(/"spam" is not one of OpenAI's categories/);
+    write({ task: 'rerank', moderation: { categories: { bad: 'hate' } } });
+    expect(() => Catalogue.load(dir)).toThrow(/belongs to a "classify" model/);
+    write({ task: 'classify', moderation: { categories: { bad: 'hate' }, threshold: 2 } });
+    expect(() => Catalogue.load(dir)).toThrow(/threshold must be a number between 0 and 1/);
+    write({ task: 'classify', verified: 'stand-in' });
+    expect(() => Catalogue.load(dir)).toThrow(/without a pinned revision must say "verified": "none"/);
   });
 
   it('finds a manifest by its short id and by its repo id', () => {

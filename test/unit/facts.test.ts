@@ -60,8 +60,30 @@ describe('model facts from the files', () => {
     expect((await facts(labelled({ 0: 'LABEL_0', 1: 'LABEL_1' }))).rerankScoring).toEqual({ kind: 'softmax', positive: 1, labels: 2 });
   });
 
-  it('refuses a head with three labels: a classifier, not a reranker', async () => {
-    await expect(facts(labelled({ 0: 'a', 1: 'b', 2: 'c' }))).rejects.toThrow(/has 3 labels \(a, b, c\); a reranker gives one relevance logit or two/);
+  it('tells a classifier from a cross-encoder by its head: labels, their names, problem_type, CrossEncoder markers', async () => {
+    const withConfig = (extra: Record<string, unknown>, id2label: Record<number, string>) => {
+      const dir = labelled(id2label);
+      const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
+      writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, ...extra }));
+      return dir;
+    };
+    expect(await facts(labelled({ 0: 'a', 1: 'b', 2: 'c' }))).toMatchObject({ task: 'classify', activation: 'softmax', width: 3 });
+    expect(await facts(labelled({ 0: 'NEGATIVE', 1: 'POSITIVE' }))).toMatchObject({ task: 'classify', activation: 'softmax' });
+    expect(await facts(labelled({ 0: 'LABEL_0', 1: 'LABEL_1' }))).toMatchObject({ task: 'rerank' });
+    expect(await facts(labelled({ 0: 'relevant', 1: 'irrelevant' }))).toMatchObject({ task: 'rerank' });
+    expect(await facts(withConfig({ problem_type: 'multi_label_classification' }, { 0: 'LABEL_0', 1: 'LABEL_1' }))).toMatchObject({ task: 'classify', activation: 'sigmoid' });
+    expect(await facts(withConfig({ sentence_transformers: { activation_fn: 'torch.nn.modules.activation.Sigmoid' } }, { 0: 'NEGATIVE', 1: 'POSITIVE' }))).toMatchObject({ task: 'rerank' });
+    expect(await facts(labelled({ 0: 'LABEL_0' }))).toMatchObject({ task: 'rerank' });
+    // A one-label head served as a classifier (a manifest says so): a sigmoid, or the raw score of a regression.
+    const one = labelled({ 0: 'score' });
+    expect(await readModelFacts(one, join(one, 'onnx', 'model.onnx'), 'm', 'classify')).toMatchObject({ task: 'classify', activation: 'sigmoid' });
+    const regression = withConfig({ problem_type: 'regression' }, { 0: 'score' });
+    expect(await readModelFacts(regression, join(regression, 'onnx', 'model.onnx'), 'm', 'classify')).toMatchObject({ activation: 'none' });
+  });
+
+  it('refuses a reranker (by its manifest) whose head has three labels, pointing to classify', async () => {
+    const dir = labelled({ 0: 'a', 1: 'b', 2: 'c' });
+    await expect(readModelFacts(dir, join(dir, 'onnx', 'model.onnx'), 'm', 'rerank')).rejects.toThrow(/has 3 labels \(a, b, c\); a reranker gives one relevance logit or two.*"task": "classify"/);
   });
 
   const refusals: Array<[string, string, Record<string, unknown>, RegExp]> = [

@@ -1,7 +1,7 @@
 /**
  * Hugging Face text-embeddings-inference (TEI) routes, at TEI's paths (no /v1): POST /embed,
- * /rerank, /tokenize, /decode, GET /info, and POST / (TEI's default route: embed, or rerank when
- * the first TEI model is a reranker). A TEI process serves one model, so its requests name none;
+ * /rerank, /predict, /tokenize, /decode, GET /info, and POST / (TEI's default route: embed, or
+ * rerank or predict when the first TEI model is a reranker or a classifier). A TEI process serves one model, so its requests name none;
  * the teiModels setting says which served models answer.
  *
  * Errors keep the catalogue's statuses (400 where TEI says 413 or 422 for bad input) and take
@@ -10,6 +10,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ConfigError } from '../../config.js';
+import { classify, type ClassifyInput } from '../../core/classify.js';
 import { embed } from '../../core/embeddings.js';
 import { rerank } from '../../core/rerank.js';
 import { decode, tokenize } from '../../core/tokens.js';
@@ -86,6 +87,19 @@ const RerankBody = Type.Object(
   { additionalProperties: true },
 );
 
+const Sequence = Type.Union([Type.String(), Type.Tuple([Type.String(), Type.String()])]);
+const PredictBody = Type.Object(
+  {
+    inputs: Type.Union([Sequence, Type.Array(Sequence)], {
+      description: 'A text, a pair [text, text_pair], or a list of texts and pairs. As in TEI, an array of exactly two strings is one pair.',
+    }),
+    raw_scores: Type.Optional(Type.Boolean({ default: false, description: "The head's logits instead of its scores (softmax, or sigmoid per label)." })),
+    truncate: OptionalBoolean("Cut inputs longer than the model's window (absent or null: the server's truncate setting)."),
+    truncation_direction: TruncationDirection,
+  },
+  { additionalProperties: true },
+);
+
 const TokenizeBody = Type.Object(
   {
     inputs: Type.Union([Type.String(), Type.Array(Type.String())]),
@@ -103,6 +117,7 @@ const DecodeBody = Type.Object(
   { additionalProperties: true },
 );
 
+const Prediction = Type.Object({ score: Type.Number(), label: Type.String() });
 const Rank = Type.Object({ index: Type.Integer(), score: Type.Number(), text: Type.Optional(Type.String()) });
 const SimpleToken = Type.Object({
   id: Type.Integer(),
@@ -118,6 +133,7 @@ const Info = Type.Object({
   model_type: Type.Union([
     Type.Object({ embedding: Type.Object({ pooling: Type.String() }) }),
     Type.Object({ reranker: Type.Object({ id2label: Type.Record(Type.String(), Type.String()), label2id: Type.Record(Type.String(), Type.Integer()) }) }),
+    Type.Object({ classifier: Type.Object({ id2label: Type.Record(Type.String(), Type.String()), label2id: Type.Record(Type.String(), Type.Integer()) }) }),
   ]),
   max_concurrent_requests: Type.Integer(),
   max_input_length: Type.Integer(),
@@ -134,6 +150,7 @@ const Info = Type.Object({
 interface TeiModels {
   embedder?: ServedModel;
   reranker?: ServedModel;
+  classifier?: ServedModel;
   /** Describes the server in /info and tokenises: the first listed. */
   primary?: ServedModel;
 }
@@ -148,8 +165,13 @@ export function pickTeiModels(registry: Registry, ids: readonly string[]): TeiMo
           if (!model) throw new ConfigError(`teiModels (ONNX_GATEWAY_TEI_MODELS): "${id}" is not served here; served models: ${served.map((m) => m.id).join(', ')}.`);
           return model;
         })
-      : [served.find((m) => m.task === 'embedding'), served.find((m) => m.task === 'rerank')].filter((m): m is ServedModel => m !== undefined);
-  return { embedder: chosen.find((m) => m.task === 'embedding'), reranker: chosen.find((m) => m.task === 'rerank'), primary: chosen[0] };
+      : (['embedding', 'rerank', 'classify'] as const).map((task) => served.find((m) => m.task === task)).filter((m): m is ServedModel => m !== undefined);
+  return {
+    embedder: chosen.find((m) => m.task === 'embedding'),
+    reranker: chosen.find((m) => m.task === 'rerank'),
+    classifier: chosen.find((m) => m.task === 'classify'),
+    primary: chosen[0],
+  };
 }
 
 function none(task: string): ApiError {
@@ -195,10 +217,39 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       return result.results.map(({ index, score, logit }) => ({ index, score: raw ? logit : score, ...(withText ? { text: texts[index]! } : {}) }));
     });
 
+  const predictSchema = {
+    tags,
+    summary: 'Classify (TEI)',
+    body: PredictBody,
+    response: { 200: Type.Union([Type.Array(Prediction), Type.Array(Type.Array(Prediction))], { description: 'One list per input, best label first; one list alone for a single input.' }), ...errorResponses },
+  };
+  const servePredict = (url: string, hide: boolean) =>
+    app.post(url, { schema: { ...predictSchema, hide } }, async (request, reply) => {
+      if (!models.classifier) throw none('classify');
+      const { inputs, raw_scores: raw, truncate, truncation_direction: cut } = request.body;
+      // TEI's untagged enum: a text or a two-string pair is one input; any other array is a batch.
+      const single = typeof inputs === 'string' || (inputs.length === 2 && inputs.every((item) => typeof item === 'string'));
+      const batch = (single ? [inputs] : inputs) as ClassifyInput[];
+      const result = await classify(
+        core,
+        { model: models.classifier.id, inputs: batch, truncate: truncate ?? undefined, truncationDirection: direction(cut), param: 'inputs' },
+        request.signal,
+      );
+      reportTimings(reply, operationPhases(result.timings));
+      const width = result.labels.length;
+      const values = raw ? result.logits : result.scores;
+      const predictions = batch.map((_, row) =>
+        result.labels.map((label, i) => ({ score: values[row * width + i]!, label })).sort((a, b) => b.score - a.score),
+      );
+      return single ? predictions[0]! : predictions;
+    });
+
   serveEmbed('/embed', false);
   serveRerank('/rerank', false);
+  servePredict('/predict', false);
   // TEI's default route answers the served model's task; the OpenAPI document lists it under its own path.
   if (models.primary?.task === 'rerank') serveRerank('/', true);
+  else if (models.primary?.task === 'classify') servePredict('/', true);
   else serveEmbed('/', true);
 
   app.post(
@@ -235,7 +286,12 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       model_id: model.id,
       model_sha: model.revision ?? null,
       model_dtype: model.variant === 'int8' ? 'int8' : 'float32',
-      model_type: model.task === 'embedding' ? { embedding: { pooling: model.pooling } } : { reranker: { id2label: facts.id2label, label2id } },
+      model_type:
+        model.task === 'embedding'
+          ? { embedding: { pooling: model.pooling } }
+          : model.task === 'classify'
+            ? { classifier: { id2label: facts.id2label, label2id } }
+            : { reranker: { id2label: facts.id2label, label2id } },
       max_concurrent_requests: config.queueCapacity,
       max_input_length: model.maxTokens,
       max_batch_tokens: config.maxBatchTokens,
@@ -250,9 +306,9 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   });
 
   // TEI's other operations: a clear 501 rather than a 404 that looks like a wrong base URL.
-  for (const path of ['/predict', '/similarity', '/embed_all', '/embed_sparse']) {
+  for (const path of ['/similarity', '/embed_all', '/embed_sparse']) {
     app.post(path, { schema: { hide: true } }, async () => {
-      throw new ApiError('unsupported_operation', `TEI's ${path} is not supported by this server; it serves /embed, /rerank, /tokenize, /decode and /info.`);
+      throw new ApiError('unsupported_operation', `TEI's ${path} is not supported by this server; it serves /embed, /rerank, /predict, /tokenize, /decode and /info.`);
     });
   }
 };
