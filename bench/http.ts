@@ -590,13 +590,14 @@ export const REINDEX = { inputs: 1024, perRequest: 32, concurrency: 4 } as const
 /**
  * The inputs of the three passes of one repeat: the mix, each input made unique by a numbered
  * prefix with this run's and repeat's tag (so that the cold pass is cold, on a server left running
- * too). The half-new pass keeps the even inputs and changes the odd ones (their prefix), so that
- * without a cache every pass is the same work.
+ * too). The half-new pass changes every other pair of inputs (their prefix): half the claims and half
+ * the passages, so half the tokens, and without a cache every pass is the same work.
  */
 export function reindexPasses(tag: string): Array<{ name: string; inputs: string[] }> {
   const texts = embeddingMix(REINDEX.inputs);
   const corpus = texts.map((text, i) => `[${tag}.${i}] ${text}`);
-  const changed = texts.map((text, i) => (i % 2 === 0 ? corpus[i]! : `[${tag}.${i}b] ${text}`));
+  // The mix alternates claims and passages: changing every other input would change every passage.
+  const changed = texts.map((text, i) => ((i >> 1) % 2 === 0 ? corpus[i]! : `[${tag}.${i}b] ${text}`));
   return [
     { name: 'reindex-cold', inputs: corpus },
     { name: 'reindex-warm', inputs: corpus },
