@@ -146,7 +146,7 @@ export const settings = {
   }),
   teiModels: setting('list', {
     env: 'ONNX_GATEWAY_TEI_MODELS', flag: '--tei-models', default: [], defaultText: 'the first served embedder, reranker and classifier',
-    description: 'Served models that answer the TEI routes, whose requests name no model: `/embed` uses the first embedder listed, `/rerank` the first reranker, `/predict` the first classifier; `/info`, `/tokenize` and `/decode` the first listed.',
+    description: 'Served models that answer the TEI routes, whose requests name no model: `/embed` uses the first embedder listed that gives dense vectors, `/embed_sparse` the first that gives sparse vectors, `/embed_all` the first that gives token vectors (without a list: the first such served model), `/rerank` the first reranker, `/predict` the first classifier; `/info`, `/tokenize` and `/decode` the first listed.',
   }),
   imageModels: setting('list', {
     env: 'ONNX_GATEWAY_IMAGE_MODELS', flag: '--image-models', default: [], defaultText: '(none)',

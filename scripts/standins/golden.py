@@ -248,6 +248,78 @@ def write(path, golden):
         f.write(enc(golden, 0) + "\n")
 
 
+# ---------------------------------------------------------------------------------------------
+# Sparse vectors and late interaction
+# ---------------------------------------------------------------------------------------------
+def sparse(*, repo, family, size, tok, window, sparse):
+    """golden.json for a sparse encoder. `sparse(ids, mask, types) -> [B, V]` float64 weights
+    (zero where absent). Items: the indices with a nonzero weight, ascending, and their values."""
+    if SKIP:
+        return None
+    texts = EMBED_TEXTS + ([long_text(tok, window)] if with_long_text(window) else [])
+    rows = [single(tok, t, window)[0] for t in texts]
+    singles = [sparse(*pad([r], tok.pad_id), np.zeros((1, len(r)), np.int64))[0] for r in rows]
+    short = _short(rows, window)
+    ids, mask = pad([rows[i] for i in short], tok.pad_id)
+    batch = sparse(ids, mask, np.zeros_like(ids))
+    batch_diff = float(np.abs(batch - np.stack([singles[i] for i in short])).max())
+    assert batch_diff < BATCH_TOLERANCE, f"{repo}: padded batch differs from one at a time by {batch_diff}"
+    items = []
+    for text, ids_, weights in zip(texts, rows, singles):
+        nz = np.flatnonzero(weights)
+        items.append({"text": text, "input_ids": ids_, "indices": [int(i) for i in nz], "values": r7(weights[nz])})
+    return {"repo": repo, "family": family, "task": "sparse", "size": size, "tolerance": TOLERANCE,
+            "window": window, "sparse": items}
+
+
+def colbert_query(tok, text, marker, mask_id, query_length):
+    """[CLS] marker content [SEP], cut to query_length, then [MASK] up to it; the attended length."""
+    content = tok.encode(text)[: query_length - 1 - tok.single_specials]
+    ids = tok.single(content)
+    ids = ids[:1] + [marker] + ids[1:]
+    return ids + [mask_id] * (query_length - len(ids)), len(ids)
+
+
+def colbert_document(tok, text, marker, document_length):
+    content = tok.encode(text)[: document_length - 1 - tok.single_specials]
+    ids = tok.single(content)
+    return ids[:1] + [marker] + ids[1:]
+
+
+def late_interaction(*, repo, family, size, tok, vectors, markers, mask_id, skiplist, query_length, document_length):
+    """golden.json for a ColBERT model. `vectors(ids, mask, types) -> [B, S, D]` float64.
+    Queries: every token's normalised vector ([MASK] expansion included, not attended); documents:
+    the normalised vectors of the tokens not in `skiplist`; scores: MaxSim of each pair."""
+    if SKIP:
+        return None
+    long_query = "what do researchers say about " + " and ".join(_TOPICS)
+    queries, documents = [], []
+    for text in sorted({q for q, _ in RERANK_PAIRS}) + [long_query]:
+        ids, attended = colbert_query(tok, text, markers["query"], mask_id, query_length)
+        mask = np.array([[1] * attended + [0] * (len(ids) - attended)], np.int64)
+        v = l2n(vectors(np.array([ids], np.int64), mask, np.zeros_like(mask))[0])
+        queries.append({"text": text, "input_ids": ids, "attended": attended, "vectors": [r7(x) for x in v]})
+    for text in sorted({d for _, d in RERANK_PAIRS}) + [long_text(tok, document_length)]:
+        ids = colbert_document(tok, text, markers["document"], document_length)
+        h = vectors(*pad([ids], tok.pad_id), np.zeros((1, len(ids)), np.int64))[0]
+        kept = [i for i, t in enumerate(ids) if t not in skiplist]
+        documents.append({"text": text, "input_ids": ids, "kept": kept, "vectors": [r7(x) for x in l2n(h[kept])]})
+    # Batched documents (padded) give the same vectors: checked once here.
+    short = [d for d in documents if len(d["input_ids"]) < document_length]
+    ids, mask = pad([d["input_ids"] for d in short], tok.pad_id)
+    batch = vectors(ids, mask, np.zeros_like(ids))
+    for row, d in enumerate(short):
+        diff = np.abs(l2n(batch[row, d["kept"]]) - np.array(d["vectors"])).max()
+        assert diff < 1e-6, f"{repo}: padded batch differs from one at a time by {diff}"
+    by_text = {d["text"]: np.array(d["vectors"]) for d in documents}
+    q_by_text = {q["text"]: np.array(q["vectors"]) for q in queries}
+    scores = [{"query": q, "document": d, "score": r7([float((q_by_text[q] @ by_text[d].T).max(1).sum())])[0]}
+              for q, d in RERANK_PAIRS]
+    return {"repo": repo, "family": family, "task": "late-interaction", "size": size, "tolerance": TOLERANCE,
+            "query_length": query_length, "document_length": document_length,
+            "queries": queries, "documents": documents, "scores": scores}
+
+
 # Texts a classifier is run on: plain, hostile and mixed (the moderation stand-in's labels), and the
 # embedders' edge cases; pairs (premise, hypothesis) run with their token types.
 CLASSIFY_TEXTS = [

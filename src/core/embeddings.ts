@@ -2,6 +2,7 @@
  * The embeddings operation: inputs (texts or token ids) in, one vector per input out.
  */
 import { ApiError, invalid } from '../errors.js';
+import type { OutputKind } from '../models/heads.js';
 import type { ServedModel } from '../models/registry.js';
 import { cutDimensions, l2NormalizeRows } from '../vectors/normalize.js';
 import type { CachedJob } from './cache/embedding-cache.js';
@@ -77,9 +78,31 @@ export function fit(model: ServedModel, content: Int32Array, truncate: boolean, 
   return model.tokenizer.single(kept, model.maxTokens);
 }
 
-export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
-  const model = ctx.registry.resolve(request.model, 'embedding');
-  const dimensions = checkDimensions(model, request.dimensions);
+/** What the output kinds of a model are asked for by, for messages that say where to go instead. */
+const askedBy: Record<OutputKind, string> = {
+  dense: '/v1/embeddings or /embed',
+  sparse: '/v1/embeddings with "encoding_format": "sparse" or /embed_sparse',
+  tokens: '/embed_all, or /v1/rerank for late interaction',
+};
+
+/** The model, refused with a 400 when it does not give `kind` (a SPLADE model has no dense vector). */
+export function resolveWithKind(ctx: CoreContext, name: string | undefined, kind: OutputKind): ServedModel {
+  const model = ctx.registry.resolve(name, 'embedding');
+  if (!model.heads.kinds.includes(kind)) {
+    const what = { dense: 'dense vectors', sparse: 'sparse vectors', tokens: 'token vectors' }[kind];
+    const gives = model.heads.kinds.map((k) => `${k} (${askedBy[k]})`).join(', ');
+    throw invalid('model', `The model "${model.id}" does not give ${what}; it gives ${gives}.`);
+  }
+  return model;
+}
+
+/** Inputs to token ids as a request asks: prompt, truncation, the window; token-id inputs checked against the vocabulary. */
+export async function encodeInputs(
+  ctx: CoreContext,
+  model: ServedModel,
+  request: Pick<EmbedRequest, 'input' | 'inputType' | 'truncate' | 'truncationDirection'>,
+  signal?: AbortSignal,
+): Promise<{ sequences: Int32Array[]; count: number; promptTokens: number; tokenizeMs: number }> {
   const truncate = request.truncate ?? ctx.limits.truncate;
   const direction = request.truncationDirection ?? 'right';
   const { texts, tokens } = normaliseInput(request.input);
@@ -112,7 +135,13 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
   const tokenizeMs = performance.now() - started;
   let promptTokens = 0;
   for (const ids of sequences) promptTokens += ids.length;
+  return { sequences, count, promptTokens, tokenizeMs };
+}
 
+export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
+  const model = resolveWithKind(ctx, request.model, 'dense');
+  const dimensions = checkDimensions(model, request.dimensions);
+  const { sequences, count, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
   // Only the inputs the cache lacks reach the engine.
   const compute = (missing: Int32Array[]) => ctx.scheduler.submit(model.id, missing.map((ids) => ({ ids })), signal);
   const job: Omit<CachedJob, 'hits'> & { hits?: number } = ctx.embeddingCache ? await ctx.embeddingCache.run(model, sequences, compute) : await compute(sequences);

@@ -3,13 +3,19 @@
  * A document longer than the model's window is split into overlapping windows, each scored with
  * the query, and scores as its best window: no part of it is silently dropped (up to the
  * configured number of windows).
+ *
+ * A late-interaction (ColBERT) model reranks through the same operation: the query and each
+ * document window are encoded to token vectors and the document scores by MaxSim
+ * (late-interaction.ts); its score is that sum, not a probability.
  */
 import { randomUUID } from 'node:crypto';
 import { invalid } from '../errors.js';
 import type { RerankScoring } from '../models/facts.js';
+import type { ServedModel } from '../models/registry.js';
 import { chunkPair } from '../text/chunking.js';
 import { sigmoid } from '../vectors/scores.js';
 import type { CoreContext, Timings } from './context.js';
+import { encodeDocument, encodeQuery, maxSim, tokenVectors } from './late-interaction.js';
 import { mapInSlices } from './tokenize.js';
 
 export interface RerankRequest {
@@ -24,7 +30,7 @@ export interface RerankRequest {
 
 export interface RerankScore {
   index: number;
-  /** sigmoid(logit), in (0, 1). */
+  /** sigmoid(logit), in (0, 1); for a late-interaction model, the MaxSim sum. */
   score: number;
   /** The relevance log-odds: the head's logit (one label), or positive minus negative logit (two). */
   logit: number;
@@ -70,6 +76,8 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
   if (request.maxTokensPerDoc !== undefined && (!Number.isInteger(request.maxTokensPerDoc) || request.maxTokensPerDoc < 1)) {
     throw invalid('max_tokens_per_doc', 'max_tokens_per_doc must be a positive integer.');
   }
+
+  if (model.lateInteraction) return rerankByMaxSim(ctx, model, request, topN, signal);
 
   const started = performance.now();
   const tokenizer = model.tokenizer;
@@ -120,5 +128,51 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
     documentTokens,
     pairs: inputs.length,
     timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
+  };
+}
+
+/** Rerank with a ColBERT model: each document (its best window) scored by MaxSim against the query's token vectors. */
+async function rerankByMaxSim(ctx: CoreContext, model: ServedModel, request: RerankRequest, topN: number, signal?: AbortSignal): Promise<RerankResult> {
+  const started = performance.now();
+  const query = encodeQuery(model, request.query);
+  const owners: number[] = [];
+  const windows = await mapInSlices(
+    request.documents,
+    (doc) => {
+      let content = model.tokenizer.encode(doc);
+      if (request.maxTokensPerDoc !== undefined && content.length > request.maxTokensPerDoc) content = content.subarray(0, request.maxTokensPerDoc);
+      return encodeDocument(model, content, ctx.limits.rerankMaxChunks, ctx.limits.rerankChunkOverlap);
+    },
+    signal,
+  );
+  const inputs = windows.flatMap((list, index) => list.map((input) => (owners.push(index), input)));
+  const tokenizeMs = performance.now() - started;
+  let documentTokens = 0;
+  for (const input of inputs) documentTokens += input.ids.length;
+
+  const [queryVectors, documentVectors] = await Promise.all([
+    tokenVectors(ctx, model, [query], 'query', signal),
+    tokenVectors(ctx, model, inputs, 'document', signal),
+  ]);
+  const best = new Float64Array(request.documents.length).fill(-Infinity);
+  documentVectors.rows.forEach((vectors, row) => {
+    const score = maxSim(queryVectors.rows[0]!, vectors, documentVectors.width);
+    if (score > best[owners[row]!]!) best[owners[row]!] = score;
+  });
+  const results: RerankScore[] = Array.from(best, (score, index) => ({ index, score, logit: score }));
+  results.sort((a, b) => b.score - a.score || a.index - b.index);
+  return {
+    id: randomUUID(),
+    model: model.id,
+    results: topN > 0 ? results.slice(0, topN) : results,
+    totalTokens: query.ids.length + documentTokens,
+    queryTokens: query.ids.length,
+    documentTokens,
+    pairs: inputs.length,
+    timings: {
+      tokenizeMs,
+      queueMs: Math.max(queryVectors.queueMs, documentVectors.queueMs),
+      inferenceMs: queryVectors.inferenceMs + documentVectors.inferenceMs,
+    },
   };
 }

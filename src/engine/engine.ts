@@ -17,7 +17,7 @@ export class Engine {
   constructor(config: Config, models: ServedModel[], observer: BatchObserver = {}) {
     this.pool = new Pool({
       workers: config.workers,
-      models: models.map(({ id, task, onnxPath, pooling, padId, output, feeds }) => ({ id, task, onnxPath, pooling, padId, output, feeds })),
+      models: models.map(({ id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds }) => ({ id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds })),
       session: { intraOpThreads: config.intraOpThreads, spinning: config.ortSpinning, memoryArena: config.ortMemoryArena },
       // Spinning keeps the extra threads of a solo session hot between a lone client's requests;
       // ONNX Runtime stops spinning soon after the last run, so an idle server still uses no CPU.

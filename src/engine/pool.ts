@@ -85,6 +85,7 @@ export class Pool {
   run(task: BatchTask): Promise<BatchResult> {
     const transferList: ArrayBuffer[] = [task.ids.buffer as ArrayBuffer, task.lengths.buffer as ArrayBuffer];
     if (task.typeIds) transferList.push(task.typeIds.buffer as ArrayBuffer);
+    if (task.attended) transferList.push(task.attended.buffer as ArrayBuffer);
     return this.piscina.run(task, { transferList });
   }
 

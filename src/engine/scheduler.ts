@@ -8,20 +8,31 @@
  * the work. Nothing waits for a batch to fill: a lone item on an idle server is dispatched at once,
  * and under load the queue fills by itself while the workers are busy. A batch that is the only
  * work on the server is marked solo: one worker's share of the cores would leave the rest idle.
+ *
+ * A model that gives several kinds of output (dense, sparse, token vectors) has a queue per kind,
+ * so a batch never mixes them; sparse and token results have rows of their own lengths.
  */
 import { onAbort } from '../abort.js';
 import { ApiError } from '../errors.js';
-import type { BatchResult, BatchTask } from '../worker/protocol.js';
+import type { BatchResult, BatchTask, OutputKind } from '../worker/protocol.js';
 
 export interface EngineInput {
   ids: Int32Array;
   typeIds?: Uint8Array;
+  /** How many leading tokens are attended (absent: all); see BatchTask.attended. */
+  attended?: number;
 }
 
 export interface JobResult {
-  /** One row of `width` values per input, in input order. */
+  /**
+   * dense: one row of `width` values per input, in input order. sparse: every input's nonzero
+   * weights, concatenated in input order (`counts` per input, vocabulary ids in `indices`).
+   * tokens: every input's token vectors of `width` values, concatenated (`counts` tokens each).
+   */
   output: Float32Array;
   width: number;
+  counts?: Int32Array;
+  indices?: Int32Array;
   /** Longest wait of any input between submission and dispatch. */
   queueMs: number;
   /** Wall time of the inference runs this job took part in, summed. */
@@ -56,6 +67,8 @@ const lookahead = 512;
 
 class Job {
   readonly output: (Float32Array | undefined)[];
+  /** sparse: each input's vocabulary ids. */
+  readonly indices: (Int32Array | undefined)[];
   remaining: number;
   queueMs = 0;
   inferenceMs = 0;
@@ -66,11 +79,13 @@ class Job {
   cleanup: (() => void) | undefined;
   constructor(
     readonly model: string,
+    readonly kind: OutputKind,
     count: number,
     readonly resolve: (result: JobResult) => void,
     readonly reject: (error: unknown) => void,
   ) {
     this.output = new Array(count);
+    this.indices = new Array(count);
     this.remaining = count;
   }
 }
@@ -80,12 +95,14 @@ interface Item {
   index: number;
   ids: Int32Array;
   typeIds?: Uint8Array;
+  attended?: number;
   length: number;
   enqueuedAt: number;
 }
 
 interface Queue {
   model: string;
+  kind: OutputKind;
   items: Item[];
   maxBatchSize: number;
 }
@@ -105,15 +122,24 @@ export class Scheduler {
     private readonly observer: BatchObserver = {},
   ) {
     for (const model of models) {
-      this.queues.set(model.id, { model: model.id, items: [], maxBatchSize: Math.min(model.maxBatchSize ?? options.maxBatchSize, options.maxBatchSize) });
+      this.queues.set(model.id, { model: model.id, kind: 'dense', items: [], maxBatchSize: Math.min(model.maxBatchSize ?? options.maxBatchSize, options.maxBatchSize) });
     }
+  }
+
+  /** The queue of a model's output kind, made on first use (undefined for a model not served). */
+  private queueOf(model: string, kind: OutputKind): Queue | undefined {
+    const dense = this.queues.get(model);
+    if (!dense || kind === 'dense') return dense;
+    const key = `${model}\u0000${kind}`;
+    let queue = this.queues.get(key);
+    if (!queue) this.queues.set(key, (queue = { model, kind, items: [], maxBatchSize: dense.maxBatchSize }));
+    return queue;
   }
 
   /** Items waiting in a model's queue (all models when none is named). */
   depth(model?: string): number {
-    if (model) return this.queues.get(model)?.items.length ?? 0;
     let total = 0;
-    for (const queue of this.queues.values()) total += queue.items.length;
+    for (const queue of this.queues.values()) if (!model || queue.model === model) total += queue.items.length;
     return total;
   }
 
@@ -121,12 +147,15 @@ export class Scheduler {
     return this.inFlight;
   }
 
-  submit(model: string, inputs: EngineInput[], signal?: AbortSignal): Promise<JobResult> {
-    const queue = this.queues.get(model);
+  submit(model: string, inputs: EngineInput[], signal?: AbortSignal, kind: OutputKind = 'dense'): Promise<JobResult> {
+    const queue = this.queueOf(model, kind);
     if (!queue) return Promise.reject(new ApiError('model_not_found', `The model "${model}" is not served here.`));
     if (this.closed) return Promise.reject(new ApiError('shutting_down'));
     if (signal?.aborted) return Promise.reject(new ApiError('client_closed'));
-    if (inputs.length === 0) return Promise.resolve({ output: new Float32Array(0), width: 0, queueMs: 0, inferenceMs: 0, batches: 0 });
+    if (inputs.length === 0) {
+      const ragged = kind === 'dense' ? {} : { counts: new Int32Array(0), ...(kind === 'sparse' ? { indices: new Int32Array(0) } : {}) };
+      return Promise.resolve({ output: new Float32Array(0), width: 0, ...ragged, queueMs: 0, inferenceMs: 0, batches: 0 });
+    }
     if (queue.items.length + inputs.length > this.options.queueCapacity && queue.items.length > 0) {
       const seconds = Math.min(60, Math.max(1, Math.ceil(queue.items.length / Math.max(this.itemsPerSecond, 1))));
       return Promise.reject(
@@ -136,11 +165,11 @@ export class Scheduler {
       );
     }
     return new Promise<JobResult>((resolve, reject) => {
-      const job = new Job(model, inputs.length, resolve, reject);
+      const job = new Job(model, kind, inputs.length, resolve, reject);
       const now = performance.now();
       for (let i = 0; i < inputs.length; i++) {
         const input = inputs[i]!;
-        queue.items.push({ job, index: i, ids: input.ids, typeIds: input.typeIds, length: input.ids.length, enqueuedAt: now });
+        queue.items.push({ job, index: i, ids: input.ids, typeIds: input.typeIds, attended: input.attended, length: input.ids.length, enqueuedAt: now });
       }
       job.cleanup = onAbort(signal, () => this.cancel(job));
       this.pump();
@@ -156,7 +185,7 @@ export class Scheduler {
 
   private cancel(job: Job): void {
     if (job.settled) return;
-    const queue = this.queues.get(job.model)!;
+    const queue = this.queueOf(job.model, job.kind)!;
     queue.items = queue.items.filter((item) => item.job !== job);
     this.settle(job, new ApiError('client_closed'));
     this.checkIdle();
@@ -170,9 +199,25 @@ export class Scheduler {
       job.reject(error);
       return;
     }
-    const output = new Float32Array(job.output.length * job.width);
-    for (let i = 0; i < job.output.length; i++) output.set(job.output[i]!, i * job.width);
-    job.resolve({ output, width: job.width, queueMs: job.queueMs, inferenceMs: job.inferenceMs, batches: job.batches });
+    const timing = { queueMs: job.queueMs, inferenceMs: job.inferenceMs, batches: job.batches };
+    if (job.kind === 'dense') {
+      const output = new Float32Array(job.output.length * job.width);
+      for (let i = 0; i < job.output.length; i++) output.set(job.output[i]!, i * job.width);
+      job.resolve({ output, width: job.width, ...timing });
+      return;
+    }
+    // Rows of their own lengths: concatenated in input order, with a count per input.
+    const stride = job.kind === 'tokens' ? job.width : 1;
+    const counts = Int32Array.from(job.output, (row) => row!.length / stride);
+    const output = new Float32Array(job.output.reduce((sum, row) => sum + row!.length, 0));
+    const indices = job.kind === 'sparse' ? new Int32Array(output.length) : undefined;
+    let at = 0;
+    job.output.forEach((row, i) => {
+      output.set(row!, at);
+      indices?.set(job.indices[i]!, at);
+      at += row!.length;
+    });
+    job.resolve({ output, width: job.width, counts, indices, ...timing });
   }
 
   /** The queue whose oldest item has waited longest. */
@@ -191,7 +236,7 @@ export class Scheduler {
       if (!queue) return;
       const batch = this.formBatch(queue);
       const solo = this.options.solo === true && this.inFlight === 0 && this.depth() === 0;
-      this.dispatch(queue.model, batch, 0, solo);
+      this.dispatch(queue, batch, 0, solo);
     }
   }
 
@@ -229,7 +274,8 @@ export class Scheduler {
     return batch.reverse();
   }
 
-  private dispatch(model: string, batch: Item[], attempt: number, solo = false): void {
+  private dispatch(queue: Queue, batch: Item[], attempt: number, solo = false): void {
+    const { model, kind } = queue;
     const now = performance.now();
     let total = 0;
     let longest = 0;
@@ -242,27 +288,39 @@ export class Scheduler {
     const lengths = new Int32Array(batch.length);
     const pairs = batch[0]!.typeIds !== undefined;
     const typeIds = pairs ? new Uint8Array(total) : undefined;
+    const attended = batch.some((item) => item.attended !== undefined) ? new Int32Array(batch.length) : undefined;
     let offset = 0;
     batch.forEach((item, row) => {
       ids.set(item.ids, offset);
       if (typeIds && item.typeIds) typeIds.set(item.typeIds, offset);
       lengths[row] = item.length;
+      if (attended) attended[row] = item.attended ?? item.length;
       offset += item.length;
     });
 
     this.inFlight += 1;
     const started = performance.now();
-    this.runner.run({ model, ids, lengths, typeIds, solo }).then(
+    this.runner.run({ model, ids, lengths, typeIds, solo, ...(kind === 'dense' ? {} : { kind }), ...(attended ? { attended } : {}) }).then(
       (result) => {
         this.inFlight -= 1;
         this.recordThroughput(batch.length, performance.now() - started);
         this.observer.onBatch?.(model, { size: batch.length, tokens: total, paddedTokens: longest * batch.length, inferenceMs: result.inferenceMs });
         const jobs = new Set<Job>();
+        // Where each row starts in a ragged result (sparse: entries; tokens: vectors of `width`).
+        const stride = kind === 'tokens' ? result.width : 1;
+        let start = 0;
         batch.forEach((item, row) => {
           const job = item.job;
+          const count = result.counts?.[row] ?? 0;
+          const from = start;
+          start += count * stride;
           if (job.settled) return;
           job.width = result.width;
-          job.output[item.index] = result.output.subarray(row * result.width, (row + 1) * result.width);
+          if (kind === 'dense') job.output[item.index] = result.output.subarray(row * result.width, (row + 1) * result.width);
+          else {
+            job.output[item.index] = result.output.subarray(from, from + count * stride);
+            if (result.indices) job.indices[item.index] = result.indices.subarray(from, from + count);
+          }
           job.remaining -= 1;
           jobs.add(job);
         });
@@ -279,7 +337,7 @@ export class Scheduler {
         const live = batch.filter((item) => !item.job.settled);
         if (attempt === 0 && live.length > 0 && !this.closed) {
           // A worker may have died under this batch; piscina has replaced it, so try once more.
-          this.dispatch(model, live, 1);
+          this.dispatch(queue, live, 1);
         } else {
           const failure = new ApiError('internal', 'Inference failed.', { cause: error });
           for (const item of live) this.settle(item.job, failure);

@@ -7,6 +7,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { ApiError } from '../errors.js';
+import { clientSignal } from './client-signal.js';
 import { version } from '../version.js';
 import { apiKeyAuth } from './auth.js';
 import { classifyRoutes } from './classify.js';
@@ -43,6 +44,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   });
 
   registerErrorHandling(app);
+  await app.register(clientSignal);
   // From the start of close() (SIGTERM), new requests on open connections are refused, /health
   // included, so a load balancer moves on; requests already in flight finish, and their
   // keep-alive connections close after the response so the server can finish closing.

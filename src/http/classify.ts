@@ -50,7 +50,7 @@ export const classifyRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (ap
     async (request, reply) => {
       const body = request.body;
       const inputs = typeof body.input === 'string' ? [body.input] : body.input;
-      const result = await classify(core, { model: body.model, inputs, truncate: body.truncate }, request.signal);
+      const result = await classify(core, { model: body.model, inputs, truncate: body.truncate }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       const width = result.labels.length;
       const values = body.raw_scores ? result.logits : result.scores;

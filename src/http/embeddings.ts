@@ -1,13 +1,16 @@
 /**
  * POST /v1/embeddings and POST /v1/engines/{model}/embeddings (OpenAI's shape).
  * The response is written straight from the Float32Array: float JSON per vector, or base64 of
- * the vector's little-endian bytes.
+ * the vector's little-endian bytes. Our extension: `"encoding_format": "sparse"` answers a sparse
+ * model's vectors as `{"indices": [...], "values": [...]}`, optionally cut to the `top_k` largest.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import type { FastifyReply } from 'fastify';
 import { reportCacheHits } from './cache-hits.js';
 import { embed, type EmbedResult } from '../core/embeddings.js';
+import { invalid } from '../errors.js';
+import { embedSparse, type SparseEmbedResult } from '../core/sparse.js';
 import { float32ToBase64, float32ToJson } from '../vectors/encoding.js';
 import { sendJsonText } from './json-text.js';
 import type { HttpServices } from './services.js';
@@ -26,7 +29,13 @@ const EmbeddingsBody = Type.Object(
       { description: 'A text, texts, token ids of the model\'s own vocabulary, or arrays of them.' },
     ),
     model: Type.Optional(Type.String({ description: 'A served embedding model id (GET /v1/models). Absent: the first served embedder.' })),
-    encoding_format: Type.Optional(Type.Union([Type.Literal('float'), Type.Literal('base64')], { default: 'float' })),
+    encoding_format: Type.Optional(
+      Type.Union([Type.Literal('float'), Type.Literal('base64'), Type.Literal('sparse')], {
+        default: 'float',
+        description: 'sparse (an extension): a sparse model\'s vectors as {"indices", "values"}, the nonzero weights by vocabulary id.',
+      }),
+    ),
+    top_k: Type.Optional(Type.Integer({ minimum: 1, description: 'With encoding_format sparse: keep each vector\'s top_k largest weights.' })),
     dimensions: Type.Optional(Type.Integer({ minimum: 0, description: '0 or absent: native width; 1..native: first N components, L2-renormalised.' })),
     user: Type.Optional(Type.String()),
     input_type: Type.Optional(Type.Union([Type.Literal('query'), Type.Literal('document')], { description: 'Adds the model\'s query or document prefix, for models trained with one.' })),
@@ -41,7 +50,14 @@ const EmbeddingsResponse = Type.Object({
     Type.Object({
       object: Type.Literal('embedding'),
       index: Type.Integer(),
-      embedding: Type.Union([Type.Array(Type.Number()), Type.String({ description: 'base64 of little-endian float32' })]),
+      embedding: Type.Union([
+        Type.Array(Type.Number()),
+        Type.String({ description: 'base64 of little-endian float32' }),
+        Type.Object(
+          { indices: Type.Array(Type.Integer()), values: Type.Array(Type.Number()) },
+          { description: 'encoding_format sparse: vocabulary ids, ascending, and their weights' },
+        ),
+      ]),
     }),
   ),
   model: Type.String(),
@@ -59,16 +75,30 @@ export function serializeEmbeddings(result: EmbedResult, format: 'float' | 'base
   return `{"object":"list","data":[${parts.join(',')}],"model":${JSON.stringify(result.model)},"usage":{"prompt_tokens":${result.promptTokens},"total_tokens":${result.promptTokens}}}`;
 }
 
+export function serializeSparseEmbeddings(result: SparseEmbedResult): string {
+  const parts = result.vectors.map(
+    ({ indices, values }, i) => `{"object":"embedding","index":${i},"embedding":{"indices":[${indices.join(',')}],"values":${float32ToJson(values)}}}`,
+  );
+  return `{"object":"list","data":[${parts.join(',')}],"model":${JSON.stringify(result.model)},"usage":{"prompt_tokens":${result.promptTokens},"total_tokens":${result.promptTokens}}}`;
+}
+
 export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core }) => {
   const schema = { tags: ['Embeddings'], body: EmbeddingsBody, response: { 200: EmbeddingsResponse, ...errorResponses } };
 
   const handle = async (body: EmbeddingsBody, model: string | undefined, signal: AbortSignal) => {
+    const format = body.encoding_format ?? 'float';
+    if (format === 'sparse') {
+      if (body.dimensions) throw invalid('dimensions', 'dimensions does not apply to sparse vectors; top_k keeps the largest weights.');
+      const result = await embedSparse(core, { model, input: body.input, inputType: body.input_type, topK: body.top_k }, signal);
+      return { result, payload: serializeSparseEmbeddings(result) };
+    }
+    if (body.top_k !== undefined) throw invalid('top_k', 'top_k applies to sparse vectors only: send "encoding_format": "sparse".');
     const result = await embed(core, { model, input: body.input, dimensions: body.dimensions, inputType: body.input_type }, signal);
-    return { result, payload: serializeEmbeddings(result, body.encoding_format ?? 'float') };
+    return { result, payload: serializeEmbeddings(result, format) };
   };
 
   app.post('/v1/embeddings', { schema: { ...schema, summary: 'Create embeddings' } }, async (request, reply) => {
-    const { result, payload } = await handle(request.body, request.body.model, request.signal);
+    const { result, payload } = await handle(request.body, request.body.model, request.clientSignal);
     reportTimings(reply, operationPhases(result.timings));
     reportCacheHits(reply, result);
     return sendJsonText(reply, payload);
@@ -76,9 +106,9 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
 
   // The path names the model; a different `model` in the body is ignored (the path wins), as the
   // legacy OpenAI engines API did. A Hub repo id ("owner/name") may come with its slash as it is.
-  const enginePath = async (request: { body: EmbeddingsBody; params: { model?: string; owner?: string; name?: string }; signal: AbortSignal }, reply: FastifyReply) => {
+  const enginePath = async (request: { body: EmbeddingsBody; params: { model?: string; owner?: string; name?: string }; clientSignal: AbortSignal }, reply: FastifyReply) => {
     const { model, owner, name } = request.params;
-    const { result, payload } = await handle(request.body, model ?? `${owner}/${name}`, request.signal);
+    const { result, payload } = await handle(request.body, model ?? `${owner}/${name}`, request.clientSignal);
     reportTimings(reply, operationPhases(result.timings));
     reportCacheHits(reply, result);
     return sendJsonText(reply, payload);

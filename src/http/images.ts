@@ -193,7 +193,7 @@ export const imagesRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       const body = request.body as Record<string, unknown>;
       refuseUnsupported(body);
       const edit = request.isMultipart() ? fromForm(body as EditForm) : fromJson(body as EditJson);
-      const result = await editImage(images.context, edit, request.signal);
+      const result = await editImage(images.context, edit, request.clientSignal);
       reportTimings(reply, editPhases(result.timings));
       reply.header('x-image-model', result.model);
       const responseFormat = (body.response_format as 'b64_json' | 'url' | undefined) ?? 'b64_json';

@@ -7,6 +7,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ApiError } from '../errors.js';
 import { imageTasks, type ServedImageModel } from '../models/image-catalogue.js';
+import { outputKinds } from '../models/heads.js';
 import type { ServedModel } from '../models/registry.js';
 import { VARIANTS } from '../models/variants.js';
 import type { HttpServices } from './services.js';
@@ -22,6 +23,9 @@ const Model = Type.Object({
   /** The Hub commit of a text model's files, when known. */
   revision: Type.Optional(Type.String()),
   dimensions: Type.Optional(Type.Integer()),
+  /** Embedders: the kinds of vector they give (dense, sparse, tokens); a model with tokens and late interaction also reranks. */
+  outputs: Type.Optional(Type.Array(LiteralUnion(outputKinds))),
+  late_interaction: Type.Optional(Type.Boolean({ description: 'A ColBERT model: /v1/rerank scores by MaxSim.' })),
   max_tokens: Type.Optional(Type.Integer()),
   /** Classifiers: the labels, in the order of their scores. */
   labels: Type.Optional(Type.Array(Type.String())),
@@ -39,7 +43,8 @@ export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     task: model.task,
     variant: model.variant,
     ...(model.revision ? { revision: model.revision } : {}),
-    ...(model.task === 'embedding' ? { dimensions: model.dimensions } : {}),
+    ...(model.task === 'embedding' ? { dimensions: model.dimensions, outputs: model.heads.kinds } : {}),
+    ...(model.lateInteraction ? { late_interaction: true } : {}),
     max_tokens: model.maxTokens,
     ...(model.task === 'classify' ? { labels: model.labels } : {}),
     ready: isReady(),

@@ -77,7 +77,7 @@ export const moderationsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async 
     },
     async (request, reply) => {
       const body = request.body;
-      const result = await moderate(core, { model: body.model, inputs: textsOf(body.input) }, request.signal);
+      const result = await moderate(core, { model: body.model, inputs: textsOf(body.input) }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       return {
         id: `modr-${randomUUID().replace(/-/g, '')}`,

@@ -37,6 +37,6 @@ export const readerRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         response: { 200: ReadResponse, ...errorResponses, 502: ErrorResponse, 504: ErrorResponse },
       },
     },
-    async (request) => readPage(request.body.url, request.body.format ?? 'markdown', limits, request.signal),
+    async (request) => readPage(request.body.url, request.body.format ?? 'markdown', limits, request.clientSignal),
   );
 };

@@ -27,7 +27,7 @@ const RerankResponse = Type.Object({
   results: Type.Array(
     Type.Object({
       index: Type.Integer(),
-      relevance_score: Type.Number({ description: 'sigmoid of the model logit' }),
+      relevance_score: Type.Number({ description: 'sigmoid of the model logit; for a late-interaction (ColBERT) model, the MaxSim sum' }),
       document: Type.Optional(Type.Object({ text: Type.String() })),
     }),
   ),
@@ -46,7 +46,7 @@ export const rerankRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     async (request, reply) => {
       const body = request.body;
       const texts = body.documents.map((doc) => (typeof doc === 'string' ? doc : doc.text));
-      const result = await rerank(core, { model: body.model, query: body.query, documents: texts, topN: body.top_n }, request.signal);
+      const result = await rerank(core, { model: body.model, query: body.query, documents: texts, topN: body.top_n }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       return {
         id: result.id,

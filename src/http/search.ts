@@ -182,7 +182,7 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     async (request) => {
       const wait = request.query.wait === undefined ? 0 : Number(request.query.wait);
       if (wait > maxWaitSeconds) throw invalid('wait', `wait must be at most ${maxWaitSeconds} seconds; got ${wait}.`);
-      const task = await search.tasks.wait(ownerOf(request), request.params.id, wait * 1000, request.signal);
+      const task = await search.tasks.wait(ownerOf(request), request.params.id, wait * 1000, request.clientSignal);
       if (!task) throw notFound(request.params.id);
       return taskDetail(task, search.tasks.providerName);
     },
@@ -218,7 +218,7 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         const digest = createHash('sha256').update(`${doc.title ?? ''}\n${doc.text}`).digest('hex').slice(0, 32);
         return documentFromInput(doc as DocumentInput, { key: digest, url: (key) => `urn:onnx-gateway:document:${encodeURIComponent(key)}`, source: 'api' }, `documents[${i}]`);
       });
-      const report = await search.ingest(parsed, { signal: request.signal });
+      const report = await search.ingest(parsed, { signal: request.clientSignal });
       return { added: report.added, updated: report.updated, embedded: report.embedded, ids: parsed.map((d) => d.key) };
     },
   );

@@ -13,6 +13,16 @@ import { join } from 'node:path';
 import { StartupError } from '../errors.js';
 import { readGraphInterface, type ElementType, type TensorInfo } from '../onnx/interface.js';
 import { poolings, type Pooling } from '../vectors/pooling.js';
+import {
+  checkSpladePooling,
+  isLateInteraction,
+  isSplade,
+  lastDim,
+  lateInteractionFacts,
+  tokenWeightsOutput,
+  type LateInteractionFacts,
+  type ModelHeads,
+} from './heads.js';
 
 export type Task = 'embedding' | 'rerank' | 'classify';
 
@@ -68,6 +78,10 @@ export interface ModelFacts {
   id2label: Record<string, string>;
   vocabSize: number;
   output: { name: string; pooled: boolean; type: ElementType };
+  /** The kinds of output the model gives (heads.ts): dense, sparse, token vectors. */
+  heads: ModelHeads;
+  /** A ColBERT model's query and document encoding. */
+  lateInteraction?: LateInteractionFacts;
   feeds: GraphFeeds;
   /** Files beside the graph that hold its weights (external data), relative to the graph's folder. */
   externalData: string[];
@@ -91,7 +105,8 @@ interface StModule {
   type?: string;
 }
 
-const pooledOutputs = ['sentence_embedding'];
+// `dense_vecs`: bge-m3 exports that give its three outputs (dense, token weights, ColBERT vectors).
+const pooledOutputs = ['sentence_embedding', 'dense_vecs'];
 const tokenOutputs = ['last_hidden_state', 'token_embeddings'];
 
 /** Reads the facts of the model in `dir` whose graph is `onnxPath`; `label` names it in messages. */
@@ -109,17 +124,19 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
   }
 
   const task: Task = taskHint ?? taskFromConfig(config, stConfig);
-  const output = chooseOutput(graph.outputs, task, label);
+  // SPLADE and ColBERT models give no dense vector: their output and heads come from their own files.
+  const special = task === 'embedding' ? specialModelOutputs(dir, config, modules, stConfig, tokenizerConfig, graph.outputs, label) : undefined;
+  const output = special?.output ?? chooseOutput(graph.outputs, task, label);
   const pooling = readPooling(dir, modules, label);
   const dense = modules.find((m) => m.type?.endsWith('.Dense'));
-  if (task === 'embedding' && dense && !output.pooled) {
+  if (!special && task === 'embedding' && dense && !output.pooled) {
     throw new ModelFilesError(
       `Model "${label}": modules.json has a Dense module (${dense.path ?? dense.name}) that the ONNX graph does not contain (it outputs "${output.info.name}", not "sentence_embedding"), so its vectors would not be the model's. ` +
         'Export the whole sentence-transformers pipeline (optimum-cli export onnx --library sentence_transformers --model <repo> <dir>), or use a repository whose graph outputs "sentence_embedding".',
     );
   }
 
-  const width = outputWidth(output.info, config, task);
+  const width = special?.width ?? outputWidth(output.info, config, task);
   const id2label = labelsOf(config, headTasks.includes(task) ? width : 1);
   return {
     task,
@@ -127,7 +144,7 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
     maxTokens: windowOf(config, tokenizerConfig, sbertConfig, label),
     width,
     pooling: pooling ?? 'mean',
-    normalize: modules.length > 0 ? modules.some((m) => m.type?.endsWith('.Normalize')) : true,
+    normalize: special ? special.normalize : modules.length > 0 ? modules.some((m) => m.type?.endsWith('.Normalize')) : true,
     prompts: promptsOf(stConfig),
     defaultPromptName: typeof stConfig?.default_prompt_name === 'string' ? stConfig.default_prompt_name : undefined,
     rerankScoring: task === 'rerank' ? scoringOf(width, id2label, label) : { kind: 'sigmoid' },
@@ -136,6 +153,8 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
     id2label,
     vocabSize: Number(config.vocab_size ?? 0),
     output: { name: output.info.name, pooled: output.pooled, type: output.info.type },
+    heads: special?.heads ?? headsOf(task, output, graph.outputs, Number(config.vocab_size ?? 0)),
+    lateInteraction: special?.lateInteraction,
     feeds: feedsOf(graph.inputs, label),
     externalData: graph.externalData,
   };
@@ -179,6 +198,68 @@ function chooseOutput(outputs: TensorInfo[], task: Task, label: string): { info:
   if (tokens) return { info: tokens, pooled: false };
   const wanted = head ? '"logits"' : '"sentence_embedding" or "last_hidden_state"';
   throw new ModelFilesError(`Model "${label}": a ${task} model needs an output named ${wanted}; the graph has ${outputs.map((o) => `"${o.name}"`).join(', ')}.`);
+}
+
+interface SpecialOutputs {
+  output: { info: TensorInfo; pooled: boolean };
+  width: number;
+  normalize: boolean;
+  heads: ModelHeads;
+  lateInteraction?: LateInteractionFacts;
+}
+
+/** A SPLADE model's logits, or a ColBERT model's projected token vectors; undefined for other models. */
+function specialModelOutputs(dir: string, config: Json, modules: StModule[], stConfig: Json | undefined, tokenizerConfig: Json, outputs: TensorInfo[], label: string): SpecialOutputs | undefined {
+  const names = outputs.map((o) => `"${o.name}"`).join(', ');
+  if (isSplade(config, modules, outputs)) {
+    const logits = outputs.find((o) => o.name === 'logits');
+    if (!logits) throw new ModelFilesError(`Model "${label}": a SPLADE (masked-LM) model needs its graph to output "logits" [batch, sequence, vocabulary]; the graph has ${names}. Export it with optimum-cli export onnx --task fill-mask.`);
+    const module = modules.find((m) => m.type?.endsWith('SpladePooling'));
+    const refused = checkSpladePooling(readJson(join(dir, module?.path ?? '1_SpladePooling', 'config.json')));
+    if (refused) throw new ModelFilesError(`Model "${label}": ${refused}.`);
+    const dimension = lastDim(logits) ?? Number(config.vocab_size ?? 0);
+    return { output: { info: logits, pooled: false }, width: dimension, normalize: false, heads: { kinds: ['sparse'], sparse: { pooling: 'mlm', output: 'logits', dimension } } };
+  }
+  if (isLateInteraction(modules, stConfig)) {
+    const module = modules.find((m) => m.type?.endsWith('.Dense'));
+    const projection = module ? readJson(join(dir, module.path ?? '1_Dense', 'config.json')) : undefined;
+    const width = Number(projection?.out_features ?? config.hidden_size ?? 0);
+    const candidates = ['colbert_vecs', 'token_embeddings', 'last_hidden_state'].map((name) => outputs.find((o) => o.name === name)).filter((o): o is TensorInfo => o !== undefined);
+    const tokens = candidates.find((o) => lastDim(o) === width);
+    if (!tokens) {
+      throw new ModelFilesError(
+        `Model "${label}": a ColBERT model's graph must output its projected token vectors ("token_embeddings" of width ${width}, the Dense module's out_features); the graph has ${names}${candidates[0] ? ` ("${candidates[0].name}" is ${lastDim(candidates[0]) ?? 'of unknown width'} wide)` : ''}. Export the model with its projection.`,
+      );
+    }
+    const mask = tokenizerConfig.mask_token;
+    const maskToken = typeof mask === 'string' ? mask : typeof mask?.content === 'string' ? mask.content : undefined;
+    return {
+      output: { info: tokens, pooled: false },
+      width,
+      normalize: true,
+      heads: { kinds: ['tokens'], tokens: { output: tokens.name, type: tokens.type, width } },
+      lateInteraction: lateInteractionFacts(stConfig, maskToken),
+    };
+  }
+  return undefined;
+}
+
+/** An embedder's dense vector, its token vectors when the graph gives them, and bge-m3-style token weights. */
+function headsOf(task: Task, output: { info: TensorInfo; pooled: boolean }, outputs: TensorInfo[], vocabSize: number): ModelHeads {
+  if (task !== 'embedding') return { kinds: ['dense'] };
+  const heads: ModelHeads = { kinds: ['dense'] };
+  const tokens = output.pooled ? tokenOutputs.map((name) => outputs.find((o) => o.name === name)).find((o) => o !== undefined) : output.info;
+  const tokensWidth = tokens && lastDim(tokens);
+  if (tokens && (tokensWidth || !output.pooled)) {
+    heads.kinds.push('tokens');
+    heads.tokens = { output: tokens.name, type: tokens.type, width: tokensWidth ?? 0 };
+  }
+  const weights = tokenWeightsOutput(outputs);
+  if (weights && vocabSize > 0) {
+    heads.kinds.push('sparse');
+    heads.sparse = { pooling: 'weights', output: weights.name, dimension: vocabSize };
+  }
+  return heads;
 }
 
 /** The pooling of `1_Pooling/config.json` (the Pooling module's folder), if the model has one. */

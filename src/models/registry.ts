@@ -11,6 +11,7 @@ import { TextTokenizer } from '../text/tokenizer.js';
 import type { Pooling } from '../vectors/pooling.js';
 import type { Catalogue, Manifest, ModerationTable } from './catalogue.js';
 import { ModelFilesError, readModelFacts, type ClassifyActivation, type GraphFeeds, type ModelFacts, type RerankScoring, type Task } from './facts.js';
+import type { LateInteractionFacts, ModelHeads } from './heads.js';
 import { readLock, type ModelLock } from './lock.js';
 import { filesIn, modelDir } from './paths.js';
 import { externalDataFiles, findVariantGraph, parseServedId, variantCandidates, VariantError, type Variant } from './variants.js';
@@ -29,7 +30,20 @@ export interface ModelLoadSpec {
   padId: number;
   /** The graph output to read, and whether it is already one vector per row. */
   output: ModelFacts['output'];
+  /** The kinds of output the model gives, and which graph outputs give them. */
+  heads: ModelHeads;
+  /** Token ids a sparse vector leaves out: the special tokens of a single sequence. */
+  specialIds: number[];
   feeds: GraphFeeds;
+}
+
+/** A ColBERT model's encoding with its tokens resolved to ids. */
+export interface LateInteraction extends Omit<LateInteractionFacts, 'skiplistWords'> {
+  queryMarkerId: number;
+  documentMarkerId: number;
+  maskId: number;
+  /** Token ids left out of documents. */
+  skiplist: Set<number>;
 }
 
 /** What other servers' model descriptions tell (TEI's /info, Ollama's /api/show), computed once at start. */
@@ -69,6 +83,8 @@ export interface ServedModel extends ModelLoadSpec {
   /** The prompt applied when a request names none. */
   defaultPromptName?: string;
   rerankScoring: RerankScoring;
+  /** Set for ColBERT models: they rerank by MaxSim over token vectors. */
+  lateInteraction?: LateInteraction;
   /** A classifier's labels in logit order, and how its logits become scores. */
   labels: string[];
   activation: ClassifyActivation;
@@ -161,6 +177,9 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
     pooling: facts.declared.pooling ? facts.pooling : (manifest?.pooling ?? facts.pooling),
     padId: tokenizer.padId,
     output: facts.output,
+    heads: facts.heads,
+    specialIds: tokenizer.singleSpecialIds,
+    lateInteraction: facts.lateInteraction ? resolveLateInteraction(facts.lateInteraction, tokenizer, spec) : undefined,
     feeds: facts.feeds,
     tokenizer,
     maxTokens: facts.maxTokens,
@@ -191,6 +210,18 @@ function filesIdentity(lock: ModelLock | undefined, onnxRelative: string, descri
   const checksum = locked?.sha256 ?? locked?.gitSha1;
   if (lock && locked && checksum) return `${lock.repo}@${lock.commit}/${onnxRelative}#${checksum}:${description.size}`;
   return `digest:${description.digest}`;
+}
+
+/** The marker, [MASK] and skiplist tokens of a ColBERT model as ids; a marker the vocabulary lacks stops the start. */
+function resolveLateInteraction(facts: LateInteractionFacts, tokenizer: TextTokenizer, label: string): LateInteraction {
+  const id = (token: string, what: string) => {
+    const found = tokenizer.idOf(token) ?? tokenizer.idOf(token.trim());
+    if (found === undefined) throw new ModelFilesError(`Model "${label}": its ${what} "${token}" is not a token of its vocabulary.`);
+    return found;
+  };
+  const { skiplistWords, ...rest } = facts;
+  const skiplist = new Set(skiplistWords.map((word) => tokenizer.idOf(word)).filter((i): i is number => i !== undefined));
+  return { ...rest, queryMarkerId: id(facts.queryPrefix, 'query_prefix'), documentMarkerId: id(facts.documentPrefix, 'document_prefix'), maskId: id(facts.maskToken, 'mask token'), skiplist };
 }
 
 const bytesPerWeight: Record<Variant, number> = { fp32: 4, fp16: 2, int8: 1, O1: 4, O2: 4, O3: 4, O4: 2 };
@@ -253,7 +284,8 @@ export class Registry {
       const served = this.list().filter((m) => m.task === task).map((m) => m.id);
       throw new ApiError('model_not_found', `The model "${name}" is not served here. Served ${task} models: ${served.join(', ') || 'none'}.`, { param });
     }
-    if (model.task !== task) {
+    // A ColBERT model is an embedder that also reranks (by MaxSim).
+    if (model.task !== task && !(task === 'rerank' && model.lateInteraction)) {
       throw new ApiError('invalid_request', `The model "${name}" is a ${model.task} model, not a ${task} model.`, { param });
     }
     return model;

@@ -112,6 +112,16 @@ export class TextTokenizer {
     return this.tokenizer.decode(Array.from(ids), { skip_special_tokens: skipSpecialTokens });
   }
 
+  /** The id of a token of the vocabulary (or an added token), by its text. */
+  idOf(token: string): number | undefined {
+    return this.tokenizer.token_to_id(token) ?? undefined;
+  }
+
+  /** The ids the template adds around a single sequence ([CLS], [SEP]; <s>, </s>). */
+  get singleSpecialIds(): number[] {
+    return [...this.singleBefore, ...this.singleAfter];
+  }
+
   /** One sequence with its special tokens, content cut so that the total is at most `maxTokens`. */
   single(content: Int32Array, maxTokens: number): Int32Array {
     const kept = Math.min(content.length, this.room(maxTokens, this.singleSpecials));

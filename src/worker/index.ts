@@ -49,7 +49,7 @@ export default async function handle(task: BatchTask | WarmTask | ImageTask): Pr
   const result = await runner.run(task);
   // Hand the output buffer over to the main thread instead of copying it.
   return Piscina.move({
-    [Piscina.transferableSymbol]: [result.output.buffer],
+    [Piscina.transferableSymbol]: [result.output.buffer, ...(result.counts ? [result.counts.buffer] : []), ...(result.indices ? [result.indices.buffer] : [])],
     [Piscina.valueSymbol]: result,
   } as never) as unknown as BatchResult;
 }

@@ -1,9 +1,13 @@
 /**
  * What crosses between the engine and the workers. Plain data and typed arrays only: token ids go
- * in as one Int32Array with per-row lengths, results come back as one Float32Array, both
- * transferred rather than copied.
+ * in as one Int32Array with per-row lengths, results come back as typed arrays, both transferred
+ * rather than copied. A dense result is one Float32Array of rows x width; sparse vectors and token
+ * vectors have rows of their own lengths, so they come back concatenated with a count per row.
  */
+import type { OutputKind } from '../models/heads.js';
 import type { ModelLoadSpec } from '../models/registry.js';
+
+export type { OutputKind } from '../models/heads.js';
 
 export interface SessionOptions {
   intraOpThreads: number;
@@ -32,12 +36,27 @@ export interface BatchTask {
   typeIds?: Uint8Array;
   /** Nothing else is queued or running: run on the session that has all the cores. */
   solo?: boolean;
+  /** What to give back (absent: dense). A batch holds one kind only. */
+  kind?: OutputKind;
+  /**
+   * Per row, how many leading tokens the attention mask covers (absent: all of them): a ColBERT
+   * query's [MASK] expansion is not attended, yet its token vectors are given back.
+   */
+  attended?: Int32Array;
 }
 
 export interface BatchResult {
-  /** rows x width: pooled vectors (embedders) or one logit per row (rerankers). */
+  /**
+   * dense: rows x width, pooled vectors (embedders) or one logit per row (rerankers);
+   * sparse: the nonzero weights of every row, concatenated (their vocabulary ids in `indices`);
+   * tokens: every row's token vectors (counts[r] x width), concatenated.
+   */
   output: Float32Array;
   width: number;
+  /** sparse and tokens: entries (nonzero weights, token vectors) per row. */
+  counts?: Int32Array;
+  /** sparse: the vocabulary id of each weight in `output`, ascending within a row. */
+  indices?: Int32Array;
   inferenceMs: number;
 }
 

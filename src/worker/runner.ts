@@ -5,23 +5,31 @@
  * (`past_key_values.*`) fed empty; embedders read `sentence_embedding` when the graph pools itself,
  * else pool token vectors here; rerankers and classifiers read `logits`. Rows are right-padded, so a row's last
  * real token is at `length - 1` whatever its neighbours.
+ *
+ * A batch may ask for another kind of output than the dense vector (heads.ts): sparse vectors,
+ * pooled here from a SPLADE model's logits or a model's token weights so that only the nonzero
+ * weights leave the worker, or token vectors (each row's real tokens).
  */
 import * as ort from 'onnxruntime-node';
 import type { ModelLoadSpec } from '../models/registry.js';
 import { pool } from '../vectors/pooling.js';
-import type { BatchResult, BatchTask, ModelReport, SessionOptions } from './protocol.js';
+import { spladePool, tokenRows, tokenWeightsPool } from '../vectors/sparse.js';
+import type { BatchResult, BatchTask, ModelReport, OutputKind, SessionOptions } from './protocol.js';
 import { ortSessionOptions } from './session-options.js';
 
 export class Runner {
   private width = 0;
   /** Cross-encoders and classifiers: a head's logits [rows, labels], fed pairs with their token types. */
   private readonly readsLogits: boolean;
+  /** Token ids a sparse vector leaves out. */
+  private readonly skip: ReadonlySet<number>;
 
   private constructor(
     readonly spec: ModelLoadSpec,
     private readonly session: ort.InferenceSession,
   ) {
     this.readsLogits = spec.task === 'rerank' || spec.task === 'classify';
+    this.skip = new Set(spec.specialIds);
   }
 
   static async open(spec: ModelLoadSpec, options: SessionOptions): Promise<Runner> {
@@ -33,12 +41,19 @@ export class Runner {
   async warmUp(loadMs: number): Promise<ModelReport> {
     const lengths = Int32Array.of(8, 64);
     const ids = new Int32Array(72).fill(this.spec.padId === 0 ? 100 : this.spec.padId + 1);
-    const result = await this.run({ model: this.spec.id, ids, lengths, typeIds: this.readsLogits ? new Uint8Array(72) : undefined });
-    return { id: this.spec.id, inputs: this.session.inputNames.slice(), output: this.spec.output.name, width: result.width, loadMs };
+    // Every kind the model gives, so that the first request of each finds its buffers ready.
+    let width = 0;
+    for (const kind of this.spec.heads.kinds) {
+      const result = await this.run({ model: this.spec.id, ids: ids.slice(), lengths, typeIds: this.readsLogits ? new Uint8Array(72) : undefined, kind });
+      if (kind === this.spec.heads.kinds[0]) width = result.width;
+    }
+    return { id: this.spec.id, inputs: this.session.inputNames.slice(), output: this.spec.output.name, width, loadMs };
   }
 
   async run(task: BatchTask): Promise<BatchResult> {
-    const { feeds: wanted, output: out } = this.spec;
+    const { feeds: wanted } = this.spec;
+    const kind: OutputKind = task.kind ?? 'dense';
+    const outputName = this.outputOf(kind);
     const rows = task.lengths.length;
     let seqLen = 0;
     for (let i = 0; i < rows; i++) seqLen = Math.max(seqLen, task.lengths[i]!);
@@ -54,11 +69,12 @@ export class Runner {
     let offset = 0;
     for (let r = 0; r < rows; r++) {
       const length = task.lengths[r]!;
+      const attended = task.attended?.[r] ?? length;
       const base = r * seqLen;
       for (let t = 0; t < length; t++) {
         const id = task.ids[offset + t]!;
         ids[base + t] = (wide ? BigInt(id) : id) as never;
-        mask[base + t] = one as never;
+        if (t < attended) mask[base + t] = one as never;
         if (typeIds && task.typeIds) typeIds[base + t] = (wide ? BigInt(task.typeIds[offset + t]!) : task.typeIds[offset + t]!) as never;
         if (positions) positions[base + t] = (wide ? BigInt(t) : t) as never;
       }
@@ -75,11 +91,17 @@ export class Runner {
     for (const past of wanted.pastKeyValues) feeds[past.name] = emptyPast(past, rows);
 
     const started = performance.now();
-    const results = await this.session.run(feeds, [out.name]);
+    const results = await this.session.run(feeds, [outputName]);
     const inferenceMs = performance.now() - started;
-    const tensor = results[out.name]!;
+    const tensor = results[outputName]!;
     const data = toFloat32(tensor);
 
+    if (kind !== 'dense') {
+      const result = this.perToken(kind, tensor, data, task, seqLen);
+      for (const value of Object.values(results)) value.dispose?.();
+      return { ...result, inferenceMs };
+    }
+    const out = this.spec.output;
     let output: Float32Array;
     let width: number;
     if (this.readsLogits || out.pooled) {
@@ -93,6 +115,27 @@ export class Runner {
     for (const value of Object.values(results)) value.dispose?.();
     this.width = width;
     return { output, width, inferenceMs };
+  }
+
+  /** The graph output that gives `kind`; the engine only asks for kinds the model has. */
+  private outputOf(kind: OutputKind): string {
+    const { heads, output } = this.spec;
+    if (kind === 'dense') return output.name;
+    const name = kind === 'sparse' ? heads.sparse?.output : heads.tokens?.output;
+    if (!name) throw new Error(`Model "${this.spec.id}" gives no ${kind} output.`);
+    return name;
+  }
+
+  /** Sparse vectors or token vectors from a per-token output `[rows, seqLen, width]`. */
+  private perToken(kind: OutputKind, tensor: ort.Tensor, data: Float32Array, task: BatchTask, seqLen: number): Omit<BatchResult, 'inferenceMs'> {
+    const width = tensor.dims.length > 2 ? Number(tensor.dims[2]) : 1;
+    if (kind === 'tokens') return { output: tokenRows(data, task.lengths, seqLen, width), width, counts: Int32Array.from(task.lengths) };
+    const sparse = this.spec.heads.sparse!;
+    const rows =
+      sparse.pooling === 'mlm'
+        ? spladePool(data, task.ids, task.lengths, seqLen, width, this.skip)
+        : tokenWeightsPool(data, task.ids, task.lengths, seqLen, this.skip);
+    return { output: rows.values, width: sparse.pooling === 'mlm' ? width : sparse.dimension, counts: rows.counts, indices: rows.indices };
   }
 
   async release(): Promise<void> {

@@ -68,8 +68,8 @@ describe('TEI errors', () => {
 });
 
 describe('teiModels setting', () => {
-  const fake = (id: string, task: 'embedding' | 'rerank' | 'classify') => ({ id, task, aliases: [] as string[] }) as ServedModel;
-  const registry = new Registry([fake('c1', 'classify'), fake('e1', 'embedding'), fake('r1', 'rerank'), fake('e2', 'embedding')]);
+  const fake = (id: string, task: 'embedding' | 'rerank' | 'classify', kinds = ['dense']) => ({ id, task, aliases: [] as string[], heads: { kinds } }) as ServedModel;
+  const registry = new Registry([fake('c1', 'classify'), fake('e1', 'embedding'), fake('r1', 'rerank'), fake('e2', 'embedding', ['dense', 'tokens']), fake('s1', 'embedding', ['sparse'])]);
 
   it('defaults to the first served embedder, reranker and classifier', () => {
     const picked = pickTeiModels(registry, []);
@@ -78,6 +78,11 @@ describe('teiModels setting', () => {
   it('takes the first of each task from the list; the first listed describes the server', () => {
     const picked = pickTeiModels(registry, ['r1', 'e2']);
     expect([picked.embedder?.id, picked.reranker?.id, picked.primary?.id]).toEqual(['e2', 'r1', 'r1']);
+  });
+  it('answers /embed_sparse and /embed_all with the first model of that kind, listed or (without a list) served', () => {
+    expect([pickTeiModels(registry, []).sparse?.id, pickTeiModels(registry, []).tokens?.id]).toEqual(['s1', 'e2']);
+    const listed = pickTeiModels(registry, ['s1', 'e1']);
+    expect([listed.embedder?.id, listed.sparse?.id, listed.tokens?.id, listed.primary?.id]).toEqual(['e1', 's1', undefined, 's1']);
   });
   it('refuses a model that is not served, naming the setting', () => {
     expect(() => pickTeiModels(registry, ['nope'])).toThrow(ConfigError);

@@ -114,6 +114,16 @@ STANDINS = [
         "opset": 14, "seed": 3003,
     },
     {
+        # A community export of bge-m3's three heads in one graph (FlagEmbedding's BGEM3 model):
+        # `dense_vecs` (the normalised [CLS] vector) and `sparse_vecs` (the lexical weights,
+        # relu(Linear(hidden -> 1)) per token, [batch, seq, 1]); its `colbert_vecs` are left out.
+        "repo": "aapot/bge-m3-onnx", "task": "embedding", "arch": "xlmr", "m3_heads": True,
+        "files": lambda: embedder_files(BGE_M3, "cls", 8192, {"sentence_transformers": "2.2.2",
+                                                              "transformers": "4.33.0", "pytorch": "2.1.2+cu121"}),
+        "window_from": "sentence_bert_config.json", "pooling": "cls", "normalize": True,
+        "opset": 14, "seed": 3008,
+    },
+    {
         # onnx/ holds model.onnx (1.11 GB, no external data) with copies of the config and tokenizer
         "repo": "BAAI/bge-reranker-base", "task": "rerank", "arch": "xlmr",
         "files": lambda: {"config.json": dump_json(RERANKER_BASE)}, "max_length": 512,
@@ -166,6 +176,12 @@ def _graph(b, standin, cfg):
         types = b.op("Slice", [buffer, b.i64([0]), b.dim("input_ids", 1), b.i64([1])])
         types = b.op("Expand", [types, b.op("Shape", ["input_ids"])])
         h = encoder_graph(b, cfg, positions, types, prefix=prefix)
+    if standin.get("m3_heads"):
+        first = b.op("Gather", [h, b.i64(0)], axis=1)
+        b.output("LpNormalization", [first], "dense_vecs", axis=-1, p=2)
+        weights = b.op("Add", [b.op("MatMul", [h, b.p("sparse_linear.weight")]), b.p("sparse_linear.bias")])
+        b.output("Relu", [weights], "sparse_vecs")
+        return [("dense_vecs", FLOAT, ["batch_size", cfg["hidden_size"]]), ("sparse_vecs", FLOAT, DYNAMIC + [1])]
     if standin["task"] == "embedding":
         b.output("Identity", [h], "last_hidden_state")
         return [("last_hidden_state", FLOAT, DYNAMIC + [cfg["hidden_size"]])]
@@ -211,6 +227,8 @@ def write(standin, out_dir, size, shared_dir):
     declare_encoder(W, cfg, prefix="roberta." if standin["task"] == "rerank" else "")
     if standin["task"] == "rerank":
         _declare_head(W, cfg["hidden_size"])
+    if standin.get("m3_heads"):
+        W.linear("sparse_linear", cfg["hidden_size"], 1, 1.0 / np.sqrt(cfg["hidden_size"]))
 
     b = L.Onnx(W, opset=standin["opset"])
     outputs = _graph(b, standin, cfg)
@@ -230,6 +248,20 @@ def write(standin, out_dir, size, shared_dir):
                                    hidden=lambda ids, mask, types: _hidden(W64, standin, cfg, ids, mask, types),
                                    pooling=standin["pooling"], normalize=standin["normalize"],
                                    prompts=standin.get("prompts"))
+        if standin.get("m3_heads"):
+            specials = set(tok.single([]))
+
+            def lexical(ids, mask, types):
+                # bge-m3's lexical weights: per token id, the max of relu(w . h + b) over its tokens
+                w = np.maximum(L.linear(W64, _hidden(W64, standin, cfg, ids, mask, types), "sparse_linear")[..., 0], 0.0)
+                out = np.zeros((ids.shape[0], cfg["vocab_size"]))
+                for r, t in zip(*np.nonzero(mask)):
+                    if ids[r, t] not in specials:
+                        out[r, ids[r, t]] = max(out[r, ids[r, t]], w[r, t])
+                return out
+
+            gold["sparse"] = golden.sparse(repo=standin["repo"], family="xlmr", size=size, tok=tok, window=window,
+                                           sparse=lexical)["sparse"]
     else:
         def logits(ids, mask, types):
             h = _hidden(W64, standin, cfg, ids, mask, types)

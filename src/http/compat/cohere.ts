@@ -39,7 +39,7 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     { schema: { tags: ['Cohere compatibility'], summary: 'Rerank documents (Cohere v2)', body: V2RerankBody, response: { 200: V2RerankResponse, ...errorResponses } } },
     async (request, reply) => {
       const { model, query, documents, top_n: topN, max_tokens_per_doc: maxTokensPerDoc } = request.body;
-      const result = await rerank(core, { model, query, documents, topN, maxTokensPerDoc }, request.signal);
+      const result = await rerank(core, { model, query, documents, topN, maxTokensPerDoc }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       return {
         id: result.id,

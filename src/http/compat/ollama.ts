@@ -95,7 +95,7 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     async (request, reply) => {
       const started = performance.now();
       const { model, input, truncate, dimensions } = request.body;
-      const result = await embed(core, { model: servedId(model), input, truncate, dimensions }, request.signal);
+      const result = await embed(core, { model: servedId(model), input, truncate, dimensions }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       reportCacheHits(reply, result);
       const totalNs = Math.round((performance.now() - started) * 1e6);
@@ -116,7 +116,7 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     },
     async (request, reply) => {
       const { model, prompt } = request.body;
-      const result = await embed(core, { model: servedId(model), input: [prompt] }, request.signal);
+      const result = await embed(core, { model: servedId(model), input: [prompt] }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       reportCacheHits(reply, result);
       return sendJsonText(reply, `{"embedding":${float32ToJson(result.vectors)}}`);

@@ -1,6 +1,6 @@
 /**
  * Hugging Face text-embeddings-inference (TEI) routes, at TEI's paths (no /v1): POST /embed,
- * /rerank, /predict, /tokenize, /decode, GET /info, and POST / (TEI's default route: embed, or
+ * /embed_sparse, /embed_all, /rerank, /predict, /tokenize, /decode, GET /info, and POST / (TEI's default route: embed, or
  * rerank or predict when the first TEI model is a reranker or a classifier). A TEI process serves one model, so its requests name none;
  * the teiModels setting says which served models answer.
  *
@@ -13,6 +13,8 @@ import { ConfigError } from '../../config.js';
 import { classify, type ClassifyInput } from '../../core/classify.js';
 import { embed } from '../../core/embeddings.js';
 import { rerank } from '../../core/rerank.js';
+import { embedSparse } from '../../core/sparse.js';
+import { embedTokens } from '../../core/token-embeddings.js';
 import { decode, tokenize } from '../../core/tokens.js';
 import { ApiError, type ErrorCode } from '../../errors.js';
 import type { Registry, ServedModel } from '../../models/registry.js';
@@ -23,6 +25,7 @@ import { sendJsonText } from '../json-text.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 import { errorResponsesOf } from './errors.js';
+import { float32ToJson } from '../../vectors/encoding.js';
 import { vectorsToJson } from './vectors.js';
 
 const tags = ['TEI compatibility'];
@@ -74,6 +77,18 @@ const EmbedBody = Type.Object(
   },
   { additionalProperties: true },
 );
+
+/** /embed_sparse and /embed_all take /embed's body but its vector options. */
+const PerTokenBody = Type.Object(
+  {
+    inputs: EmbedBody.properties.inputs,
+    truncate: EmbedBody.properties.truncate,
+    truncation_direction: TruncationDirection,
+    prompt_name: PromptName,
+  },
+  { additionalProperties: true },
+);
+const SparseValue = Type.Object({ index: Type.Integer(), value: Type.Number() });
 
 const RerankBody = Type.Object(
   {
@@ -149,6 +164,9 @@ const Info = Type.Object({
 
 interface TeiModels {
   embedder?: ServedModel;
+  /** Answers /embed_sparse and /embed_all: the first listed model that gives sparse or token vectors. */
+  sparse?: ServedModel;
+  tokens?: ServedModel;
   reranker?: ServedModel;
   classifier?: ServedModel;
   /** Describes the server in /info and tokenises: the first listed. */
@@ -166,8 +184,13 @@ export function pickTeiModels(registry: Registry, ids: readonly string[]): TeiMo
           return model;
         })
       : (['embedding', 'rerank', 'classify'] as const).map((task) => served.find((m) => m.task === task)).filter((m): m is ServedModel => m !== undefined);
+  // Without a list, a sparse or token-vector model served beside the dense embedder still answers its routes.
+  const withKind = (kind: 'sparse' | 'tokens') => (ids.length > 0 ? chosen : served).find((m) => m.task === 'embedding' && m.heads.kinds.includes(kind));
+  const dense = chosen.find((m) => m.task === 'embedding' && m.heads.kinds.includes('dense'));
   return {
-    embedder: chosen.find((m) => m.task === 'embedding'),
+    embedder: dense ?? chosen.find((m) => m.task === 'embedding'),
+    sparse: withKind('sparse'),
+    tokens: withKind('tokens'),
     reranker: chosen.find((m) => m.task === 'rerank'),
     classifier: chosen.find((m) => m.task === 'classify'),
     primary: chosen[0],
@@ -178,7 +201,7 @@ function none(task: string): ApiError {
   return new ApiError('model_not_found', `No ${task} model answers the TEI routes here: list one in ONNX_GATEWAY_TEI_MODELS.`);
 }
 
-const direction = (value: string | null | undefined) => (value ? (value.toLowerCase() === 'left' ? 'left' : 'right') : undefined);
+const direction = (value: string | null | undefined): 'left' | 'right' | undefined => (value ? (value.toLowerCase() === 'left' ? 'left' : 'right') : undefined);
 
 export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, registry, config }) => {
   const models = pickTeiModels(registry, config.teiModels);
@@ -200,7 +223,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
           inputType: body.prompt_name ?? undefined,
           dimensions: body.dimensions ?? undefined,
         },
-        request.signal,
+        request.clientSignal,
       );
       reportTimings(reply, operationPhases(result.timings));
       reportCacheHits(reply, result);
@@ -212,7 +235,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     app.post(url, { schema: { ...rerankSchema, hide } }, async (request, reply) => {
       if (!models.reranker) throw none('rerank');
       const { query, texts, raw_scores: raw, return_text: withText } = request.body;
-      const result = await rerank(core, { model: models.reranker.id, query, documents: texts }, request.signal);
+      const result = await rerank(core, { model: models.reranker.id, query, documents: texts }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       return result.results.map(({ index, score, logit }) => ({ index, score: raw ? logit : score, ...(withText ? { text: texts[index]! } : {}) }));
     });
@@ -233,7 +256,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       const result = await classify(
         core,
         { model: models.classifier.id, inputs: batch, truncate: truncate ?? undefined, truncationDirection: direction(cut), param: 'inputs' },
-        request.signal,
+        request.clientSignal,
       );
       reportTimings(reply, operationPhases(result.timings));
       const width = result.labels.length;
@@ -260,7 +283,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       const result = await tokenize(
         core,
         { model: models.primary?.id, inputs: typeof inputs === 'string' ? [inputs] : inputs, addSpecialTokens, inputType: promptName ?? undefined },
-        request.signal,
+        request.clientSignal,
       );
       return result.tokens;
     },
@@ -288,7 +311,8 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       model_dtype: model.variant === 'int8' ? 'int8' : 'float32',
       model_type:
         model.task === 'embedding'
-          ? { embedding: { pooling: model.pooling } }
+          ? // TEI names a SPLADE model's pooling "splade".
+            { embedding: { pooling: model.heads.sparse?.pooling === 'mlm' ? 'splade' : model.pooling } }
           : model.task === 'classify'
             ? { classifier: { id2label: facts.id2label, label2id } }
             : { reranker: { id2label: facts.id2label, label2id } },
@@ -305,10 +329,50 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     };
   });
 
+  const perToken = (body: { inputs: string | string[] | number[] | number[][]; truncate?: boolean | null; truncation_direction?: string | null; prompt_name?: string | null }) => ({
+    input: body.inputs,
+    truncate: body.truncate ?? undefined,
+    truncationDirection: direction(body.truncation_direction),
+    inputType: body.prompt_name ?? undefined,
+  });
+  app.post(
+    '/embed_sparse',
+    { schema: { tags, summary: 'Sparse embeddings (TEI)', body: PerTokenBody, response: { 200: Type.Array(Type.Array(SparseValue)), ...errorResponses } } },
+    async (request, reply) => {
+      if (!models.sparse) throw none('sparse embedding');
+      const result = await embedSparse(core, { model: models.sparse.id, ...perToken(request.body) }, request.clientSignal);
+      reportTimings(reply, operationPhases(result.timings));
+      // TEI's shape: per input, its nonzero weights as {index, value}, by index.
+      const rows = result.vectors.map(({ indices, values }) => {
+        const numbers = values.length > 0 ? float32ToJson(values).slice(1, -1).split(',') : [];
+        return `[${numbers.map((value, i) => `{"index":${indices[i]},"value":${value}}`).join(',')}]`;
+      });
+      return sendJsonText(reply, `[${rows.join(',')}]`);
+    },
+  );
+  app.post(
+    '/embed_all',
+    {
+      schema: { tags, summary: 'Token embeddings (TEI)', body: PerTokenBody, response: { 200: Type.Array(Type.Array(Type.Array(Type.Number()))), ...errorResponses } },
+    },
+    async (request, reply) => {
+      if (!models.tokens) throw none('token embedding');
+      const result = await embedTokens(core, { model: models.tokens.id, ...perToken(request.body) }, request.clientSignal);
+      reportTimings(reply, operationPhases(result.timings));
+      const { width } = result;
+      const rows = result.rows.map((vectors) => {
+        const tokens: string[] = [];
+        for (let t = 0; t < vectors.length / width; t++) tokens.push(float32ToJson(vectors.subarray(t * width, (t + 1) * width)));
+        return `[${tokens.join(',')}]`;
+      });
+      return sendJsonText(reply, `[${rows.join(',')}]`);
+    },
+  );
+
   // TEI's other operations: a clear 501 rather than a 404 that looks like a wrong base URL.
-  for (const path of ['/similarity', '/embed_all', '/embed_sparse']) {
+  for (const path of ['/similarity']) {
     app.post(path, { schema: { hide: true } }, async () => {
-      throw new ApiError('unsupported_operation', `TEI's ${path} is not supported by this server; it serves /embed, /rerank, /predict, /tokenize, /decode and /info.`);
+      throw new ApiError('unsupported_operation', `TEI's ${path} is not supported by this server; it serves /embed, /embed_sparse, /embed_all, /rerank, /predict, /tokenize, /decode and /info.`);
     });
   }
 };
