@@ -230,7 +230,11 @@ export const settings = {
   }),
   redisUrl: setting('string', {
     env: 'ONNX_GATEWAY_REDIS_URL', flag: '--redis-url', default: null,
-    description: 'Redis (`redis://[:password@]host:port[/db]`) where several replicas share web search task records and their queue (and, with cacheShared, embeddings); unset, they stay in the data dir of this process.',
+    description: 'Redis (`redis://[:password@]host:port[/db]`) where several replicas share web search task records and their queue, and the local index (writes go through a Redis stream every replica applies to its copy), and with cacheShared embeddings; unset, they stay in the data dir of this process.',
+  }),
+  searchIndexStreamLength: setting('integer', {
+    env: 'ONNX_GATEWAY_SEARCH_INDEX_STREAM_LENGTH', flag: '--search-index-stream-length', default: 10_000, unit: 'entries', min: 1,
+    description: 'With redisUrl: index writes the Redis stream keeps before a replica snapshots its index and trims the older ones (a replica further behind loads the snapshot).',
   }),
   searchConcurrency: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_CONCURRENCY', flag: '--search-concurrency', default: 2, min: 1, max: 256,
@@ -250,7 +254,11 @@ export const settings = {
   }),
   searchFusion: setting('string', {
     env: 'ONNX_GATEWAY_SEARCH_FUSION', flag: '--search-fusion', default: 'rrf', choices: ['rrf', 'mix'],
-    description: 'How the local index fuses BM25 and dense rankings: reciprocal rank fusion or a mix of min-max normalised scores.',
+    description: 'How the local index fuses its rankings (searchRankings): reciprocal rank fusion or a mix of min-max normalised scores.',
+  }),
+  searchRankings: setting('list', {
+    env: 'ONNX_GATEWAY_SEARCH_RANKINGS', flag: '--search-rankings', default: ['bm25', 'dense'], choices: ['bm25', 'dense', 'sparse'],
+    description: 'Comma-separated rankings of the local index that hybrid search fuses: `bm25` (title and text), `dense` (vectors of the served embedder) and `sparse` (term weights of a served sparse model such as SPLADE, which indexing stores whenever one is served). A ranking with nothing to rank with (no model or no vectors yet) stays out.',
   }),
   searchRerankDepth: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_RERANK_DEPTH', flag: '--search-rerank-depth', default: 30, unit: 'documents', min: 0, max: 1000,
@@ -300,8 +308,13 @@ function parseValue(name: string, spec: Setting, raw: unknown): unknown {
       if (['0', 'false', 'no', 'off'].includes(text)) return false;
       throw new ConfigError(`${where} must be true or false; got "${String(raw)}".`);
     }
-    case 'list':
-      return (Array.isArray(raw) ? raw.map(String) : String(raw).split(',')).map((s) => s.trim()).filter((s) => s.length > 0);
+    case 'list': {
+      const values = (Array.isArray(raw) ? raw.map(String) : String(raw).split(',')).map((s) => s.trim()).filter((s) => s.length > 0);
+      const unknown = spec.choices ? values.filter((value) => !spec.choices!.includes(value)) : [];
+      if (unknown.length > 0) throw new ConfigError(`${where} takes ${spec.choices!.join(', ')}; got "${unknown.join(', ')}".`);
+      if (spec.choices && values.length === 0) throw new ConfigError(`${where} must name at least one of ${spec.choices.join(', ')}.`);
+      return values;
+    }
   }
 }
 

@@ -111,12 +111,15 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
   };
   let search: SearchService;
   try {
-    search = await SearchService.open(core, config, { error: (object, message) => app?.log.error(object, message) });
+    search = await SearchService.open(core, config, { error: (object, message) => app?.log.error(object, message), info: (object, message) => app?.log.info(object, message) });
   } catch (error) {
     // E.g. Redis unreachable: stop the workers before the error ends the process.
     await closeLanes();
     throw error;
   }
+
+  const replication = search.replication;
+  if (replication) metrics.watchIndexReplication(() => replication.status());
 
   // HTTP: the routes over the core services.
   try {

@@ -33,6 +33,13 @@ export interface EngineStats {
   ready(): boolean;
 }
 
+/** What the metrics read from the index replication at scrape time. */
+export interface IndexReplicationStats {
+  behind: number;
+  lagSeconds: number;
+  lastAppliedSequence: number;
+}
+
 const prefix = 'onnx_gateway_';
 const secondsBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -230,6 +237,25 @@ export class Metrics {
     this.paddedTokens.inc({ model }, batch.paddedTokens);
     this.inferenceSeconds.observe({ model }, batch.inferenceMs / 1000);
   };
+
+  /**
+   * With Redis: how far this replica's copy of the local index is behind the stream of writes,
+   * read when scraped.
+   */
+  watchIndexReplication(status: () => Promise<IndexReplicationStats>): void {
+    const gauge = (name: string, help: string, read: (stats: IndexReplicationStats) => number) =>
+      new Gauge({
+        name: `${prefix}${name}`,
+        help,
+        registers: [this.registry],
+        async collect() {
+          this.set(read(await status()));
+        },
+      });
+    gauge('index_replication_behind_entries', 'Index writes in the Redis stream this replica has not applied yet.', (s) => s.behind);
+    gauge('index_replication_lag_seconds', 'Time between the newest index write in the stream and the last one this replica applied (0 when caught up).', (s) => s.lagSeconds);
+    gauge('index_replication_applied_entries', 'Index writes applied to this replica\'s copy, counted from the first ever written.', (s) => s.lastAppliedSequence);
+  }
 
   /** The workers' reports once the models are warm. */
   modelsLoaded(reports: { id: string; loadMs: number }[]): void {

@@ -121,9 +121,26 @@ const IngestResponse = Type.Object({
 const IndexStats = Type.Object({
   documents: Type.Integer(),
   vectors: Type.Record(Type.String(), Type.Integer(), { description: 'Documents with a vector, per embedder.' }),
+  sparse: Type.Record(Type.String(), Type.Integer(), { description: 'Documents with a sparse vector, per sparse model (SPLADE).' }),
   embedder: Type.Union([Type.String(), Type.Null()]),
   reranker: Type.Union([Type.String(), Type.Null()]),
   updated_at: Type.Union([Type.String(), Type.Null()]),
+  rankings: Type.Array(Type.String(), { description: 'The rankings hybrid search fuses (searchRankings).' }),
+  replication: Type.Union(
+    [
+      Type.Object({
+        stream: Type.String({ description: 'The Redis stream of index writes.' }),
+        last_applied_id: Type.Union([Type.String(), Type.Null()], { description: 'The last stream entry this replica applied.' }),
+        applied: Type.Integer({ description: 'Entries applied, counted from the first ever written.' }),
+        written: Type.Integer({ description: 'Entries written to the stream so far.' }),
+        behind: Type.Integer({ description: 'Entries written and not yet applied here.' }),
+        lag_seconds: Type.Number({ description: 'Time between the newest entry and the last applied one (0 when caught up).' }),
+        snapshots_loaded: Type.Integer({ description: 'Snapshots this replica loaded since it started (after the stream was trimmed past it).' }),
+      }),
+      Type.Null(),
+    ],
+    { description: 'With Redis: how far this replica\'s copy of the index is behind the stream of writes; null without.' },
+  ),
 });
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -225,12 +242,26 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
 
   app.get('/v1/web-search/index', { schema: { tags, summary: 'Describe the local index', response: { 200: IndexStats, ...errorResponses } } }, async () => {
     const stats = search.index.stats();
+    const replication = await search.replication?.status();
     return {
       documents: stats.documents,
       vectors: stats.vectors,
+      sparse: stats.sparse,
       embedder: search.retriever.embedder ?? null,
       reranker: search.retriever.reranker ?? null,
       updated_at: iso(stats.updatedAt),
+      rankings: [...search.retriever.options.rankings],
+      replication: replication
+        ? {
+            stream: replication.stream,
+            last_applied_id: replication.lastAppliedId,
+            applied: replication.lastAppliedSequence,
+            written: replication.headSequence,
+            behind: replication.behind,
+            lag_seconds: replication.lagSeconds,
+            snapshots_loaded: replication.snapshotsLoaded,
+          }
+        : null,
     };
   });
 
@@ -245,7 +276,7 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       },
     },
     async (request) => {
-      if (!search.index.remove(request.params.key)) throw new ApiError('not_found', `No document "${request.params.key}" in the index.`, { param: 'key' });
+      if (!(await search.writer.remove(request.params.key, request.clientSignal))) throw new ApiError('not_found', `No document "${request.params.key}" in the index.`, { param: 'key' });
       return { id: request.params.key, deleted: true };
     },
   );

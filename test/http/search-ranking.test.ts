@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { normalisedScoreMix, reciprocalRankFusion } from '../../src/core/search/fusion.js';
-import { matchExpression } from '../../src/core/search/index/document-index.js';
+import { queryTerms } from '../../src/core/search/index/bm25.js';
 import { renderMarkdown } from '../../src/core/search/markdown.js';
 import { normaliseSearchRequest, parseArea, parseFreshness } from '../../src/core/search/request.js';
 import { bestSnippet } from '../../src/core/search/snippet.js';
@@ -50,11 +50,11 @@ describe('rank fusion', () => {
   });
 });
 
-describe('full-text queries', () => {
-  it('quote every word and drop stopwords while others remain', () => {
-    expect(matchExpression('The cat AND "dog" NEAR(x)')).toBe('"cat" OR "dog" OR "near" OR "x"');
-    expect(matchExpression('the of')).toBe('"the" OR "of"');
-    expect(matchExpression('?!')).toBeUndefined();
+describe('BM25 queries', () => {
+  it('stem the words, count repeats and drop stopwords while others remain', () => {
+    expect(queryTerms('The cats AND "cat" NEAR(x) connecting')).toEqual(new Map([['cat', 2], ['near', 1], ['x', 1], ['connect', 1]]));
+    expect(queryTerms('the of')).toEqual(new Map([['the', 1], ['of', 1]]));
+    expect(queryTerms('?!').size).toBe(0);
   });
 });
 

@@ -37,6 +37,9 @@ describe('config', () => {
     [{ ONNX_GATEWAY_LOG_LEVEL: 'loud' }, /one of/],
     [{ ONNX_GATEWAY_HOST: '0.0.0.0' }, /No API keys/],
     [{ ONNX_GATEWAY_API_KEYS_FILE: '/nonexistent/keys' }, /can not read/],
+    [{ ONNX_GATEWAY_SEARCH_RANKINGS: 'bm25,splade' }, /SEARCH_RANKINGS.*takes bm25, dense, sparse; got "splade"/],
+    [{ ONNX_GATEWAY_SEARCH_RANKINGS: ' , ' }, /SEARCH_RANKINGS.*at least one/],
+    [{ ONNX_GATEWAY_SEARCH_INDEX_STREAM_LENGTH: '0' }, />= 1/],
   ])('refuses a bad setting with a message that names it: %o', (env, message) => {
     expect(() => loadConfig({}, env)).toThrow(ConfigError);
     expect(() => loadConfig({}, env)).toThrow(message);

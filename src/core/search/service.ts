@@ -1,6 +1,6 @@
 /**
- * The search service: the task queue, the configured provider and the local index, opened
- * together from the configuration and closed together.
+ * The search service: the task queue, the configured provider and the local index (with Redis,
+ * replicated through it), opened together from the configuration and closed together.
  */
 import { join } from 'node:path';
 import type { Config } from '../../config.js';
@@ -11,7 +11,10 @@ import { SharedSearchTasks } from '../tasks/shared-tasks.js';
 import { SqliteTaskStore } from '../tasks/task-store.js';
 import { DocumentIndex, type IndexDocument } from './index/document-index.js';
 import { ingestDocuments, type IngestOptions, type IngestReport } from './index/ingest.js';
+import type { RankingName } from './index/rankings.js';
+import { IndexReplication } from './index/replication.js';
 import { LocalRetriever } from './index/retriever.js';
+import { LocalIndexWriter, type IndexWriter } from './index/writes.js';
 import { LocalSearchProvider } from './providers/local.js';
 import { SearxngSearchProvider } from './providers/searxng.js';
 import type { SearchProvider } from './types.js';
@@ -27,12 +30,15 @@ export type SearchSettings = Pick<
   | 'searchRetention'
   | 'searchTaskTimeout'
   | 'searchFusion'
+  | 'searchRankings'
   | 'searchRerankDepth'
   | 'redisUrl'
+  | 'searchIndexStreamLength'
 >;
 
 export interface SearchLog {
   error(object: unknown, message: string): void;
+  info?(object: unknown, message: string): void;
 }
 
 /** Where the local index lives under the data dir. */
@@ -40,9 +46,11 @@ export function indexPath(dataDir: string): string {
   return join(dataDir, 'search', 'index.sqlite');
 }
 
-export function openRetriever(ctx: CoreContext, settings: Pick<SearchSettings, 'dataDir' | 'searchFusion' | 'searchRerankDepth'>): LocalRetriever {
+export function openRetriever(ctx: CoreContext, settings: Pick<SearchSettings, 'dataDir' | 'searchFusion' | 'searchRankings' | 'searchRerankDepth'>): LocalRetriever {
   return new LocalRetriever(ctx, DocumentIndex.open(indexPath(settings.dataDir)), {
     fusion: settings.searchFusion === 'mix' ? 'mix' : 'rrf',
+    // The setting's choices are checked when the configuration is read.
+    rankings: settings.searchRankings as RankingName[],
     rerankDepth: settings.searchRerankDepth,
   });
 }
@@ -52,7 +60,14 @@ export class SearchService {
     private readonly ctx: CoreContext,
     readonly tasks: TaskService,
     readonly retriever: LocalRetriever,
+    /** With Redis: the replication every index write goes through. */
+    readonly replication: IndexReplication | undefined,
   ) {}
+
+  /** Where index writes go: through the replication stream with Redis, else straight in. */
+  get writer(): IndexWriter {
+    return this.replication ?? new LocalIndexWriter(this.index);
+  }
 
   static async open(ctx: CoreContext, settings: SearchSettings, log?: SearchLog): Promise<SearchService> {
     const retriever = openRetriever(ctx, settings);
@@ -70,10 +85,18 @@ export class SearchService {
       taskTimeoutMs: settings.searchTaskTimeout,
       log,
     };
-    const tasks = settings.redisUrl
-      ? await SharedSearchTasks.open(settings.redisUrl, provider, options)
-      : await SearchTasks.open(new SqliteTaskStore(openDatabase(join(settings.dataDir, 'search', 'tasks.sqlite'))), provider, options);
-    return new SearchService(ctx, tasks, retriever);
+    const replication = settings.redisUrl
+      ? await IndexReplication.open(settings.redisUrl, retriever.index, { streamLength: settings.searchIndexStreamLength, log })
+      : undefined;
+    try {
+      const tasks = settings.redisUrl
+        ? await SharedSearchTasks.open(settings.redisUrl, provider, options)
+        : await SearchTasks.open(new SqliteTaskStore(openDatabase(join(settings.dataDir, 'search', 'tasks.sqlite'))), provider, options);
+      return new SearchService(ctx, tasks, retriever, replication);
+    } catch (error) {
+      await replication?.close();
+      throw error;
+    }
   }
 
   get index(): DocumentIndex {
@@ -81,11 +104,12 @@ export class SearchService {
   }
 
   ingest(documents: AsyncIterable<IndexDocument> | Iterable<IndexDocument>, options?: IngestOptions): Promise<IngestReport> {
-    return ingestDocuments(this.ctx, this.index, documents, options);
+    return ingestDocuments(this.ctx, this.writer, documents, options);
   }
 
   async close(): Promise<void> {
     await this.tasks.close();
+    await this.replication?.close();
     this.index.close();
   }
 }

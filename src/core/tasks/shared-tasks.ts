@@ -15,7 +15,8 @@
  */
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { ApiError, StartupError } from '../../errors.js';
+import { ApiError } from '../../errors.js';
+import { probeRedis, throttledErrorLog } from '../redis.js';
 import { RedisTaskStore } from './redis-task-store.js';
 import { durationSamples, newTask, TaskServiceBase, type SearchTasksOptions, type TaskView } from './task-base.js';
 import { finalStates, type SearchProvider, type SearchRequest, type StoredTask } from '../search/types.js';
@@ -30,36 +31,6 @@ const stalledCheckMs = 5_000;
 interface TaskEvent {
   type: 'done' | 'cancel';
   id: string;
-}
-
-export class RedisUnavailableError extends StartupError {
-  override name = 'RedisUnavailableError';
-  readonly code = 'redis_unavailable';
-}
-
-/** Connects once to check the URL, so that a wrong URL stops the start instead of retrying forever. */
-async function probe(url: string): Promise<void> {
-  const redis = new Redis(url, { lazyConnect: true, connectTimeout: 5000, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  redis.on('error', () => undefined);
-  try {
-    await redis.connect();
-    await redis.ping();
-  } catch (error) {
-    throw new RedisUnavailableError(`Redis at ${redactUrl(url)} is not reachable (${(error as Error).message}); check redisUrl (ONNX_GATEWAY_REDIS_URL).`);
-  } finally {
-    redis.disconnect();
-  }
-}
-
-/** The URL without its password, for messages and logs. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'the configured URL';
-  }
 }
 
 export class SharedSearchTasks extends TaskServiceBase {
@@ -80,15 +51,8 @@ export class SharedSearchTasks extends TaskServiceBase {
   }
 
   static async open(url: string, provider: SearchProvider, options: SearchTasksOptions): Promise<SharedSearchTasks> {
-    await probe(url);
-    const log = options.log;
-    let lastLogged = 0;
-    const onError = (error: Error) => {
-      // ioredis reports every reconnect attempt; one line per 10 s is enough.
-      if (Date.now() - lastLogged < 10_000) return;
-      lastLogged = Date.now();
-      log?.error({ err: error }, 'redis connection error');
-    };
+    await probeRedis(url);
+    const onError = throttledErrorLog(options.log);
     // Requests fail fast while Redis is away (503 store_unavailable) rather than queueing forever.
     const redis = new Redis(url, { maxRetriesPerRequest: 2 });
     // BullMQ's worker and the event subscriber block on Redis, so theirs must wait out outages instead.

@@ -1,20 +1,23 @@
 /**
- * Retrieval over the local index in stages: BM25 and dense vectors, fused, then the cross-encoder
- * over the top of the fused list. Each stage is reachable on its own, for evaluation.
+ * Retrieval over the local index in stages: the rankings named in the settings (BM25, dense
+ * vectors), fused, then the cross-encoder over the top of the fused list. Each stage is reachable
+ * on its own, for evaluation.
  */
 import type { CoreContext } from '../../context.js';
-import { embed } from '../../embeddings.js';
 import { rerank } from '../../rerank.js';
 import { fuse, type FusionMethod, type Scored } from '../fusion.js';
 import type { DocumentIndex, IndexDocument, IndexFilter, StoredDocument } from './document-index.js';
+import { createRankings, servedModel, type Ranking, type RankingName } from './rankings.js';
 
 export interface RetrieverOptions {
   fusion: FusionMethod;
+  /** The rankings hybrid search fuses, in this order. */
+  rankings: readonly RankingName[];
   /** Fused candidates the cross-encoder scores (0: no reranking). */
   rerankDepth: number;
 }
 
-export type RetrievalMode = 'bm25' | 'dense' | 'hybrid' | 'rerank';
+export type RetrievalMode = RankingName | 'hybrid' | 'rerank';
 
 /** Characters of a document given to the models; the models' windows cut far earlier anyway. */
 const modelTextChars = 8000;
@@ -25,36 +28,41 @@ export function modelText(doc: Pick<IndexDocument, 'title' | 'text'>): string {
 }
 
 export class LocalRetriever {
+  readonly rankings: Record<RankingName, Ranking>;
+
   constructor(
     private readonly ctx: CoreContext,
     readonly index: DocumentIndex,
     readonly options: RetrieverOptions,
-  ) {}
+  ) {
+    this.rankings = createRankings(ctx, index);
+  }
 
   /** The served embedder whose vectors the index holds, if any model embeds here. */
   get embedder(): string | undefined {
-    return this.ctx.registry.list().find((m) => m.task === 'embedding')?.id;
+    return servedModel(this.ctx, 'dense');
   }
 
   get reranker(): string | undefined {
     return this.ctx.registry.list().find((m) => m.task === 'rerank')?.id;
   }
 
-  bm25(query: string, limit: number, filter?: IndexFilter): Scored[] {
-    return this.index.bm25(query, limit, filter);
+  rank(name: RankingName, query: string, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<Scored[]> {
+    return this.rankings[name].rank(query, limit, filter, signal);
   }
 
-  async dense(query: string, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<Scored[]> {
-    const model = this.embedder;
-    if (!model || this.index.vectorCount(model) === 0) return [];
-    const { vectors } = await embed(this.ctx, { model, input: [query], inputType: 'query', truncate: true }, signal);
-    return this.index.dense(vectors, model, limit, filter);
-  }
-
+  /**
+   * The configured rankings fused. A ranking with nothing to rank with (no vectors yet) stays
+   * out, so one ranking left alone is returned as it is.
+   */
   async hybrid(query: string, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<Scored[]> {
-    const [lexical, dense] = [this.bm25(query, limit, filter), await this.dense(query, limit, filter, signal)];
-    if (dense.length === 0) return lexical;
-    return fuse(this.options.fusion, [lexical, dense]).slice(0, limit);
+    const lists: Scored[][] = [];
+    for (const name of this.options.rankings) {
+      const list = await this.rank(name, query, limit, filter, signal);
+      if (list.length > 0) lists.push(list);
+    }
+    if (lists.length <= 1) return lists[0] ?? [];
+    return fuse(this.options.fusion, lists).slice(0, limit);
   }
 
   /**
@@ -75,16 +83,14 @@ export class LocalRetriever {
   /** The full pipeline up to `mode`, best first. */
   async retrieve(query: string, mode: RetrievalMode, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<{ ranked: Scored[]; reranked: number }> {
     switch (mode) {
-      case 'bm25':
-        return { ranked: this.bm25(query, limit, filter), reranked: 0 };
-      case 'dense':
-        return { ranked: await this.dense(query, limit, filter, signal), reranked: 0 };
       case 'hybrid':
         return { ranked: await this.hybrid(query, limit, filter, signal), reranked: 0 };
       case 'rerank': {
         const candidates = await this.hybrid(query, Math.max(limit, this.options.rerankDepth), filter, signal);
         return this.rerank(query, candidates, Math.max(this.options.rerankDepth, 0), signal);
       }
+      default:
+        return { ranked: await this.rank(mode, query, limit, filter, signal), reranked: 0 };
     }
   }
 
