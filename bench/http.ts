@@ -4,13 +4,18 @@
  *   embed-1-float / embed-1-base64: one input per request, rotating through the mix
  *   embed-32-float: 32 inputs per request (windows of the mix)
  *   rerank-1x50: 1 query x 50 documents per request
- * at increasing concurrency. Reports requests/s, inputs/s (pairs/s for rerank), p50/p99 latency,
- * and non-2xx/errors. A target is started by the bench (child process, GET /health polled until 200)
- * or given as a URL.
+ * at increasing concurrency; and, only when named in --workloads,
+ *   reindex: 1,024 inputs in requests of 32 sent once (cold), again (warm), then with every other
+ *            input new (half new), at a fixed concurrency: what the embedding cache saves a pipeline
+ *            that re-indexes a corpus whose chunks mostly did not change (see runReindex).
+ * Reports requests/s, inputs/s (pairs/s for rerank), p50/p99 latency, and non-2xx/errors. A target
+ * is started by the bench (child process, GET /health polled until 200) or given as a URL.
  *
  * Built-in targets:
- *   gateway       `node dist/cli/index.js serve` (or `--gateway-from-src`: `node --import tsx src/cli/index.ts serve`)
+ *   gateway       `node dist/cli/index.js serve` (or `--gateway-from-src`: `node --import tsx src/cli/index.ts serve`),
+ *                 without its embedding cache: the workloads repeat their inputs, and measure inference
  *   gateway-int8  the same serving the int8 variants (`<id>:int8`; made by `models quantize`)
+ *   gateway-cache the gateway with its embedding cache on (256 MB), for the reindex workload
  *   transformers  bench/peers/transformers-server.ts (fastify + transformers.js pipeline)
  *   minimal       bench/peers/minimal-server.ts (fastify + piscina, 1 input per run)
  *   ort, ort-int8 raw ONNX Runtime (bench/raw-target.ts), one target per layout that can win
@@ -216,10 +221,10 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
         return { name: target, kind: 'raw', variant: int8 ? 'int8' : 'fp32', layouts, models, start: () => startRaw(target, models, layouts, opts.n ?? 256) };
       });
     }
-    if (name === 'gateway' || name === 'gateway-int8') {
-      const models = name === 'gateway' ? fp32 : { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` };
+    if (name === 'gateway' || name === 'gateway-int8' || name === 'gateway-cache') {
+      const models = name === 'gateway-int8' ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
       return {
-        name, kind: 'gateway', variant: name === 'gateway' ? 'fp32' : 'int8', models,
+        name, kind: 'gateway', variant: name === 'gateway-int8' ? 'int8' : 'fp32', models,
         start: () => {
           const cli = opts.gatewayFromSrc ? join(REPO_ROOT, 'src', 'cli', 'index.ts') : join(REPO_ROOT, 'dist', 'cli', 'index.js');
           if (!existsSync(cli)) return Promise.reject(new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`));
@@ -233,6 +238,8 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
               // The ceiling and the peers cut a pair at 512 tokens; by default the gateway also scores
               // the further windows of longer documents. One window each keeps the work identical.
               ONNX_GATEWAY_RERANK_MAX_CHUNKS: process.env.ONNX_GATEWAY_RERANK_MAX_CHUNKS ?? '1',
+              // The workloads send the same inputs again and again: only gateway-cache answers them from its cache.
+              ONNX_GATEWAY_CACHE_MAX_MB: name === 'gateway-cache' ? '256' : '0',
               ONNX_GATEWAY_PORT: String(port),
               ONNX_GATEWAY_HOST: '127.0.0.1',
               ONNX_GATEWAY_API_KEYS: apiKey,
@@ -243,7 +250,7 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
       };
     }
     const peerFile = { transformers: './peers/transformers-server', minimal: './peers/minimal-server' }[name];
-    if (!peerFile) throw new Error(`unknown target "${name}" (gateway, gateway-int8, transformers, minimal, ort, ort-int8, or name=URL)`);
+    if (!peerFile) throw new Error(`unknown target "${name}" (gateway, gateway-int8, gateway-cache, transformers, minimal, ort, ort-int8, or name=URL)`);
     const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
     return {
       name, kind: 'peer', variant: 'fp32', models: fp32,
@@ -391,6 +398,8 @@ export interface HttpPoint {
    * thread, its other threads (workers, ONNX Runtime), and the load generator. Linux only.
    */
   cpuPct?: { main: number; other: number; loadGen: number };
+  /** reindex: inputs of the pass the server said it served from its cache (`x-cache-hits`, median of repeats; absent: no header). */
+  cacheHits?: number;
   /**
    * The same account per answered request and per unit (median of repeats): the main thread's CPU ms
    * per request (a server's event loop: HTTP, JSON, tokenising, scheduling), and units per second of
@@ -564,11 +573,102 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
         }
       }
     }
+    if (opts.only?.includes('reindex')) await runReindex(live.filter((l) => !l.target.measure), opts);
   } finally {
     gen.close();
     for (const l of live) await l.target.stop();
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The re-index workload
+
+/** Inputs of one re-index pass, per request, and requests in flight. */
+export const REINDEX = { inputs: 1024, perRequest: 32, concurrency: 4 } as const;
+
+/**
+ * The inputs of the three passes of one repeat: the mix, each input made unique by a numbered
+ * prefix with this run's and repeat's tag (so that the cold pass is cold, on a server left running
+ * too). The half-new pass changes every other pair of inputs (their prefix): half the claims and half
+ * the passages, so half the tokens, and without a cache every pass is the same work.
+ */
+export function reindexPasses(tag: string): Array<{ name: string; inputs: string[] }> {
+  const texts = embeddingMix(REINDEX.inputs);
+  const corpus = texts.map((text, i) => `[${tag}.${i}] ${text}`);
+  // The mix alternates claims and passages: changing every other input would change every passage.
+  const changed = texts.map((text, i) => ((i >> 1) % 2 === 0 ? corpus[i]! : `[${tag}.${i}b] ${text}`));
+  return [
+    { name: 'reindex-cold', inputs: corpus },
+    { name: 'reindex-warm', inputs: corpus },
+    { name: 'reindex-half-new', inputs: changed },
+  ];
+}
+
+/** One pass: every input in requests of 32, 4 in flight; wall time, latencies and the cache hits the server reported. */
+async function reindexPass(t: RunningTarget, headers: Record<string, string>, model: string, inputs: string[]): Promise<{ seconds: number; latencies: number[]; hits: number | undefined; failed: number }> {
+  const bodies: string[] = [];
+  for (let i = 0; i < inputs.length; i += REINDEX.perRequest) {
+    bodies.push(JSON.stringify({ model, input: inputs.slice(i, i + REINDEX.perRequest), encoding_format: 'base64' }));
+  }
+  const latencies: number[] = [];
+  let hits: number | undefined;
+  let failed = 0;
+  let next = 0;
+  const started = performance.now();
+  const client = async () => {
+    while (next < bodies.length) {
+      const body = bodies[next++]!;
+      const t0 = performance.now();
+      const res = await fetch(`${t.url}/v1/embeddings`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(300_000) });
+      await res.arrayBuffer();
+      latencies.push(performance.now() - t0);
+      if (res.status !== 200) failed++;
+      const header = res.headers.get('x-cache-hits');
+      if (header !== null) hits = (hits ?? 0) + Number(header);
+    }
+  };
+  await Promise.all(Array.from({ length: REINDEX.concurrency }, client));
+  return { seconds: (performance.now() - started) / 1000, latencies, hits, failed };
+}
+
+/**
+ * The re-index workload on every target, the order rotating with each repeat as for the other
+ * workloads; each repeat sends inputs no server has seen. A server without a cache does the same
+ * work in every pass; one with a cache does none in the warm pass and half in the half-new pass.
+ */
+async function runReindex(live: Array<{ spec: TargetSpec; target: RunningTarget; result: HttpTargetResult; headers: Record<string, string> }>, opts: HttpOptions): Promise<void> {
+  const runTag = randomBytes(3).toString('hex');
+  const passes = reindexPasses(`${runTag}-0`).map((p) => p.name);
+  const runs = new Map(live.map((l) => [l, new Map<string, Array<Awaited<ReturnType<typeof reindexPass>>>>(passes.map((p) => [p, []]))]));
+  for (let r = 0; r < opts.repeats; r++) {
+    const order = live.map((_, i) => live[(i + r) % live.length]!);
+    for (const l of order) {
+      for (const pass of reindexPasses(`${runTag}-${r}`)) {
+        const measured = await reindexPass(l.target, l.headers, l.spec.models.embed, pass.inputs);
+        runs.get(l)!.get(pass.name)!.push(measured);
+        log(`  ${l.spec.name.padEnd(12)} ${pass.name.padEnd(16)} repeat ${r + 1}: ${round(pass.inputs.length / measured.seconds, 1)} inputs/s`
+          + `${measured.hits === undefined ? '' : `, ${measured.hits} cache hits`}${measured.failed ? ` (${measured.failed} failed requests)` : ''}`);
+      }
+    }
+  }
+  for (const l of live) {
+    for (const [name, results] of runs.get(l)!) {
+      const rps = results.map((x) => (x.latencies.length - x.failed) / x.seconds);
+      const hits = results.flatMap((x) => (x.hits === undefined ? [] : [x.hits]));
+      const quantile = (q: number) => results.map((x) => [...x.latencies].sort((a, b) => a - b)[Math.min(x.latencies.length - 1, Math.floor(q * x.latencies.length))]!);
+      l.result.points.push({
+        target: l.spec.name, workload: name, unit: 'inputs', concurrency: REINDEX.concurrency,
+        durationS: round(median(results.map((x) => x.seconds)), 2),
+        requestsPerSec: roundSpread(spread(rps), 2),
+        unitsPerSec: roundSpread(spread(rps.map((x) => x * REINDEX.perRequest)), 1),
+        p50Ms: roundSpread(spread(quantile(0.5)), 1),
+        p99Ms: roundSpread(spread(quantile(0.99)), 1),
+        non2xx: results.reduce((a, x) => a + x.failed, 0), errors: 0, timeouts: 0, statusCodes: {},
+        ...(hits.length ? { cacheHits: median(hits) } : {}),
+      });
+    }
+  }
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

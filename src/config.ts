@@ -124,6 +124,18 @@ export const settings = {
     env: 'ONNX_GATEWAY_TRUNCATE', flag: '--truncate', default: true,
     description: "Cut embedding inputs longer than the model's window (false: answer 400 input_too_long).",
   }),
+  cacheMaxMb: setting('integer', {
+    env: 'ONNX_GATEWAY_CACHE_MAX_MB', flag: '--cache-max-mb', default: 256, unit: 'MB', min: 0,
+    description: 'Memory of the embedding cache (pooled vectors by model and exact token ids, least recently used evicted first); 0 keeps none. Hits cost no inference; the `x-cache-hits` header says how many inputs of a response were hits.',
+  }),
+  cacheShared: setting('boolean', {
+    env: 'ONNX_GATEWAY_CACHE_SHARED', flag: '--cache-shared', default: false,
+    description: 'Share embedding cache entries between replicas through the Redis at redisUrl (looked up after this process\'s own cache misses; a failing Redis only costs the hits).',
+  }),
+  cacheTtl: setting('integer', {
+    env: 'ONNX_GATEWAY_CACHE_TTL', flag: '--cache-ttl', default: 86_400, unit: 's', min: 1,
+    description: 'How long an embedding stays in the shared (Redis) cache.',
+  }),
   rerankMaxChunks: setting('integer', {
     env: 'ONNX_GATEWAY_RERANK_MAX_CHUNKS', flag: '--rerank-max-chunks', default: 8, min: 1, max: 1024,
     description: 'Overlapping windows a long rerank document is split into (it scores as its best window).',
@@ -218,7 +230,7 @@ export const settings = {
   }),
   redisUrl: setting('string', {
     env: 'ONNX_GATEWAY_REDIS_URL', flag: '--redis-url', default: null,
-    description: 'Redis (`redis://[:password@]host:port[/db]`) where several replicas share web search task records and their queue, and the local index (writes go through a Redis stream every replica applies to its copy); unset, they stay in the data dir of this process.',
+    description: 'Redis (`redis://[:password@]host:port[/db]`) where several replicas share web search task records and their queue, and the local index (writes go through a Redis stream every replica applies to its copy), and with cacheShared embeddings; unset, they stay in the data dir of this process.',
   }),
   searchIndexStreamLength: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_INDEX_STREAM_LENGTH', flag: '--search-index-stream-length', default: 10_000, unit: 'entries', min: 1,
@@ -342,6 +354,9 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
   }
   if (config.searchProvider === 'searxng' && !/^https?:\/\/[^/\s]+/.test(config.searxngUrl ?? '')) {
     throw new ConfigError(`searchProvider is "searxng", so searxngUrl (ONNX_GATEWAY_SEARXNG_URL) must be the instance's http(s) URL; got "${config.searxngUrl ?? ''}".`);
+  }
+  if (config.cacheShared && !config.redisUrl) {
+    throw new ConfigError('cacheShared (ONNX_GATEWAY_CACHE_SHARED) shares the embedding cache through Redis: set redisUrl (ONNX_GATEWAY_REDIS_URL) too.');
   }
   return config;
 }

@@ -1,16 +1,18 @@
 /**
  * The composition root: how a server is put together and taken apart, in one place.
  *
- *   config -> registry -> engine lanes (text pool, image lane) -> core services (embed and rerank
- *   on the core context, images, search; the reader needs only the config) -> http app -> listen
+ *   config -> registry -> engine lanes (text pool, image lane) -> core services (embed, with the
+ *   embedding cache, and rerank on the core context, images, search; the reader needs only the
+ *   config) -> http app -> listen
  *
- * and the reverse on shutdown: stop accepting and drain requests, close search, then the lanes.
+ * and the reverse on shutdown: stop accepting and drain requests, close search, then the lanes and the cache.
  * `onnx-gateway serve` (cli/serve.ts) runs serve(); the tests run createServer(), the same wiring
  * without signals or a port; `index add` and `bench` run startCore(), the models without HTTP.
  */
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import pino from 'pino';
 import type { Config } from './config.js';
+import { createEmbeddingCache } from './core/cache/embedding-cache.js';
 import type { CoreContext } from './core/context.js';
 import type { EditAdmission } from './core/images/admission.js';
 import { imagesContext } from './core/images/service.js';
@@ -72,7 +74,7 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
   const metrics = new Metrics();
   // Image pipelines' files are checked before any worker starts, so a missing one stops the start cleanly.
   const pipelines = ImageRegistry.load(config.imageModels, config.imageModelsDir);
-  const { core, engine, registry, ready: textReady } = await startCore(config, metrics);
+  const { core: textCore, engine, registry, ready: textReady } = await startCore(config, metrics);
   // The image lane: a pool of its own, so a long edit never takes a text worker.
   const imageLane = new ImageLane({
     workers: config.imageWorkers,
@@ -92,14 +94,21 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
   });
   engine.ready.then((reports) => metrics.modelsLoaded(reports), () => undefined);
 
-  // Core services: images and search (embed and rerank run on `core` as they are).
+  // Core services: the embedding cache under embed, images and search (rerank runs on `core` as it is).
+  let app: FastifyInstance | undefined;
+  const log = {
+    warn: (message: string) => app?.log.warn(message),
+    info: (message: string) => app?.log.info(message),
+  };
+  const core: CoreContext = { ...textCore, embeddingCache: createEmbeddingCache(config, log) };
+  metrics.watchCache(core.embeddingCache);
   const images = imagesContext(config, pipelines, imageLane, registry);
   const closeLanes = async () => {
     images.admission.close();
     await engine.close();
     await imageLane.close();
+    await core.embeddingCache?.close();
   };
-  let app: FastifyInstance | undefined;
   let search: SearchService;
   try {
     search = await SearchService.open(core, config, { error: (object, message) => app?.log.error(object, message), info: (object, message) => app?.log.info(object, message) });

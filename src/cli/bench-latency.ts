@@ -38,11 +38,19 @@ export interface BenchPoint {
 /** One request of `batch` inputs; resolves with its breakdown and tokens fed. */
 export type Target = (texts: string[]) => Promise<{ timings: Timings; tokens: number }>;
 
-/** A text that tokenises to about `tokens` tokens: a common word each (specials excluded). */
+/**
+ * A text that tokenises to about `tokens` tokens: a common word each (specials excluded). Words are
+ * drawn by a hash of the seed and position, so texts of different seeds differ and a server's
+ * embedding cache does not answer the bench's requests in place of the model.
+ */
 export function textOfLength(tokens: number, seed: number): string {
   const words = ['the', 'model', 'runs', 'on', 'a', 'small', 'cpu', 'with', 'two', 'cores', 'and', 'fast', 'tokens', 'for', 'each', 'input'];
   const out: string[] = [];
-  for (let i = 0; i < Math.max(1, tokens - 2); i++) out.push(words[(i * 7 + seed) % words.length]!);
+  for (let i = 0; i < Math.max(1, tokens - 2); i++) {
+    let h = Math.imul(seed + 1, 0x9e3779b1) ^ Math.imul(i + 1, 0x85ebca6b);
+    h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d);
+    out.push(words[((h ^ (h >>> 13)) >>> 0) % words.length]!);
+  }
   return out.join(' ');
 }
 

@@ -5,6 +5,7 @@ import { ApiError, invalid } from '../errors.js';
 import type { OutputKind } from '../models/heads.js';
 import type { ServedModel } from '../models/registry.js';
 import { cutDimensions, l2NormalizeRows } from '../vectors/normalize.js';
+import type { CachedJob } from './cache/embedding-cache.js';
 import type { CoreContext, Timings } from './context.js';
 import { promptFor } from './prompts.js';
 import { mapInSlices } from './tokenize.js';
@@ -41,6 +42,8 @@ export interface EmbedResult {
   count: number;
   /** Tokens fed to the model, special tokens included. */
   promptTokens: number;
+  /** Inputs served from the embedding cache; absent when the server keeps none. */
+  cacheHits?: number;
   timings: Timings;
 }
 
@@ -139,7 +142,9 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
   const model = resolveWithKind(ctx, request.model, 'dense');
   const dimensions = checkDimensions(model, request.dimensions);
   const { sequences, count, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
-  const job = await ctx.scheduler.submit(model.id, sequences.map((ids) => ({ ids })), signal);
+  // Only the inputs the cache lacks reach the engine.
+  const compute = (missing: Int32Array[]) => ctx.scheduler.submit(model.id, missing.map((ids) => ({ ids })), signal);
+  const job: Omit<CachedJob, 'hits'> & { hits?: number } = ctx.embeddingCache ? await ctx.embeddingCache.run(model, sequences, compute) : await compute(sequences);
   let vectors = job.output;
   // Asking for a width asks for Matryoshka vectors: cut, then normalised, even at the full width.
   const cut = request.dimensions !== undefined && request.dimensions !== 0;
@@ -151,6 +156,7 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
     dimensions,
     count,
     promptTokens,
+    cacheHits: job.hits,
     timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
   };
 }

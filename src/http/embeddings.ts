@@ -7,6 +7,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import type { FastifyReply } from 'fastify';
+import { reportCacheHits } from './cache-hits.js';
 import { embed, type EmbedResult } from '../core/embeddings.js';
 import { invalid } from '../errors.js';
 import { embedSparse, type SparseEmbedResult } from '../core/sparse.js';
@@ -99,6 +100,7 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
   app.post('/v1/embeddings', { schema: { ...schema, summary: 'Create embeddings' } }, async (request, reply) => {
     const { result, payload } = await handle(request.body, request.body.model, request.clientSignal);
     reportTimings(reply, operationPhases(result.timings));
+    reportCacheHits(reply, result);
     return sendJsonText(reply, payload);
   });
 
@@ -108,6 +110,7 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
     const { model, owner, name } = request.params;
     const { result, payload } = await handle(request.body, model ?? `${owner}/${name}`, request.clientSignal);
     reportTimings(reply, operationPhases(result.timings));
+    reportCacheHits(reply, result);
     return sendJsonText(reply, payload);
   };
   app.post(

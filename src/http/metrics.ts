@@ -1,6 +1,6 @@
 /**
  * Prometheus metrics at GET /metrics: HTTP requests, the engine's batches and queues, the worker
- * pool and model start-up. Each server has its own registry (never prom-client's global one), so
+ * pool, model start-up and the embedding cache. Each server has its own registry (never prom-client's global one), so
  * several servers in one process keep separate counts.
  *
  * Request phases are read from the timings record a route reports (http/timing.ts), so every
@@ -8,6 +8,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { EmbeddingCacheStats } from '../core/cache/embedding-cache.js';
 import type { Phase } from './timing.js';
 
 /** One inference batch as the scheduler reports it (its BatchObserver). */
@@ -105,6 +106,7 @@ export class Metrics {
     registers: [this.registry],
   });
   private engine: EngineStats | undefined;
+  private cache: { stats(): EmbeddingCacheStats } | undefined;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
@@ -143,6 +145,73 @@ export class Metrics {
       registers: [this.registry],
       collect() {
         this.set(metrics.engine?.ready() ? 1 : 0);
+      },
+    });
+  }
+
+  /**
+   * Reads the embedding cache's counts when scraped; without a cache there are no cache series.
+   * The cache counts from its start, so the counters add what it counted since the last scrape.
+   */
+  watchCache(cache: { stats(): EmbeddingCacheStats } | undefined): void {
+    if (!cache || this.cache) return;
+    this.cache = cache;
+    const stats = () => cache.stats();
+    const seen = { hits: 0, sharedHits: 0, misses: 0, evictions: 0, sharedErrors: 0 };
+    const advance = (counter: Counter<string>, name: keyof typeof seen, labels: Record<string, string> = {}) => {
+      const now = stats()[name];
+      // inc(0) too: series exist from the first scrape, so rates and ratios work from the start.
+      counter.inc(labels, Math.max(0, now - seen[name]));
+      seen[name] = now;
+    };
+    new Counter({
+      name: `${prefix}embedding_cache_hits_total`,
+      help: 'Embedding inputs served from the cache, by tier: local (this process) or shared (Redis).',
+      labelNames: ['tier'] as const,
+      registers: [this.registry],
+      collect() {
+        advance(this, 'hits', { tier: 'local' });
+        advance(this, 'sharedHits', { tier: 'shared' });
+      },
+    });
+    new Counter({
+      name: `${prefix}embedding_cache_misses_total`,
+      help: 'Embedding inputs the cache did not have, computed by the engine (an input repeated within a request counts once).',
+      registers: [this.registry],
+      collect() {
+        advance(this, 'misses');
+      },
+    });
+    new Counter({
+      name: `${prefix}embedding_cache_evictions_total`,
+      help: 'Entries evicted from the local cache to stay within cacheMaxMb.',
+      registers: [this.registry],
+      collect() {
+        advance(this, 'evictions');
+      },
+    });
+    new Counter({
+      name: `${prefix}embedding_cache_shared_errors_total`,
+      help: 'Redis commands of the shared cache tier that failed (those inputs were computed).',
+      registers: [this.registry],
+      collect() {
+        advance(this, 'sharedErrors');
+      },
+    });
+    new Gauge({
+      name: `${prefix}embedding_cache_bytes`,
+      help: 'Bytes the local embedding cache holds, as counted against cacheMaxMb (vectors and keys).',
+      registers: [this.registry],
+      collect() {
+        this.set(stats().bytes);
+      },
+    });
+    new Gauge({
+      name: `${prefix}embedding_cache_entries`,
+      help: 'Vectors in the local embedding cache.',
+      registers: [this.registry],
+      collect() {
+        this.set(stats().entries);
       },
     });
   }

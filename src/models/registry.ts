@@ -12,7 +12,7 @@ import type { Pooling } from '../vectors/pooling.js';
 import type { Catalogue, Manifest, ModerationTable } from './catalogue.js';
 import { ModelFilesError, readModelFacts, type ClassifyActivation, type GraphFeeds, type ModelFacts, type RerankScoring, type Task } from './facts.js';
 import type { LateInteractionFacts, ModelHeads } from './heads.js';
-import { readLock } from './lock.js';
+import { readLock, type ModelLock } from './lock.js';
 import { filesIn, modelDir } from './paths.js';
 import { externalDataFiles, findVariantGraph, parseServedId, variantCandidates, VariantError, type Variant } from './variants.js';
 
@@ -93,6 +93,12 @@ export interface ServedModel extends ModelLoadSpec {
   vocabSize: number;
   /** Most inputs per inference run; 1 keeps results independent of batch neighbours (int8). */
   maxBatchSize?: number;
+  /**
+   * Identifies the content of the graph files: the lock's commit and the graph's checksum when the
+   * lock lists the graph (the same on every replica that pulled it), else the description's digest
+   * (path, size and modification time). Caches of model outputs are keyed by it.
+   */
+  filesId: string;
   /** Unix seconds: when the model file was written. */
   created: number;
   ownedBy: string;
@@ -152,6 +158,7 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
     throw new ModelFilesError(`Model "${spec}": tokenizer.json can not be loaded: ${(error as Error).message}`);
   }
 
+  const description = describe(onnxPath, dataFiles, variant, facts);
   const id = variant === defaultVariant ? baseId : `${baseId}:${variant}`;
   const source = manifest?.source.kind === 'hub' ? manifest.source : undefined;
   const repo = source?.repo ?? (baseId.includes('/') ? baseId : undefined);
@@ -187,10 +194,22 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
     moderation: facts.task === 'classify' ? manifest?.moderation : undefined,
     vocabSize: facts.vocabSize,
     maxBatchSize: variant === 'int8' ? 1 : undefined,
+    filesId: filesIdentity(lock, onnxRelative!, description),
     created: Math.floor(statSync(onnxPath).mtimeMs / 1000),
     ownedBy: repo ? repo.split('/')[0]! : 'onnx-gateway',
-    description: describe(onnxPath, dataFiles, variant, facts),
+    description,
   };
+}
+
+/**
+ * A graph the lock lists came from its commit with that checksum; any other graph (made here by
+ * `models quantize`, or copied in by hand) is known by its path, size and modification time.
+ */
+function filesIdentity(lock: ModelLock | undefined, onnxRelative: string, description: ModelDescription): string {
+  const locked = lock?.files.find((file) => file.path === onnxRelative);
+  const checksum = locked?.sha256 ?? locked?.gitSha1;
+  if (lock && locked && checksum) return `${lock.repo}@${lock.commit}/${onnxRelative}#${checksum}:${description.size}`;
+  return `digest:${description.digest}`;
 }
 
 /** The marker, [MASK] and skiplist tokens of a ColBERT model as ids; a marker the vocabulary lacks stops the start. */

@@ -23,6 +23,8 @@ export async function startServer(overrides: Partial<Record<keyof Config, unknow
       port: 0,
       workers: 2,
       logLevel: 'silent',
+      // Tests of the engine repeat inputs: a hit would answer in its place (the cache's own tests turn it on).
+      cacheMaxMb: 0,
       ...overrides,
     },
     {},

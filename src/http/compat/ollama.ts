@@ -10,6 +10,7 @@ import { embed } from '../../core/embeddings.js';
 import { ApiError } from '../../errors.js';
 import type { ServedModel } from '../../models/registry.js';
 import { float32ToJson } from '../../vectors/encoding.js';
+import { reportCacheHits } from '../cache-hits.js';
 import { errorHandler, type ErrorRenderer } from '../errors.js';
 import { sendJsonText } from '../json-text.js';
 import type { HttpServices } from '../services.js';
@@ -96,6 +97,7 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       const { model, input, truncate, dimensions } = request.body;
       const result = await embed(core, { model: servedId(model), input, truncate, dimensions }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
+      reportCacheHits(reply, result);
       const totalNs = Math.round((performance.now() - started) * 1e6);
       const payload = `{"model":${JSON.stringify(model)},"embeddings":${vectorsToJson(result)},"total_duration":${totalNs},"load_duration":0,"prompt_eval_count":${result.promptTokens}}`;
       return sendJsonText(reply, payload);
@@ -116,6 +118,7 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       const { model, prompt } = request.body;
       const result = await embed(core, { model: servedId(model), input: [prompt] }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
+      reportCacheHits(reply, result);
       return sendJsonText(reply, `{"embedding":${float32ToJson(result.vectors)}}`);
     },
   );

@@ -19,6 +19,7 @@ import { decode, tokenize } from '../../core/tokens.js';
 import { ApiError, type ErrorCode } from '../../errors.js';
 import type { Registry, ServedModel } from '../../models/registry.js';
 import { version } from '../../version.js';
+import { reportCacheHits } from '../cache-hits.js';
 import { errorHandler, type ErrorRenderer } from '../errors.js';
 import { sendJsonText } from '../json-text.js';
 import type { HttpServices } from '../services.js';
@@ -225,6 +226,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
         request.clientSignal,
       );
       reportTimings(reply, operationPhases(result.timings));
+      reportCacheHits(reply, result);
       return sendJsonText(reply, vectorsToJson(result));
     });
 
