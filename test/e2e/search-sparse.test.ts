@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import type { IndexDocument } from '../../src/core/search/index/document-index.js';
 import { modelText } from '../../src/core/search/index/retriever.js';
+import { rerank } from '../../src/core/rerank.js';
 import { embedSparse, sparseDot } from '../../src/core/sparse.js';
 import type { Server } from '../../src/main.js';
 import { auth, startServer } from '../helpers/server.js';
@@ -17,8 +18,9 @@ import { missing } from '../helpers/resources.js';
 
 const SPLADE = 'prithivida/Splade_PP_en_v1';
 const DENSE = 'BAAI/bge-small-en-v1.5';
+const COLBERT = 'answerdotai/answerai-colbert-small-v1';
 const dir = inject('standinsDir');
-const present = dir !== '' && [SPLADE, DENSE].every((repo) => existsSync(join(dir, repo, 'golden.json')));
+const present = dir !== '' && [SPLADE, DENSE, COLBERT].every((repo) => existsSync(join(dir, repo, 'golden.json')));
 
 const documents: IndexDocument[] = [
   ['otters', 'Sea otters hold hands while they sleep so they do not drift apart.'],
@@ -31,7 +33,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
   let server: Server;
 
   beforeAll(async () => {
-    server = await startServer({ modelsDir: dir, models: [DENSE, SPLADE], searchRankings: ['bm25', 'dense', 'sparse'], searchRerankDepth: 0, workers: 1 });
+    server = await startServer({ modelsDir: dir, models: [DENSE, SPLADE, COLBERT], searchRankings: ['bm25', 'dense', 'sparse'], searchRerankDepth: 0, workers: 1 });
     await server.search.ingest(documents);
   }, 120_000);
   afterAll(async () => {
@@ -60,5 +62,19 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
     expect(ranked).toHaveLength(4);
     const response = await server.app.inject({ method: 'GET', url: '/v1/web-search/index', headers: auth });
     expect(response.json()).toMatchObject({ documents: 4, rankings: ['bm25', 'dense', 'sparse'], sparse: { [SPLADE]: 4 }, replication: null });
+  });
+
+  it('reranks with a late-interaction model when no cross-encoder is served: its MaxSim scores', async () => {
+    const query = 'animals that build dams';
+    const { ranked: candidates } = await server.search.retriever.retrieve(query, 'hybrid', 10);
+    expect(candidates).toHaveLength(4);
+    expect(server.search.retriever.reranker).toBe(COLBERT);
+    const { ranked: reranked, reranked: count } = await server.search.retriever.rerank(query, candidates, 4);
+    expect(count).toBe(candidates.length);
+    const docs = server.search.retriever.documents(candidates.map((c) => c.id));
+    const ctx = { registry: server.registry, scheduler: server.engine.scheduler, limits: loadConfig({}, {}) };
+    const direct = await rerank(ctx, { model: COLBERT, query, documents: candidates.map((c) => modelText(docs.get(c.id)!)) });
+    expect(reranked.map((r) => r.score)).toEqual(direct.results.map((r) => r.score));
+    expect(reranked.map((r) => r.id)).toEqual(direct.results.map((r) => candidates[r.index]!.id));
   });
 });

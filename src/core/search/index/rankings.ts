@@ -23,6 +23,15 @@ export function servedModel(ctx: CoreContext, kind: 'dense' | 'sparse'): string 
   return ctx.registry.list().find((m) => m.task === 'embedding' && m.heads.kinds.includes(kind))?.id;
 }
 
+/**
+ * The model of the reranking stage: the first served cross-encoder, else the first late-interaction
+ * (ColBERT) model, which /v1/rerank scores by MaxSim.
+ */
+export function servedReranker(ctx: CoreContext): string | undefined {
+  const models = ctx.registry.list();
+  return (models.find((m) => m.task === 'rerank') ?? models.find((m) => m.lateInteraction !== undefined))?.id;
+}
+
 /** BM25 over title and text (in memory, see bm25.ts). */
 export class Bm25Ranking implements Ranking {
   readonly name = 'bm25';

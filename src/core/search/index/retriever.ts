@@ -7,7 +7,7 @@ import type { CoreContext } from '../../context.js';
 import { rerank } from '../../rerank.js';
 import { fuse, type FusionMethod, type Scored } from '../fusion.js';
 import type { DocumentIndex, IndexDocument, IndexFilter, StoredDocument } from './document-index.js';
-import { createRankings, servedModel, type Ranking, type RankingName } from './rankings.js';
+import { createRankings, servedModel, servedReranker, type Ranking, type RankingName } from './rankings.js';
 
 export interface RetrieverOptions {
   fusion: FusionMethod;
@@ -44,7 +44,7 @@ export class LocalRetriever {
   }
 
   get reranker(): string | undefined {
-    return this.ctx.registry.list().find((m) => m.task === 'rerank')?.id;
+    return servedReranker(this.ctx);
   }
 
   rank(name: RankingName, query: string, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<Scored[]> {
@@ -66,8 +66,9 @@ export class LocalRetriever {
   }
 
   /**
-   * Reranks the first `depth` of `candidates` with the cross-encoder; the rest keep their order
-   * behind them. Scores of reranked documents are the cross-encoder's, in (0, 1).
+   * Reranks the first `depth` of `candidates` with the cross-encoder (or a late-interaction model);
+   * the rest keep their order behind them. Scores of reranked documents are the reranker's: a
+   * cross-encoder's in (0, 1), a ColBERT model's MaxSim sums.
    */
   async rerank(query: string, candidates: Scored[], depth: number, signal?: AbortSignal): Promise<{ ranked: Scored[]; reranked: number }> {
     const model = this.reranker;

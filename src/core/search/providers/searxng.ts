@@ -7,6 +7,7 @@
 import { ApiError } from '../../../errors.js';
 import type { CoreContext } from '../../context.js';
 import { rerank } from '../../rerank.js';
+import { servedReranker } from '../index/rankings.js';
 import { freshnessWindowMs } from '../request.js';
 import type { Freshness, SearchImage, SearchOutcome, SearchProvider, SearchRequest, SearchResult } from '../types.js';
 import { dedupeImages } from './local.js';
@@ -149,11 +150,11 @@ export class SearxngSearchProvider implements SearchProvider {
     return results;
   }
 
-  /** Orders results by the cross-encoder's score over title and snippet; keeps SearXNG's order without a reranker. */
+  /** Orders results by the reranker's score (a cross-encoder, or a ColBERT model's MaxSim) over title and snippet; keeps SearXNG's order without a reranker. */
   private async rank(request: SearchRequest, results: SearchResult[], signal: AbortSignal): Promise<SearchResult[]> {
-    const reranker = this.ctx.registry.list().find((m) => m.task === 'rerank');
+    const reranker = servedReranker(this.ctx);
     if (!reranker || results.length === 0) return results.slice(0, request.count);
-    const scored = await rerank(this.ctx, { model: reranker.id, query: request.query, documents: results.map((r) => `${r.title}\n${r.snippet}`) }, signal);
+    const scored = await rerank(this.ctx, { model: reranker, query: request.query, documents: results.map((r) => `${r.title}\n${r.snippet}`) }, signal);
     return scored.results.slice(0, request.count).map(({ index, score }) => ({ ...results[index]!, score }));
   }
 }
