@@ -150,6 +150,17 @@ def _short(rows, window):
     return [i for i, r in enumerate(rows) if len(r) < window]
 
 
+def _logits_checked(fn, rows, type_rows, pad_id, side, window, repo):
+    """Each row's logits run alone, checked against the short rows run as one padded batch (and the
+    largest difference, which the golden records)."""
+    singles = [_run(fn, [r], [t], pad_id, side)[0][0] for r, t in zip(rows, type_rows)]
+    short = _short(rows, window)
+    batch, _ = _run(fn, [rows[i] for i in short], [type_rows[i] for i in short], pad_id, side)
+    batch_diff = float(np.abs(batch - np.stack([singles[i] for i in short])).max())
+    assert batch_diff < BATCH_TOLERANCE, f"{repo}: padded batch differs from one at a time by {batch_diff}"
+    return singles, batch_diff
+
+
 # ---------------------------------------------------------------------------------------------
 # golden.json
 # ---------------------------------------------------------------------------------------------
@@ -219,11 +230,7 @@ def rerank(*, repo, family, size, tok, window, logits, positive_label=0, pad_sid
         ids, types = pair(tok, q, d, window)
         rows.append(ids)
         type_rows.append(types)
-    singles = [_run(logits, [r], [t], tok.pad_id, pad_side)[0][0] for r, t in zip(rows, type_rows)]
-    short = _short(rows, window)
-    batch, _ = _run(logits, [rows[i] for i in short], [type_rows[i] for i in short], tok.pad_id, pad_side)
-    batch_diff = float(np.abs(batch - np.stack([singles[i] for i in short])).max())
-    assert batch_diff < BATCH_TOLERANCE, f"{repo}: padded batch differs from one at a time by {batch_diff}"
+    singles, batch_diff = _logits_checked(logits, rows, type_rows, tok.pad_id, pad_side, window, repo)
     items = [{"query": q, "document": d, "input_ids": ids, "token_type_ids": types,
               "logits": r7(lg), "score": r7([score_of(lg, positive_label)])[0]}
              for (q, d), ids, types, lg in zip(pairs, rows, type_rows, singles)]
@@ -354,11 +361,7 @@ def classify(*, repo, family, size, tok, window, logits, labels, activation, pad
         ids, types = single(tok, text, window) if text_pair is None else pair(tok, text, text_pair, window)
         rows.append(ids)
         type_rows.append(types)
-    singles = [_run(logits, [r], [t], tok.pad_id, pad_side)[0][0] for r, t in zip(rows, type_rows)]
-    short = _short(rows, window)
-    batch, _ = _run(logits, [rows[i] for i in short], [type_rows[i] for i in short], tok.pad_id, pad_side)
-    batch_diff = float(np.abs(batch - np.stack([singles[i] for i in short])).max())
-    assert batch_diff < BATCH_TOLERANCE, f"{repo}: padded batch differs from one at a time by {batch_diff}"
+    singles, batch_diff = _logits_checked(logits, rows, type_rows, tok.pad_id, pad_side, window, repo)
     items = [{"text": text, "text_pair": text_pair, "input_ids": ids, "token_type_ids": types,
               "logits": r7(lg), "scores": r7(activate(lg, activation))}
              for (text, text_pair), ids, types, lg in zip(cases, rows, type_rows, singles)]
