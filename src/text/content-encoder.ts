@@ -15,6 +15,7 @@
 
 /** The parts of the library's Tokenizer read here (untyped in its declarations; see tokenizer.ts). */
 import * as tokenizers from '@huggingface/tokenizers';
+import { ChunkTable } from './chunk-table.js';
 
 export interface LibraryInternals {
   normalizer: ((text: string) => string) | null;
@@ -50,6 +51,7 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
   const normalizedAdded = containsAny(normalizedContents);
 
   const cache = new Map<string, Int32Array>();
+  const chunks = new ChunkTable<Int32Array>(CACHED_WORDS);
   const one: string[] = [''];
 
   const wordIds = (word: string): Int32Array => {
@@ -63,16 +65,14 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
     return out;
   };
 
-  /** Ids of one word or chunk, from the cache or computed by `compute` and cached. */
-  const cached = (key: string, compute: (key: string) => Int32Array | undefined): Int32Array | undefined => {
-    let piece = cache.get(key);
+  /** Ids of one pre-tokenized word, from the cache or computed and cached. */
+  const cachedWord = (word: string): Int32Array => {
+    let piece = cache.get(word);
     if (piece === undefined) {
-      piece = compute(key);
-      if (piece !== undefined && key.length <= CACHED_WORD_LENGTH) {
-        if (cache.size >= CACHED_WORDS) cache.clear();
-        // A copy, so that the key does not keep the whole text alive (V8 slices are views).
-        cache.set(key.length > 12 ? flatCopy(key) : key, piece);
-      }
+      piece = wordIds(word);
+      if (cache.size >= CACHED_WORDS) cache.clear();
+      // A copy, so that the key does not keep the whole text alive (V8 slices are views).
+      cache.set(word.length > 12 ? flatCopy(word) : word, piece);
     }
     return piece;
   };
@@ -95,17 +95,31 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
     if (rawAdded?.test(text)) return undefined;
     const out = new IdList();
     if (local) {
+      // Each chunk is hashed as it is scanned and looked up in place: no string per chunk on a hit.
       let start = -1;
+      let hash = ChunkTable.seed;
       for (let i = 0; i <= text.length; i++) {
         const code = i < text.length ? text.charCodeAt(i) : 32;
         if (code === 32 || code === 9 || code === 10 || code === 13) {
           if (start >= 0) {
-            const piece = cached(text.slice(start, i), chunkIds);
-            if (piece === undefined) return undefined;
+            let piece = chunks.get(text, start, i, hash);
+            if (piece === undefined) {
+              const chunk = text.slice(start, i);
+              piece = chunkIds(chunk);
+              if (piece === undefined) return undefined;
+              // A copy, so that the key does not keep the whole text alive (V8 slices are views).
+              if (chunk.length <= CACHED_WORD_LENGTH) chunks.set(chunk.length > 12 ? flatCopy(chunk) : chunk, hash, piece);
+            }
             out.push(piece);
           }
           start = -1;
-        } else if (start < 0) start = i;
+        } else {
+          if (start < 0) {
+            start = i;
+            hash = ChunkTable.seed;
+          }
+          hash = ChunkTable.step(hash, code);
+        }
       }
       return out.take();
     }
@@ -113,7 +127,7 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
     if (normalized.length === 0) return new Int32Array(0);
     if (normalizedAdded?.test(normalized)) return undefined;
     const words = preTokenizer ? preTokenizer(normalized, { section_index: 0 }) : [normalized];
-    for (const word of words) out.push(word.length <= CACHED_WORD_LENGTH ? cached(word, wordIds)! : wordIds(word));
+    for (const word of words) out.push(word.length <= CACHED_WORD_LENGTH ? cachedWord(word) : wordIds(word));
     return out.take();
   };
 }
