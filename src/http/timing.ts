@@ -36,7 +36,13 @@ export function reportTimings(reply: FastifyReply, timings: PhaseTimings): void 
 
 /** `tokenize;dur=1.20, queue;dur=0.10, inference;dur=8.50` */
 export function formatServerTiming(timings: PhaseTimings): string {
-  return phases.flatMap((phase) => (timings[phase] === undefined ? [] : [`${phase};dur=${timings[phase].toFixed(2)}`])).join(', ');
+  // Written on every response: a plain loop, no arrays.
+  let header = '';
+  for (const phase of phases) {
+    const ms = timings[phase];
+    if (ms !== undefined) header += `${header ? ', ' : ''}${phase};dur=${ms.toFixed(2)}`;
+  }
+  return header;
 }
 
 /** The phases of a Server-Timing header this server wrote; entries it does not know are left out. */
