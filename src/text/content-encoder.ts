@@ -52,6 +52,8 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
 
   const cache = new Map<string, Int32Array>();
   const chunks = new ChunkTable<Int32Array>(CACHED_WORDS);
+  // One growing buffer for every text (encoding is synchronous); each result is a copy of its part.
+  const ids = new IdList();
   const one: string[] = [''];
 
   const wordIds = (word: string): Int32Array => {
@@ -93,7 +95,7 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
 
   return (text) => {
     if (rawAdded?.test(text)) return undefined;
-    const out = new IdList();
+    const out = ids.reset();
     if (local) {
       // Each chunk is hashed as it is scanned and looked up in place: no string per chunk on a hit.
       let start = -1;
@@ -136,6 +138,11 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
 class IdList {
   private ids = new Int32Array(256);
   private length = 0;
+
+  reset(): this {
+    this.length = 0;
+    return this;
+  }
 
   push(piece: Int32Array): void {
     const end = this.length + piece.length;
