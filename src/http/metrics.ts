@@ -11,6 +11,13 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { EmbeddingCacheStats } from '../core/cache/embedding-cache.js';
 import type { Phase } from './timing.js';
 
+/** A request series' children, bound to their labels. */
+interface RequestSeries {
+  requests: { inc(): void };
+  seconds: { observe(value: number): void };
+  phase(phase: string): { observe(value: number): void };
+}
+
 /** One inference batch as the scheduler reports it (its BatchObserver). */
 export interface BatchInfo {
   size: number;
@@ -106,6 +113,7 @@ export class Metrics {
     registers: [this.registry],
   });
   private engine: EngineStats | undefined;
+  private readonly series = new Map<string, RequestSeries>();
   private cache: { stats(): EmbeddingCacheStats } | undefined;
 
   constructor() {
@@ -262,16 +270,41 @@ export class Metrics {
     for (const report of reports) this.modelLoadSeconds.set({ model: report.id }, report.loadMs / 1000);
   }
 
+  /**
+   * The series of one method, route and status, bound once: prom-client sorts and hashes a labels
+   * object on every call, which on every request is a cost of its own.
+   */
+  private seriesOf(method: string, route: string, status: number): RequestSeries {
+    const key = `${method} ${status} ${route}`;
+    let series = this.series.get(key);
+    if (!series) {
+      const phases = new Map<string, { observe(value: number): void }>();
+      series = {
+        requests: this.requests.labels({ method, route, status: String(status) }),
+        seconds: this.requestSeconds.labels({ method, route }),
+        phase: (phase) => {
+          let child = phases.get(phase);
+          if (!child) phases.set(phase, (child = this.phaseSeconds.labels({ route, phase })));
+          return child;
+        },
+      };
+      // Routes are patterns and statuses few: the map stays small.
+      this.series.set(key, series);
+    }
+    return series;
+  }
+
   /** The request hook and the /metrics route; call on the root app so every route is counted. */
   register(app: FastifyInstance): void {
     app.addHook('onResponse', (request, reply, done) => {
       // The route pattern, never the raw URL, so labels stay few; unmatched URLs share one.
       const route = request.routeOptions.url ?? 'unmatched';
       const method = request.method;
-      this.requests.inc({ method, route, status: String(reply.statusCode) });
-      this.requestSeconds.observe({ method, route }, reply.elapsedTime / 1000);
+      const series = this.seriesOf(method, route, reply.statusCode);
+      series.requests.inc();
+      series.seconds.observe(reply.elapsedTime / 1000);
       const timings = request.timings;
-      if (timings) for (const phase in timings) this.phaseSeconds.observe({ route, phase }, timings[phase as Phase]! / 1000);
+      if (timings) for (const phase in timings) series.phase(phase).observe(timings[phase as Phase]! / 1000);
       done();
     });
     app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
