@@ -5,16 +5,15 @@
  * the other reaches the first, a replica restarted later replays what it missed from its last
  * applied entry, and a new replica started after the stream was trimmed loads the snapshot.
  */
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasRedisServer, REDIS_SKIP_REASON, startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { missing } from '../helpers/resources.js';
-import { listeningUrl, ServerProcess } from '../helpers/server-process.js';
+import { listeningUrl, spawnTinyServer, type ServerProcess } from '../helpers/server-process.js';
 
 /** Entries the stream keeps before a snapshot replaces the older ones: small, so the test trims. */
 const streamLength = 4;
@@ -34,22 +33,10 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`one local index for
   const running: Replica[] = [];
 
   async function startReplica(name: string): Promise<Replica> {
-    const child = spawn(process.execPath, ['dist/cli/index.js', 'serve'], {
-      env: {
-        ...process.env,
-        ONNX_GATEWAY_MODELS_DIR: inject('tinyModelsDir'),
-        ONNX_GATEWAY_MODELS: 'tiny-embedder,tiny-reranker',
-        ONNX_GATEWAY_DATA_DIR: join(dir, name),
-        ONNX_GATEWAY_HOST: '127.0.0.1',
-        ONNX_GATEWAY_PORT: '0',
-        ONNX_GATEWAY_LOG_LEVEL: 'info',
-        ONNX_GATEWAY_WORKERS: '1',
-        ONNX_GATEWAY_REDIS_URL: redis.url,
-        ONNX_GATEWAY_SEARCH_INDEX_STREAM_LENGTH: String(streamLength),
-      },
-      stdio: ['ignore', 'pipe', 'inherit'],
+    const server = spawnTinyServer(join(dir, name), {
+      ONNX_GATEWAY_REDIS_URL: redis.url,
+      ONNX_GATEWAY_SEARCH_INDEX_STREAM_LENGTH: String(streamLength),
     });
-    const server = new ServerProcess(child);
     const replica = { name, process: server, url: await listeningUrl(server) };
     running.push(replica);
     return replica;

@@ -4,7 +4,7 @@
  * both; cancelling and long-polling work across replicas; a replica that dies or stops leaves no
  * task stuck. Each replica searches its own stand-in SearXNG, so the test can see who ran what.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startStandInSearxng, type StandInSearxng } from '../fixtures/stand-in-searxng.js';
 import { freePort, hasRedisServer, REDIS_SKIP_REASON, startRedisServer, type RedisServer } from '../helpers/redis-server.js';
-import { listeningUrl, ServerProcess } from '../helpers/server-process.js';
+import { listeningUrl, spawnTinyServer, type ServerProcess } from '../helpers/server-process.js';
 import { missing } from '../helpers/resources.js';
 
 const KEY_A = 'replica-test-key-a';
@@ -32,26 +32,14 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`search tasks shared
   const standIns: StandInSearxng[] = [];
 
   async function startReplica(name: string, searxng: StandInSearxng): Promise<Replica> {
-    const child = spawn(process.execPath, ['dist/cli/index.js', 'serve'], {
-      env: {
-        ...process.env,
-        ONNX_GATEWAY_MODELS_DIR: inject('tinyModelsDir'),
-        ONNX_GATEWAY_MODELS: 'tiny-embedder,tiny-reranker',
-        ONNX_GATEWAY_DATA_DIR: join(dir, name),
-        ONNX_GATEWAY_HOST: '127.0.0.1',
-        ONNX_GATEWAY_PORT: '0',
-        ONNX_GATEWAY_API_KEYS: `${KEY_A},${KEY_B}`,
-        ONNX_GATEWAY_LOG_LEVEL: 'info',
-        ONNX_GATEWAY_WORKERS: '1',
-        ONNX_GATEWAY_SEARCH_PROVIDER: 'searxng',
-        ONNX_GATEWAY_SEARXNG_URL: searxng.url,
-        ONNX_GATEWAY_SEARXNG_TIMEOUT: '4000',
-        ONNX_GATEWAY_SEARCH_CONCURRENCY: '1',
-        ONNX_GATEWAY_REDIS_URL: redisUrl,
-      },
-      stdio: ['ignore', 'pipe', 'inherit'],
+    const process_ = spawnTinyServer(join(dir, name), {
+      ONNX_GATEWAY_API_KEYS: `${KEY_A},${KEY_B}`,
+      ONNX_GATEWAY_SEARCH_PROVIDER: 'searxng',
+      ONNX_GATEWAY_SEARXNG_URL: searxng.url,
+      ONNX_GATEWAY_SEARXNG_TIMEOUT: '4000',
+      ONNX_GATEWAY_SEARCH_CONCURRENCY: '1',
+      ONNX_GATEWAY_REDIS_URL: redisUrl,
     });
-    const process_ = new ServerProcess(child);
     const replica = { process: process_, url: await listeningUrl(process_), searxng };
     replicas.push(replica);
     return replica;

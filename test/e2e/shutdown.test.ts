@@ -3,14 +3,13 @@
  * accepting connections, answers requests that still arrive on open connections with 503
  * `shutting_down`, finishes the request in flight, closes the pool and exits 0.
  */
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ServerProcess } from '../helpers/server-process.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnTinyServer, type ServerProcess } from '../helpers/server-process.js';
 
 /** Connects, or resolves with the error code when the connection is refused. */
 function tryConnect(port: number): Promise<'connected' | string> {
@@ -39,23 +38,8 @@ describe('SIGTERM', () => {
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'onnx-gateway-shutdown-'));
-    const child = spawn(process.execPath, ['dist/cli/index.js', 'serve'], {
-      env: {
-        ...process.env,
-        ONNX_GATEWAY_MODELS_DIR: inject('tinyModelsDir'),
-        ONNX_GATEWAY_MODELS: 'tiny-embedder,tiny-reranker',
-        ONNX_GATEWAY_DATA_DIR: dataDir,
-        ONNX_GATEWAY_HOST: '127.0.0.1',
-        ONNX_GATEWAY_PORT: '0',
-        ONNX_GATEWAY_API_KEYS: '',
-        ONNX_GATEWAY_LOG_LEVEL: 'info',
-        // One worker running one input at a time, so the large request below takes a while.
-        ONNX_GATEWAY_WORKERS: '1',
-        ONNX_GATEWAY_MAX_BATCH_SIZE: '1',
-      },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    server = new ServerProcess(child);
+    // One worker running one input at a time, so the large request below takes a while.
+    server = spawnTinyServer(dataDir, { ONNX_GATEWAY_API_KEYS: '', ONNX_GATEWAY_MAX_BATCH_SIZE: '1' });
   });
   afterAll(async () => {
     if (server?.child.exitCode === null) server.child.kill('SIGKILL');

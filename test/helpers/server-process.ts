@@ -2,8 +2,9 @@
  * A server started as a real process (`node dist/cli/index.js serve`), with its JSON log lines as they
  * arrive, for tests of what only a whole process shows: signals, start-up refusals, replicas.
  */
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { inject } from 'vitest';
 
 export interface LogLine {
   msg: string;
@@ -44,6 +45,27 @@ export class ServerProcess {
   }
 }
 
+/**
+ * `serve` over the tiny models as a real process: loopback, a free port, one worker, JSON log lines
+ * at info; `env` adds settings or overrides these.
+ */
+export function spawnTinyServer(dataDir: string, env: Record<string, string> = {}): ServerProcess {
+  const child = spawn(process.execPath, ['dist/cli/index.js', 'serve'], {
+    env: {
+      ...process.env,
+      ONNX_GATEWAY_MODELS_DIR: inject('tinyModelsDir'),
+      ONNX_GATEWAY_MODELS: 'tiny-embedder,tiny-reranker',
+      ONNX_GATEWAY_DATA_DIR: dataDir,
+      ONNX_GATEWAY_HOST: '127.0.0.1',
+      ONNX_GATEWAY_PORT: '0',
+      ONNX_GATEWAY_LOG_LEVEL: 'info',
+      ONNX_GATEWAY_WORKERS: '1',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new ServerProcess(child);
+}
 
 /** The base URL once the server listens, after its models are warm. */
 export async function listeningUrl(server: ServerProcess): Promise<string> {
