@@ -6,7 +6,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { IndexDocument } from '../../src/core/search/index/document-index.js';
+import { DocumentIndex, type IndexDocument } from '../../src/core/search/index/document-index.js';
 import { readSources } from '../../src/core/search/index/sources.js';
 
 export type Qrels = Map<string, Map<string, number>>;
@@ -80,4 +80,32 @@ export async function evaluateNdcg10(
     total += ndcgAt10(ranked, collection.qrels.get(query.id)!);
   }
   return { ndcg: total / collection.queries.length, queries: collection.queries.length, seconds: (performance.now() - started) / 1000 };
+}
+
+/**
+ * BM25 of the local index on a collection: the whole corpus in an in-memory index, every query
+ * asked for 11 documents (one more than 10: its own document, when found, is dropped before the
+ * cut). `seen` gets each ranking as the index gave it.
+ */
+export async function evaluateBm25(
+  collection: BeirCollection,
+  seen?: (query: BeirQuery, ranked: readonly string[]) => void,
+): Promise<{ ndcg: number; queries: number; seconds: number; indexSeconds: number }> {
+  const index = DocumentIndex.open(':memory:');
+  try {
+    const started = performance.now();
+    const { ids } = index.upsert(collection.corpus);
+    const keys = new Map([...index.documents(ids)].map(([id, doc]) => [id, doc.key]));
+    // The first query builds the in-memory inverted index.
+    index.bm25('warm up', 1);
+    const indexSeconds = (performance.now() - started) / 1000;
+    const result = await evaluateNdcg10(collection, (query) => {
+      const ranked = index.bm25(query.text, 11).map((s) => keys.get(s.id)!);
+      seen?.(query, ranked);
+      return ranked;
+    });
+    return { ...result, indexSeconds };
+  } finally {
+    index.close();
+  }
 }
