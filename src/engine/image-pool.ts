@@ -3,12 +3,12 @@
  * hold only image sessions and its thread budget is separate, so a long image edit queues behind
  * other image work and never takes a text worker: embeddings and rerank keep their own threads.
  */
-import { Piscina } from 'piscina';
 import { ApiError } from '../errors.js';
 import type { ImageModelSpec } from '../models/image-catalogue.js';
 import type { ImageTask, ImageTaskResult, ImageWorkerInit } from '../worker/image-protocol.js';
-import type { SessionOptions, WarmTask, WorkerInit } from '../worker/protocol.js';
+import type { SessionOptions, WorkerInit } from '../worker/protocol.js';
 import { WorkerStartError, workerFile } from './pool.js';
+import { WorkerPool } from './worker-pool.js';
 
 export interface ImageLaneOptions {
   workers: number;
@@ -25,7 +25,7 @@ export interface ImageTaskRunner {
 }
 
 export class ImageLane implements ImageTaskRunner {
-  private readonly piscina: Piscina | undefined;
+  private readonly workers: WorkerPool | undefined;
   private warm = false;
   private pending = 0;
   /** Resolves once every image thread has opened every image model; rejects if one can not. */
@@ -34,23 +34,15 @@ export class ImageLane implements ImageTaskRunner {
   constructor(readonly options: ImageLaneOptions) {
     // No image models, no threads: the lane then costs nothing.
     if (options.models.length === 0) {
-      this.piscina = undefined;
+      this.workers = undefined;
       this.warm = true;
       this.ready = Promise.resolve();
       return;
     }
     const workerData: WorkerInit & ImageWorkerInit = { models: [], session: options.session, images: options.models, imageSession: options.session };
-    this.piscina = new Piscina({
-      filename: workerFile(),
-      minThreads: options.workers,
-      maxThreads: options.workers,
-      idleTimeout: Number.MAX_SAFE_INTEGER,
-      concurrentTasksPerWorker: 1,
-      workerData,
-    });
-    // One warm-up task per thread, as in the text pool: each thread opens its sessions now.
-    const warmUps = Array.from({ length: options.workers }, () => this.piscina!.run({ warm: true } satisfies WarmTask) as Promise<unknown>);
-    this.ready = Promise.all(warmUps).then(
+    // One tile per thread at a time: a waiting tile goes to whichever thread frees first.
+    this.workers = new WorkerPool({ file: workerFile(), threads: options.workers, tasksPerThread: 1, workerData });
+    this.ready = this.workers.ready.then(
       () => {
         this.warm = true;
       },
@@ -59,7 +51,6 @@ export class ImageLane implements ImageTaskRunner {
       },
     );
     this.ready.catch(() => undefined);
-    this.piscina.on('error', () => undefined);
   }
 
   get isReady(): boolean {
@@ -76,19 +67,19 @@ export class ImageLane implements ImageTaskRunner {
   }
 
   async run(task: ImageTask): Promise<ImageTaskResult> {
-    if (!this.piscina) throw new ApiError('model_not_found', `The image model "${task.model}" is not served here.`);
-    if (this.piscina.queueSize >= this.options.queueCapacity) {
-      throw new ApiError('overloaded', `The image lane is full (${this.piscina.queueSize} tiles waiting); retry later.`, { headers: { 'retry-after': '5' } });
+    if (!this.workers) throw new ApiError('model_not_found', `The image model "${task.model}" is not served here.`);
+    if (this.workers.queueSize >= this.options.queueCapacity) {
+      throw new ApiError('overloaded', `The image lane is full (${this.workers.queueSize} tiles waiting); retry later.`, { headers: { 'retry-after': '5' } });
     }
     this.pending += 1;
     try {
-      return (await this.piscina.run(task, { transferList: [task.pixels.buffer as ArrayBuffer] })) as ImageTaskResult;
+      return await this.workers.run<ImageTaskResult>(task, [task.pixels.buffer as ArrayBuffer]);
     } finally {
       this.pending -= 1;
     }
   }
 
   async close(): Promise<void> {
-    await this.piscina?.close({ force: false });
+    await this.workers?.close();
   }
 }

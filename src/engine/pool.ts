@@ -1,14 +1,14 @@
 /**
- * The worker pool: piscina threads that each hold one ONNX session per served model. Batches go in
+ * The text lane's workers: threads that each hold one ONNX session per served model. Batches go in
  * with their typed arrays transferred; readiness is tracked from the workers' announcements.
  */
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Piscina } from 'piscina';
 import { StartupError } from '../errors.js';
 import type { ModelLoadSpec } from '../models/registry.js';
-import type { BatchResult, BatchTask, ModelReport, SessionOptions, WarmTask, WorkerInit } from '../worker/protocol.js';
+import type { BatchResult, BatchTask, ModelReport, SessionOptions, WorkerInit } from '../worker/protocol.js';
+import { WorkerPool } from './worker-pool.js';
 
 /**
  * The worker's JavaScript file. Built code finds it beside itself; when the sources run as
@@ -36,29 +36,20 @@ export class WorkerStartError extends StartupError {
 }
 
 export class Pool {
-  private readonly piscina: Piscina;
+  private readonly workers: WorkerPool<ModelReport[]>;
   private warm = false;
   /** Resolves once every worker has opened and warmed every model; rejects if one fails. */
   readonly ready: Promise<ModelReport[]>;
-  /** Worker threads started after the first set (crashed and replaced). */
-  restarts = 0;
-  private created = 0;
 
   constructor(readonly options: PoolOptions) {
-    this.piscina = new Piscina({
-      filename: workerFile(),
-      minThreads: options.workers,
-      maxThreads: options.workers,
-      idleTimeout: Number.MAX_SAFE_INTEGER,
-      concurrentTasksPerWorker: 1,
-      // Its run and wait histograms are unused (the scheduler and /metrics keep their own): not kept per task.
-      recordTiming: false,
+    this.workers = new WorkerPool<ModelReport[]>({
+      file: workerFile(),
+      threads: options.workers,
+      // A second batch waits in each thread, so a thread never idles for a round trip between batches.
+      tasksPerThread: 2,
       workerData: { models: options.models, session: options.session, soloSession: options.soloSession } satisfies WorkerInit,
     });
-    // One warm-up task per thread, all at once: a thread runs one task at a time and each waits
-    // for its thread's models, so every thread gets exactly one and loads its sessions now.
-    const warmUps = Array.from({ length: options.workers }, () => this.piscina.run({ warm: true } satisfies WarmTask) as Promise<ModelReport[]>);
-    this.ready = Promise.all(warmUps).then(
+    this.ready = this.workers.ready.then(
       (reports) => {
         this.warm = true;
         return reports[0]!;
@@ -68,12 +59,6 @@ export class Pool {
       },
     );
     this.ready.catch(() => undefined);
-    this.piscina.on('workerCreate', () => {
-      this.created += 1;
-      if (this.created > options.workers) this.restarts += 1;
-    });
-    // A worker that dies is replaced by piscina; its task is rejected and retried by the scheduler.
-    this.piscina.on('error', () => undefined);
   }
 
   get isReady(): boolean {
@@ -84,17 +69,20 @@ export class Pool {
     return this.options.workers;
   }
 
-  run(task: BatchTask): Promise<BatchResult> {
-    const transferList: ArrayBuffer[] = [task.ids.buffer as ArrayBuffer, task.lengths.buffer as ArrayBuffer];
-    if (task.typeIds) transferList.push(task.typeIds.buffer as ArrayBuffer);
-    if (task.attended) transferList.push(task.attended.buffer as ArrayBuffer);
-    return this.piscina.run(task, { transferList });
+  /** Worker threads started to replace threads that died. */
+  get restarts(): number {
+    return this.workers.restarts;
   }
 
-  async close(): Promise<void> {
-    // Ending a thread while ONNX Runtime is inside a run (the warm-up included) aborts the whole
-    // process, so let the warm-up finish, or fail, first.
-    await this.ready.catch(() => undefined);
-    await this.piscina.close({ force: false });
+  /** A worker that dies fails its batches (the scheduler retries them once) and is replaced. */
+  run(task: BatchTask): Promise<BatchResult> {
+    const transfer: ArrayBuffer[] = [task.ids.buffer as ArrayBuffer, task.lengths.buffer as ArrayBuffer];
+    if (task.typeIds) transfer.push(task.typeIds.buffer as ArrayBuffer);
+    if (task.attended) transfer.push(task.attended.buffer as ArrayBuffer);
+    return this.workers.run<BatchResult>(task, transfer);
+  }
+
+  close(): Promise<void> {
+    return this.workers.close();
   }
 }

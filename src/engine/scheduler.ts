@@ -336,7 +336,7 @@ export class Scheduler {
         this.inFlight -= 1;
         const live = batch.filter((item) => !item.job.settled);
         if (attempt === 0 && live.length > 0 && !this.closed) {
-          // A worker may have died under this batch; piscina has replaced it, so try once more.
+          // A worker may have died under this batch; the pool has replaced it, so try once more.
           this.dispatch(queue, live, 1);
         } else {
           const failure = new ApiError('internal', 'Inference failed.', { cause: error });

@@ -1,13 +1,14 @@
 /**
- * The piscina worker: opens one session per served model when the thread starts (two when solo
- * runs are on), warms each up, then runs batches. Knows nothing of queues or requests.
+ * A worker thread: opens one session per served model when it starts (two when solo runs are on),
+ * warms each up and says so, then runs the tasks it is sent one after another. Knows nothing of
+ * queues or requests.
  */
-import { workerData } from 'node:worker_threads';
-import { Piscina } from 'piscina';
+import { parentPort, workerData } from 'node:worker_threads';
 import { Runner } from './runner.js';
 import { ImageRunner } from './image-runner.js';
 import { isImageTask, type ImageTask, type ImageTaskResult, type ImageWorkerInit } from './image-protocol.js';
-import type { BatchResult, BatchTask, ModelReport, WarmTask, WorkerInit } from './protocol.js';
+import type { TaskMessage, ThreadMessage } from './messages.js';
+import type { BatchResult, BatchTask, ModelReport, WorkerInit } from './protocol.js';
 
 const init = workerData as WorkerInit & ImageWorkerInit;
 const runners = new Map<string, Runner>();
@@ -35,31 +36,47 @@ async function start(): Promise<ModelReport[]> {
   return reports;
 }
 
-// piscina imports this module when a thread gets its first task; the pool sends each thread a
-// warm-up task at start, so models load before the first request.
-const ready = start();
-ready.catch(() => undefined);
+const port = parentPort!;
+const post = (message: ThreadMessage, transfer: ArrayBuffer[] = []): void => port.postMessage(message, transfer);
 
-export default async function handle(task: BatchTask | WarmTask | ImageTask): Promise<BatchResult | ModelReport[] | ImageTaskResult> {
-  if ('warm' in task) return ready;
-  await ready;
-  if (isImageTask(task)) return runImage(task);
+/** Runs one task and answers it; results hand their buffers over instead of copying them. */
+async function answer({ id, task }: TaskMessage): Promise<void> {
+  try {
+    if (isImageTask(task)) {
+      const result = await runImage(task);
+      post({ id, result }, [result.pixels.buffer as ArrayBuffer]);
+      return;
+    }
+    const result = await runBatch(task as BatchTask);
+    const transfer = [result.output.buffer, result.counts?.buffer, result.indices?.buffer].filter((b) => b !== undefined) as ArrayBuffer[];
+    post({ id, result }, transfer);
+  } catch (error) {
+    const failure = error instanceof Error ? error : new Error(String(error));
+    post({ id, error: failure.message, name: failure.name });
+  }
+}
+
+function runBatch(task: BatchTask): Promise<BatchResult> {
   const runner = (task.solo && soloRunners.get(task.model)) || runners.get(task.model);
   if (!runner) throw new Error(`Model "${task.model}" is not loaded in this worker.`);
-  const result = await runner.run(task);
-  // Hand the output buffer over to the main thread instead of copying it.
-  return Piscina.move({
-    [Piscina.transferableSymbol]: [result.output.buffer, ...(result.counts ? [result.counts.buffer] : []), ...(result.indices ? [result.indices.buffer] : [])],
-    [Piscina.valueSymbol]: result,
-  } as never) as unknown as BatchResult;
+  return runner.run(task);
 }
 
-async function runImage(task: ImageTask): Promise<ImageTaskResult> {
+function runImage(task: ImageTask): Promise<ImageTaskResult> {
   const runner = imageRunners.get(task.model);
   if (!runner) throw new Error(`Image model "${task.model}" is not loaded in this worker.`);
-  const result = await runner.run(task);
-  return Piscina.move({
-    [Piscina.transferableSymbol]: [result.pixels.buffer],
-    [Piscina.valueSymbol]: result,
-  } as never) as unknown as ImageTaskResult;
+  return runner.run(task);
 }
+
+// Tasks run one at a time, in the order they came: a task sent while another runs waits in the
+// port and starts as soon as that one has answered.
+let queue: Promise<void> = start().then(
+  (reports) => post({ ready: reports }),
+  (error: unknown) => {
+    post({ failed: error instanceof Error ? error.message : String(error) });
+    port.close();
+  },
+);
+port.on('message', (message: TaskMessage) => {
+  queue = queue.then(() => answer(message));
+});

@@ -22,11 +22,6 @@ export interface WorkerInit {
   soloSession?: SessionOptions;
 }
 
-/** Resolves with the worker's model reports once its sessions are open and warm. */
-export interface WarmTask {
-  warm: true;
-}
-
 export interface BatchTask {
   model: string;
   /** Token ids of every row, concatenated, special tokens included, no padding. */

@@ -1,0 +1,160 @@
+/**
+ * A fixed set of worker threads that run tasks, each thread its tasks one after another.
+ *
+ * A thread may hold more than one task (`tasksPerThread`): the next one then waits in the thread's
+ * own message queue and starts the moment the running one ends, with no round trip through the
+ * main thread; the main thread is woken once per result. Tasks beyond what the threads hold wait
+ * here, in order, and go to the first thread with room. A thread that dies fails the tasks it held
+ * (the caller decides whether to retry) and is replaced; one that fails while starting is not.
+ *
+ * Hand-written rather than piscina: per task it costs the main thread one message each way and no
+ * more, which the embeddings path pays for every batch (see Performance in README.md).
+ */
+import { Worker } from 'node:worker_threads';
+import type { TaskMessage, ThreadMessage } from '../worker/messages.js';
+
+export interface WorkerPoolOptions {
+  /** The thread's script (see worker/index.ts). */
+  file: string;
+  threads: number;
+  tasksPerThread: number;
+  workerData: unknown;
+}
+
+interface Pending {
+  id: number;
+  task: unknown;
+  transfer: ArrayBuffer[];
+  resolve: (result: unknown) => void;
+  reject: (error: Error) => void;
+}
+
+interface Thread {
+  worker: Worker;
+  held: Map<number, Pending>;
+  ready: boolean;
+}
+
+export class WorkerPool<Ready = unknown> {
+  private readonly threads = new Set<Thread>();
+  private readonly waiting: Pending[] = [];
+  private nextId = 1;
+  private closing = false;
+  private started = 0;
+  private readonly readyReports: Ready[] = [];
+  private idleWaiters: (() => void)[] = [];
+  private settleReady!: { resolve: (reports: Ready[]) => void; reject: (error: Error) => void };
+  /** Resolves with each thread's start-up report once every thread has started; rejects if one fails. */
+  readonly ready: Promise<Ready[]>;
+  /** Threads started to replace threads that died. */
+  restarts = 0;
+
+  constructor(private readonly options: WorkerPoolOptions) {
+    this.ready = new Promise<Ready[]>((resolve, reject) => {
+      this.settleReady = { resolve, reject };
+    });
+    this.ready.catch(() => undefined);
+    for (let i = 0; i < options.threads; i++) this.spawn();
+  }
+
+  /** Tasks waiting for a thread (not those a thread holds). */
+  get queueSize(): number {
+    return this.waiting.length;
+  }
+
+  run<Result>(task: unknown, transfer: ArrayBuffer[] = []): Promise<Result> {
+    if (this.closing) return Promise.reject(new Error('The worker pool is closed.'));
+    return new Promise<Result>((resolve, reject) => {
+      this.waiting.push({ id: this.nextId++, task, transfer, resolve: resolve as (result: unknown) => void, reject });
+      this.distribute();
+    });
+  }
+
+  /** Lets held and waiting tasks finish, then ends the threads. */
+  async close(): Promise<void> {
+    this.closing = true;
+    // Ending a thread while ONNX Runtime is inside a run (its start-up included) aborts the whole
+    // process, so wait for start-up and for every task first.
+    await this.ready.catch(() => undefined);
+    if (this.busy) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    await Promise.all([...this.threads].map((thread) => thread.worker.terminate()));
+    this.threads.clear();
+  }
+
+  private get busy(): boolean {
+    if (this.waiting.length > 0) return true;
+    for (const thread of this.threads) if (thread.held.size > 0) return true;
+    return false;
+  }
+
+  private checkIdle(): void {
+    if (this.idleWaiters.length > 0 && !this.busy) for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  private spawn(): void {
+    const worker = new Worker(this.options.file, { workerData: this.options.workerData });
+    const thread: Thread = { worker, held: new Map(), ready: false };
+    this.threads.add(thread);
+    const replacement = this.started >= this.options.threads;
+    this.started += 1;
+    worker.on('message', (message: ThreadMessage) => this.onMessage(thread, message));
+    worker.on('error', (error) => this.onExit(thread, error));
+    worker.on('exit', (code) => this.onExit(thread, new Error(`The worker thread exited with code ${code}.`)));
+    if (replacement) this.restarts += 1;
+  }
+
+  private onMessage(thread: Thread, message: ThreadMessage): void {
+    if ('id' in message) {
+      const pending = thread.held.get(message.id);
+      if (!pending) return;
+      thread.held.delete(message.id);
+      if ('error' in message) pending.reject(Object.assign(new Error(message.error), { name: message.name ?? 'Error' }));
+      else pending.resolve(message.result);
+      this.distribute();
+      this.checkIdle();
+      return;
+    }
+    if ('failed' in message) {
+      this.settleReady.reject(new Error(message.failed));
+      return;
+    }
+    thread.ready = true;
+    if (this.readyReports.length < this.options.threads) {
+      this.readyReports.push(message.ready as Ready);
+      if (this.readyReports.length === this.options.threads) this.settleReady.resolve(this.readyReports);
+    }
+    this.distribute();
+  }
+
+  private onExit(thread: Thread, error: Error): void {
+    if (!this.threads.delete(thread)) return;
+    for (const pending of thread.held.values()) pending.reject(error);
+    thread.held.clear();
+    if (!thread.ready) {
+      // A thread that can not start would fail the same way again.
+      this.settleReady.reject(error);
+      if (this.threads.size === 0) this.failWaiting(error);
+    } else if (!this.closing) {
+      this.spawn();
+    }
+    this.checkIdle();
+  }
+
+  private failWaiting(error: Error): void {
+    for (const pending of this.waiting.splice(0)) pending.reject(error);
+  }
+
+  /** Hands waiting tasks to the ready threads that hold the fewest, up to `tasksPerThread` each. */
+  private distribute(): void {
+    while (this.waiting.length > 0) {
+      let best: Thread | undefined;
+      for (const thread of this.threads) {
+        if (thread.ready && thread.held.size < this.options.tasksPerThread && (!best || thread.held.size < best.held.size)) best = thread;
+      }
+      if (!best) return;
+      const pending = this.waiting.shift()!;
+      best.held.set(pending.id, pending);
+      best.worker.postMessage({ id: pending.id, task: pending.task } satisfies TaskMessage, pending.transfer);
+    }
+  }
+}

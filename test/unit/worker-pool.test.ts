@@ -1,0 +1,88 @@
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WorkerPool } from '../../src/engine/worker-pool.js';
+
+const file = fileURLToPath(new URL('../fixtures/echo-worker.mjs', import.meta.url));
+interface Echo {
+  echo: unknown;
+  threadId: number;
+  sum: number;
+  values: Float32Array;
+}
+
+let pool: WorkerPool<{ threadId: number }> | undefined;
+afterEach(async () => {
+  await pool?.close();
+  pool = undefined;
+});
+
+describe('WorkerPool', () => {
+  it('starts every thread, then runs tasks and gives their results, buffers handed over both ways', async () => {
+    pool = new WorkerPool({ file, threads: 2, tasksPerThread: 2, workerData: {} });
+    const reports = await pool.ready;
+    expect(new Set(reports.map((r) => r.threadId)).size).toBe(2);
+    const values = Float32Array.of(1, 2, 3.5);
+    const result = await pool.run<Echo>({ echo: 'a', values }, [values.buffer]);
+    expect(result).toMatchObject({ echo: 'a', sum: 6.5 });
+    expect(Array.from(result.values)).toEqual([1, 2, 3.5]);
+    // Transferred, not copied: the sender's array is detached.
+    expect(values.length).toBe(0);
+  });
+
+  it('holds at most tasksPerThread per thread and queues the rest, in order', async () => {
+    pool = new WorkerPool({ file, threads: 2, tasksPerThread: 2, workerData: {} });
+    await pool.ready;
+    const runs = Array.from({ length: 7 }, (_, i) => pool!.run<Echo>({ echo: i, wait: 30 }));
+    expect(pool.queueSize).toBe(3);
+    const results = await Promise.all(runs);
+    expect(results.map((r) => r.echo)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    // Both threads took work.
+    expect(new Set(results.map((r) => r.threadId)).size).toBe(2);
+    expect(pool.queueSize).toBe(0);
+  });
+
+  it('rejects a task that fails with its message and keeps the thread', async () => {
+    pool = new WorkerPool({ file, threads: 1, tasksPerThread: 1, workerData: {} });
+    await pool.ready;
+    await expect(pool.run({ fail: 'bad input' })).rejects.toMatchObject({ message: 'bad input', name: 'TypeError' });
+    await expect(pool.run<Echo>({ echo: 'after' })).resolves.toMatchObject({ echo: 'after' });
+    expect(pool.restarts).toBe(0);
+  });
+
+  it('fails the tasks a dying thread held, replaces the thread and runs what waited', async () => {
+    pool = new WorkerPool({ file, threads: 1, tasksPerThread: 2, workerData: {} });
+    const first = (await pool.ready)[0]!.threadId;
+    const dying = pool.run({ die: true });
+    const held = pool.run({ echo: 'held' });
+    const waiting = pool.run<Echo>({ echo: 'waiting' });
+    await expect(dying).rejects.toThrow(/exited with code 3/);
+    await expect(held).rejects.toThrow(/exited with code 3/);
+    const result = await waiting;
+    expect(result.echo).toBe('waiting');
+    expect(result.threadId).not.toBe(first);
+    expect(pool.restarts).toBe(1);
+  });
+
+  it('does not start when a thread fails to start, and fails what was sent', async () => {
+    pool = new WorkerPool({ file, threads: 2, tasksPerThread: 1, workerData: { failStart: true } });
+    const task = pool.run({ echo: 'never' });
+    await expect(pool.ready).rejects.toThrow('no model here');
+    await expect(task).rejects.toThrow();
+    expect(pool.restarts).toBe(0);
+  });
+
+  it('closes only after the tasks it holds and queues have finished', async () => {
+    pool = new WorkerPool({ file, threads: 1, tasksPerThread: 1, workerData: {} });
+    await pool.ready;
+    const runs = [pool.run<Echo>({ echo: 1, wait: 50 }), pool.run<Echo>({ echo: 2, wait: 10 })];
+    let closed = false;
+    const closing = pool.close().then(() => (closed = true));
+    await expect(pool.run({ echo: 3 })).rejects.toThrow(/closed/);
+    expect((await runs[0]!).echo).toBe(1);
+    expect(closed).toBe(false);
+    expect((await runs[1]!).echo).toBe(2);
+    await closing;
+    expect(closed).toBe(true);
+    pool = undefined;
+  });
+});
