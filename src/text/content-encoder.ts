@@ -15,7 +15,7 @@
 
 /** The parts of the library's Tokenizer read here (untyped in its declarations; see tokenizer.ts). */
 import * as tokenizers from '@huggingface/tokenizers';
-import { ChunkTable } from './chunk-table.js';
+import { ChunkTable, type IdSink } from './chunk-table.js';
 
 export interface LibraryInternals {
   normalizer: ((text: string) => string) | null;
@@ -51,7 +51,7 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
   const normalizedAdded = containsAny(normalizedContents);
 
   const cache = new Map<string, Int32Array>();
-  const chunks = new ChunkTable<Int32Array>(CACHED_WORDS);
+  const chunks = new ChunkTable(CACHED_WORDS);
   // One growing buffer for every text (encoding is synchronous); each result is a copy of its part.
   const ids = new IdList();
   const one: string[] = [''];
@@ -103,15 +103,10 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
       for (let i = 0; i <= text.length; i++) {
         const code = i < text.length ? text.charCodeAt(i) : 32;
         if (code === 32 || code === 9 || code === 10 || code === 13) {
-          if (start >= 0) {
-            let piece = chunks.get(text, start, i, hash);
-            if (piece === undefined) {
-              const chunk = text.slice(start, i);
-              piece = chunkIds(chunk);
-              if (piece === undefined) return undefined;
-              // A copy, so that the key does not keep the whole text alive (V8 slices are views).
-              if (chunk.length <= CACHED_WORD_LENGTH) chunks.set(chunk.length > 12 ? flatCopy(chunk) : chunk, hash, piece);
-            }
+          if (start >= 0 && !chunks.get(text, start, i, hash, out)) {
+            const piece = chunkIds(text.slice(start, i));
+            if (piece === undefined) return undefined;
+            if (i - start <= CACHED_WORD_LENGTH) chunks.set(text, start, i, hash, piece);
             out.push(piece);
           }
           start = -1;
@@ -135,7 +130,7 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
 }
 
 /** A growing list of ids, copied out once. */
-class IdList {
+class IdList implements IdSink {
   private ids = new Int32Array(256);
   private length = 0;
 
@@ -146,18 +141,28 @@ class IdList {
 
   push(piece: Int32Array): void {
     const end = this.length + piece.length;
-    if (end > this.ids.length) {
-      const grown = new Int32Array(Math.max(this.ids.length * 2, end));
-      grown.set(this.ids.subarray(0, this.length));
-      this.ids = grown;
-    }
+    if (end > this.ids.length) this.grow(end);
     if (piece.length === 1) this.ids[this.length] = piece[0]!;
     else this.ids.set(piece, this.length);
     this.length = end;
   }
 
+  append(source: Int32Array, start: number, count: number): void {
+    const end = this.length + count;
+    if (end > this.ids.length) this.grow(end);
+    const ids = this.ids;
+    for (let i = 0; i < count; i++) ids[this.length + i] = source[start + i]!;
+    this.length = end;
+  }
+
   take(): Int32Array {
     return this.ids.slice(0, this.length);
+  }
+
+  private grow(end: number): void {
+    const grown = new Int32Array(Math.max(this.ids.length * 2, end));
+    grown.set(this.ids.subarray(0, this.length));
+    this.ids = grown;
   }
 }
 
