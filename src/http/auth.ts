@@ -4,7 +4,7 @@
  * key's digest is kept on the request: routes that keep things per key (search tasks) read it
  * there instead of parsing the header again.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.js';
 
@@ -15,7 +15,8 @@ declare module 'fastify' {
   }
 }
 
-const digest = (key: string) => createHash('sha256').update(key).digest();
+// One-shot: a Hash object per request costs several times more on the main thread.
+const digest = (key: string): Buffer => hash('sha256', key, 'buffer');
 
 /**
  * A plugin without a context of its own (fastify-plugin), so its hook and its request decoration
