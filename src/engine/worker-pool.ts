@@ -40,7 +40,6 @@ export class WorkerPool<Ready = unknown> {
   private readonly waiting: Pending[] = [];
   private nextId = 1;
   private closing = false;
-  private started = 0;
   private readonly readyReports: Ready[] = [];
   private idleWaiters: (() => void)[] = [];
   private settleReady!: { resolve: (reports: Ready[]) => void; reject: (error: Error) => void };
@@ -95,12 +94,9 @@ export class WorkerPool<Ready = unknown> {
     const worker = new Worker(this.options.file, { workerData: this.options.workerData });
     const thread: Thread = { worker, held: new Map(), ready: false };
     this.threads.add(thread);
-    const replacement = this.started >= this.options.threads;
-    this.started += 1;
     worker.on('message', (message: ThreadMessage) => this.onMessage(thread, message));
     worker.on('error', (error) => this.onExit(thread, error));
     worker.on('exit', (code) => this.onExit(thread, new Error(`The worker thread exited with code ${code}.`)));
-    if (replacement) this.restarts += 1;
   }
 
   private onMessage(thread: Thread, message: ThreadMessage): void {
@@ -130,18 +126,15 @@ export class WorkerPool<Ready = unknown> {
     if (!this.threads.delete(thread)) return;
     for (const pending of thread.held.values()) pending.reject(error);
     thread.held.clear();
-    if (!thread.ready) {
-      // A thread that can not start would fail the same way again.
-      this.settleReady.reject(error);
-      if (this.threads.size === 0) this.failWaiting(error);
-    } else if (!this.closing) {
+    // A thread that can not start would fail the same way again; none is started while closing.
+    if (!thread.ready) this.settleReady.reject(error);
+    else if (!this.closing) {
+      this.restarts += 1;
       this.spawn();
     }
+    // With no thread left, what waits would wait for ever.
+    if (this.threads.size === 0) for (const pending of this.waiting.splice(0)) pending.reject(error);
     this.checkIdle();
-  }
-
-  private failWaiting(error: Error): void {
-    for (const pending of this.waiting.splice(0)) pending.reject(error);
   }
 
   /** Hands waiting tasks to the ready threads that hold the fewest, up to `tasksPerThread` each. */

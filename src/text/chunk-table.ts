@@ -61,15 +61,7 @@ export class ChunkTable {
       if (offset < 0) return false;
       if (slots[at] !== hash || slots[at + 2] !== length) continue;
       const count = slots[at + 3]!;
-      const key = offset + count;
-      let same = true;
-      for (let i = 0; i < length; i++) {
-        if (pool[key + i] !== text.charCodeAt(start + i)) {
-          same = false;
-          break;
-        }
-      }
-      if (!same) continue;
+      if (!sameKey(pool, offset + count, text, start, length)) continue;
       sink.append(pool, offset, count);
       return true;
     }
@@ -132,4 +124,10 @@ export class ChunkTable {
       if (old[at + 1] !== 0) this.place(old[at]!, old[at + 1]! - 1, old[at + 2]!, old[at + 3]!);
     }
   }
+}
+
+/** Whether the code units stored at `key` in `pool` are those of `text` from `start`, `length` of them. */
+function sameKey(pool: Int32Array, key: number, text: string, start: number, length: number): boolean {
+  for (let i = 0; i < length; i++) if (pool[key + i] !== text.charCodeAt(start + i)) return false;
+  return true;
 }

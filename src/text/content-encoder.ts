@@ -140,11 +140,7 @@ class IdList implements IdSink {
   }
 
   push(piece: Int32Array): void {
-    const end = this.length + piece.length;
-    if (end > this.ids.length) this.grow(end);
-    if (piece.length === 1) this.ids[this.length] = piece[0]!;
-    else this.ids.set(piece, this.length);
-    this.length = end;
+    this.append(piece, 0, piece.length);
   }
 
   append(source: Int32Array, start: number, count: number): void {
