@@ -7,15 +7,25 @@
  * route group that reports its timings is measured without knowing it.
  */
 import type { FastifyInstance } from 'fastify';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { EmbeddingCacheStats } from '../core/cache/embedding-cache.js';
+import { CounterFamily, HistogramFamily, type CounterSeries, type HistogramSeries } from './metric-families.js';
 import type { Phase } from './timing.js';
 
-/** A request series' children, bound to their labels. */
+/** The series one method, route and status counts into. */
 interface RequestSeries {
-  requests: { inc(): void };
-  seconds: { observe(value: number): void };
-  phase(phase: string): { observe(value: number): void };
+  requests: CounterSeries;
+  seconds: HistogramSeries;
+  phase(phase: string): HistogramSeries;
+}
+
+/** The series one model's batches count into. */
+interface BatchSeries {
+  size: HistogramSeries;
+  fill: HistogramSeries;
+  tokens: CounterSeries;
+  paddedTokens: CounterSeries;
+  inferenceSeconds: HistogramSeries;
 }
 
 /** One inference batch as the scheduler reports it (its BatchObserver). */
@@ -53,58 +63,59 @@ const secondsBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 export class Metrics {
   readonly registry = new Registry();
 
-  private readonly requests = new Counter({
+  // The families counted on every request and every batch are our own (http/metric-families.ts).
+  private readonly requests = new CounterFamily({
     name: `${prefix}http_requests_total`,
     help: 'HTTP requests answered, by route pattern and status.',
-    labelNames: ['method', 'route', 'status'] as const,
-    registers: [this.registry],
+    labelNames: ['method', 'route', 'status'],
+    registry: this.registry,
   });
-  private readonly requestSeconds = new Histogram({
+  private readonly requestSeconds = new HistogramFamily({
     name: `${prefix}http_request_duration_seconds`,
     help: 'Time from receiving a request to sending its response.',
-    labelNames: ['method', 'route'] as const,
+    labelNames: ['method', 'route'],
     buckets: secondsBuckets,
-    registers: [this.registry],
+    registry: this.registry,
   });
-  private readonly phaseSeconds = new Histogram({
+  private readonly phaseSeconds = new HistogramFamily({
     name: `${prefix}request_phase_seconds`,
     help: 'Where the time of a model request went: tokenize, queue (longest wait of its inputs) and inference (summed over its batches); image edits: decode, edit, inference, encode.',
-    labelNames: ['route', 'phase'] as const,
+    labelNames: ['route', 'phase'],
     buckets: secondsBuckets,
-    registers: [this.registry],
+    registry: this.registry,
   });
-  private readonly batchSize = new Histogram({
+  private readonly batchSize = new HistogramFamily({
     name: `${prefix}batch_size`,
     help: 'Inputs per inference batch.',
-    labelNames: ['model'] as const,
+    labelNames: ['model'],
     buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
-    registers: [this.registry],
+    registry: this.registry,
   });
-  private readonly batchFill = new Histogram({
+  private readonly batchFill = new HistogramFamily({
     name: `${prefix}batch_fill_ratio`,
     help: 'Real tokens / padded tokens of each inference batch (1 = no padding).',
-    labelNames: ['model'] as const,
+    labelNames: ['model'],
     buckets: [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99, 1],
-    registers: [this.registry],
+    registry: this.registry,
   });
-  private readonly tokens = new Counter({
+  private readonly tokens = new CounterFamily({
     name: `${prefix}tokens_total`,
     help: 'Real tokens run through a model, special tokens included.',
-    labelNames: ['model'] as const,
-    registers: [this.registry],
+    labelNames: ['model'],
+    registry: this.registry,
   });
-  private readonly paddedTokens = new Counter({
+  private readonly paddedTokens = new CounterFamily({
     name: `${prefix}padded_tokens_total`,
     help: 'Tokens run through a model, padding included; tokens_total / padded_tokens_total is the overall fill.',
-    labelNames: ['model'] as const,
-    registers: [this.registry],
+    labelNames: ['model'],
+    registry: this.registry,
   });
-  private readonly inferenceSeconds = new Histogram({
+  private readonly inferenceSeconds = new HistogramFamily({
     name: `${prefix}inference_seconds`,
     help: 'Wall time of one inference batch in a worker.',
-    labelNames: ['model'] as const,
+    labelNames: ['model'],
     buckets: secondsBuckets,
-    registers: [this.registry],
+    registry: this.registry,
   });
   private readonly modelLoadSeconds = new Gauge({
     name: `${prefix}model_load_seconds`,
@@ -114,6 +125,7 @@ export class Metrics {
   });
   private engine: EngineStats | undefined;
   private readonly series = new Map<string, RequestSeries>();
+  private readonly batchSeries = new Map<string, BatchSeries>();
   private cache: { stats(): EmbeddingCacheStats } | undefined;
 
   constructor() {
@@ -230,23 +242,34 @@ export class Metrics {
   watch(engine: EngineStats): void {
     this.engine = engine;
     // Series exist from the start, so rates and ratios work before the first batch.
-    for (const model of engine.models) {
-      this.tokens.inc({ model }, 0);
-      this.paddedTokens.inc({ model }, 0);
-      this.batchSize.zero({ model });
-      this.batchFill.zero({ model });
-      this.inferenceSeconds.zero({ model });
-    }
+    for (const model of engine.models) this.batchSeriesOf(model);
   }
 
   /** The scheduler's batch observer. */
   readonly onBatch = (model: string, batch: BatchInfo): void => {
-    this.batchSize.observe({ model }, batch.size);
-    this.batchFill.observe({ model }, batch.paddedTokens > 0 ? batch.tokens / batch.paddedTokens : 1);
-    this.tokens.inc({ model }, batch.tokens);
-    this.paddedTokens.inc({ model }, batch.paddedTokens);
-    this.inferenceSeconds.observe({ model }, batch.inferenceMs / 1000);
+    const series = this.batchSeriesOf(model);
+    series.size.observe(batch.size);
+    series.fill.observe(batch.paddedTokens > 0 ? batch.tokens / batch.paddedTokens : 1);
+    series.tokens.inc(batch.tokens);
+    series.paddedTokens.inc(batch.paddedTokens);
+    series.inferenceSeconds.observe(batch.inferenceMs / 1000);
   };
+
+  private batchSeriesOf(model: string): BatchSeries {
+    let series = this.batchSeries.get(model);
+    if (!series) {
+      const labels = { model };
+      series = {
+        size: this.batchSize.labels(labels),
+        fill: this.batchFill.labels(labels),
+        tokens: this.tokens.labels(labels),
+        paddedTokens: this.paddedTokens.labels(labels),
+        inferenceSeconds: this.inferenceSeconds.labels(labels),
+      };
+      this.batchSeries.set(model, series);
+    }
+    return series;
+  }
 
   /**
    * With Redis: how far this replica's copy of the local index is behind the stream of writes,
@@ -272,15 +295,12 @@ export class Metrics {
     for (const report of reports) this.modelLoadSeconds.set({ model: report.id }, report.loadMs / 1000);
   }
 
-  /**
-   * The series of one method, route and status, bound once: prom-client sorts and hashes a labels
-   * object on every call, which on every request is a cost of its own.
-   */
+  /** The series of one method, route and status, looked up by one string key per request. */
   private seriesOf(method: string, route: string, status: number): RequestSeries {
     const key = `${method} ${status} ${route}`;
     let series = this.series.get(key);
     if (!series) {
-      const phases = new Map<string, { observe(value: number): void }>();
+      const phases = new Map<string, HistogramSeries>();
       series = {
         requests: this.requests.labels({ method, route, status: String(status) }),
         seconds: this.requestSeconds.labels({ method, route }),
