@@ -15,6 +15,7 @@ import { compatRoutes } from './compat/index.js';
 import { embeddingsRoutes } from './embeddings.js';
 import { imagesRoutes } from './images.js';
 import { registerErrorHandling } from './errors.js';
+import { requestLoggerFactory } from './request-logger.js';
 import { modelsRoutes } from './models.js';
 import { moderationsRoutes } from './moderations.js';
 import { playgroundRoutes } from './playground.js';
@@ -32,6 +33,8 @@ export interface AppOptions {
 export async function buildApp(services: HttpServices, options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: options.logger ?? false,
+    // The request's pino child is made only when the request logs something (http/request-logger.ts).
+    ...(options.logger ? { childLoggerFactory: requestLoggerFactory } : {}),
     bodyLimit: services.config.bodyLimit,
     requestIdHeader: 'x-request-id',
     genReqId: () => randomUUID(),
