@@ -9,6 +9,7 @@
  * `onnx-gateway serve` (cli/serve.ts) runs serve(); the tests run createServer(), the same wiring
  * without signals or a port; `index add` and `bench` run startCore(), the models without HTTP.
  */
+import { setFlagsFromString } from 'node:v8';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import pino from 'pino';
 import type { Config } from './config.js';
@@ -188,10 +189,23 @@ function logDestination() {
 }
 
 /**
+ * V8 optimises a function after it has run a budget of bytecode a few times over. At the rates of a
+ * model server (tens of requests per second beside busy workers) the default budget leaves much of
+ * the request path in the baseline tier for minutes: a third of the main thread's samples at c=32.
+ * An eighth of it tiers up within seconds (baseline samples 36% -> 15%), and the main thread spends
+ * about 13% less per request at c=32. A budget given on node's command line is kept.
+ */
+function tierUpSooner(): void {
+  if (process.execArgv.some((arg) => arg.startsWith('--interrupt-budget'))) return;
+  setFlagsFromString('--interrupt-budget=8192');
+}
+
+/**
  * `onnx-gateway serve`: fetches missing models, composes the server, listens, and stops cleanly on
  * SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the lanes.
  */
 export async function serve(config: Config): Promise<void> {
+  tierUpSooner();
   // Missing catalogue models are fetched before the registry looks for their files. Start-up
   // errors (errors.ts) go to the command, which says what they were and exits.
   if (config.download) await downloadConfiguredModels(config);
