@@ -35,7 +35,7 @@ const COMMA = 44;
  */
 export function float32ToJson(v: Float32Array): string {
   const n = v.length;
-  const out = Buffer.allocUnsafe(n * MAX_BYTES + 2);
+  const out = scratchOf(n * MAX_BYTES + 2);
   // The float's bits, for its binary exponent: cheaper than Math.log10.
   const bits = new Uint32Array(v.buffer, v.byteOffset, n);
   let o = 0;
@@ -103,8 +103,22 @@ export function float32ToJson(v: Float32Array): string {
   }
   out[o++] = 93; // ]
   // Writes past the end of a Buffer are dropped silently: never let that pass as JSON.
-  if (o > out.length) throw new Error('float32ToJson: output overflow');
+  if (o > n * MAX_BYTES + 2) throw new Error('float32ToJson: output overflow');
   return out.toString('latin1', 0, o);
+}
+
+/**
+ * The bytes the JSON is written into before it is copied out as a string: one buffer kept between
+ * calls (they run to the end without yielding), as a new one per vector was a malloc and an
+ * external ArrayBuffer to track and free, each time.
+ */
+let scratch = Buffer.allocUnsafe(0);
+/** Above this, a vector gets a buffer of its own, so one huge vector does not stay held. */
+const SCRATCH_MAX = 1 << 20;
+function scratchOf(bytes: number): Buffer {
+  if (bytes > SCRATCH_MAX) return Buffer.allocUnsafe(bytes);
+  if (scratch.length < bytes) scratch = Buffer.allocUnsafe(Math.min(SCRATCH_MAX, Math.max(bytes, 2 * scratch.length)));
+  return scratch;
 }
 
 /** Writes m (9 digits) at out[o..o+8], two digits at a time. */

@@ -183,6 +183,16 @@ describe('float32ToJson', () => {
     expect(float32ToJson(new Float32Array(0))).toBe('[]');
   });
 
+  it('writes each vector on its own when the bytes it is written into are reused between calls', () => {
+    const long = Float32Array.from({ length: 4096 }, (_, i) => (i % 7) / 3 - 1);
+    const longText = expectRoundTrip(long);
+    expect(float32ToJson(Float32Array.of(0.25, -2))).toBe('[0.25,-2]');
+    expect(float32ToJson(Float32Array.of(7))).toBe('[7]');
+    // A vector past the reused buffer's cap, then one within it again.
+    expectRoundTrip(Float32Array.from({ length: 100_000 }, (_, i) => Math.sin(i)));
+    expect(float32ToJson(long)).toBe(longText);
+  });
+
   it('round-trips random bit patterns exactly with at most 9 significant digits', () => {
     const bits = new Uint32Array(200_000);
     for (let i = 0; i < bits.length; i++) bits[i] = (Math.random() * 2 ** 32) >>> 0;
