@@ -15,6 +15,8 @@ export function float32ToBase64(v: Float32Array): string {
 const POW10_BIAS = 60;
 const POW10 = Float64Array.from({ length: 2 * POW10_BIAS + 1 }, (_, i) => Number(`1e${i - POW10_BIAS}`));
 const LOG10_2 = Math.log10(2);
+// The decimal exponent of 2^(b - 127) for each biased binary exponent b: a load, not a multiply and a floor.
+const DECIMAL_EXPONENT = Int8Array.from({ length: 256 }, (_, b) => Math.floor((b - 127) * LOG10_2));
 // "00" .. "99" as character codes.
 const DIGIT_PAIRS = Uint8Array.from({ length: 200 }, (_, i) => 48 + (i % 2 === 0 ? Math.floor(i / 20) : (i >> 1) % 10));
 
@@ -60,7 +62,7 @@ export function float32ToJson(v: Float32Array): string {
     if (binary === 0) {
       e = Math.floor(Math.log10(a)); // subnormal
     } else {
-      e = Math.floor((binary - 127) * LOG10_2);
+      e = DECIMAL_EXPONENT[binary]!;
       if (a >= POW10[POW10_BIAS + e + 1]!) e++;
     }
     // The 9 significant digits, as an integer in [1e8, 1e9); the checks absorb an e off by one.
@@ -121,20 +123,20 @@ function scratchOf(bytes: number): Buffer {
   return scratch;
 }
 
-/** Writes m (9 digits) at out[o..o+8], two digits at a time. */
+/** Writes m (9 digits) at out[o..o+8], two digits at a time; m < 2^31, so `| 0` truncates. */
 function writeNineDigits(out: Buffer, o: number, m: number): void {
-  const high = Math.floor(m / 10000); // 5 digits
+  const high = (m / 10000) | 0; // 5 digits
   let low = m - high * 10000; // 4 digits
-  const first = Math.floor(high / 10000);
+  const first = (high / 10000) | 0;
   let rest = high - first * 10000;
   out[o] = ZERO + first;
-  let pair = Math.floor(rest / 100);
+  let pair = (rest / 100) | 0;
   rest -= pair * 100;
   out[o + 1] = DIGIT_PAIRS[2 * pair]!;
   out[o + 2] = DIGIT_PAIRS[2 * pair + 1]!;
   out[o + 3] = DIGIT_PAIRS[2 * rest]!;
   out[o + 4] = DIGIT_PAIRS[2 * rest + 1]!;
-  pair = Math.floor(low / 100);
+  pair = (low / 100) | 0;
   low -= pair * 100;
   out[o + 5] = DIGIT_PAIRS[2 * pair]!;
   out[o + 6] = DIGIT_PAIRS[2 * pair + 1]!;
