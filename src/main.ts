@@ -189,14 +189,14 @@ function logDestination() {
 }
 
 /**
- * V8 optimises a function after it has run a budget of bytecode a few times over. At the rates of a
- * model server (tens of requests per second beside busy workers) the default budget leaves much of
+ * V8 optimises a function after it has run a budget of bytecode a few times over. At a model
+ * server's rates (tens of requests per second beside busy workers) the default budget leaves much of
  * the request path in the baseline tier for minutes: a third of the main thread's samples at c=32.
  * An eighth of it tiers up within seconds (baseline samples 36% -> 15%), and the main thread spends
  * about 13% less per request at c=32. A budget given on node's command line is kept.
  */
 function tierUpSooner(): void {
-  if (process.execArgv.some((arg) => arg.startsWith('--interrupt-budget'))) return;
+  if (process.execArgv.some((arg) => arg.replace(/_/g, '-').startsWith('--interrupt-budget'))) return;
   setFlagsFromString('--interrupt-budget=8192');
 }
 
