@@ -11,6 +11,32 @@
 const listeners = new WeakMap<AbortSignal, Set<() => void>>();
 const nothing = (): void => undefined;
 
+/** The listeners waiting on `signal`, the one listener on the signal itself added with the first. */
+function listenersOf(signal: AbortSignal): Set<() => void> {
+  const known = listeners.get(signal);
+  if (known) return known;
+  const waiting = new Set<() => void>();
+  listeners.set(signal, waiting);
+  signal.addEventListener(
+    'abort',
+    () => {
+      listeners.delete(signal);
+      for (const call of waiting) {
+        // As an EventTarget does: one listener's error does not keep the others from running.
+        try {
+          call();
+        } catch (error) {
+          queueMicrotask(() => {
+            throw error;
+          });
+        }
+      }
+    },
+    { once: true },
+  );
+  return waiting;
+}
+
 /**
  * Calls `listener` once when `signal` aborts, at once if it already has. Returns the function that
  * stops listening, for when the work finishes first (a listener left behind keeps its closure alive
@@ -22,32 +48,9 @@ export function onAbort(signal: AbortSignal | undefined, listener: () => void): 
     listener();
     return nothing;
   }
-  let waiting = listeners.get(signal);
-  if (!waiting) {
-    const set = new Set<() => void>();
-    waiting = set;
-    listeners.set(signal, set);
-    signal.addEventListener(
-      'abort',
-      () => {
-        listeners.delete(signal);
-        for (const call of set) {
-          // As an EventTarget does: one listener's error does not keep the others from running.
-          try {
-            call();
-          } catch (error) {
-            queueMicrotask(() => {
-              throw error;
-            });
-          }
-        }
-      },
-      { once: true },
-    );
-  }
-  const set = waiting;
-  set.add(listener);
+  const waiting = listenersOf(signal);
+  waiting.add(listener);
   return () => {
-    set.delete(listener);
+    waiting.delete(listener);
   };
 }

@@ -6,7 +6,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Bindings, ChildLoggerOptions, Logger } from 'pino';
 
-type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
+const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
+type Level = (typeof levels)[number];
+
+// The level methods (fatal ... trace), put on the prototype below.
+interface RequestLogger extends Record<Level, (...args: unknown[]) => void> {}
 
 class RequestLogger implements FastifyBaseLogger {
   private made: FastifyBaseLogger | undefined;
@@ -21,28 +25,11 @@ class RequestLogger implements FastifyBaseLogger {
     return (this.made ??= this.parent.child(this.bindings, this.options));
   }
 
-  private write(level: Level, args: unknown[]): void {
+  /** What every level method does (they are set on the prototype below). */
+  write(level: Level, args: unknown[]): void {
     if (this.made || this.parent.isLevelEnabled(level)) (this.logger[level] as (...rest: unknown[]) => void)(...args);
   }
 
-  fatal(...args: unknown[]): void {
-    this.write('fatal', args);
-  }
-  error(...args: unknown[]): void {
-    this.write('error', args);
-  }
-  warn(...args: unknown[]): void {
-    this.write('warn', args);
-  }
-  info(...args: unknown[]): void {
-    this.write('info', args);
-  }
-  debug(...args: unknown[]): void {
-    this.write('debug', args);
-  }
-  trace(...args: unknown[]): void {
-    this.write('trace', args);
-  }
   silent(): void {}
 
   get level(): string {
@@ -56,6 +43,12 @@ class RequestLogger implements FastifyBaseLogger {
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
     return this.logger.child(bindings, options);
   }
+}
+
+for (const level of levels) {
+  RequestLogger.prototype[level] = function (this: RequestLogger, ...args: unknown[]) {
+    this.write(level, args);
+  };
 }
 
 /** fastify's `childLoggerFactory`; a route with a level of its own gets its child at once. */
