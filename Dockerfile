@@ -39,5 +39,6 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
   CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.ONNX_GATEWAY_PORT}/health`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # The server handles SIGTERM itself (drain, then exit), also as PID 1.
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["node", "dist/cli/index.js"]
+# --no-memory-reducer: V8 takes it only on the command line (src/v8-flags.ts says why).
+ENTRYPOINT ["node", "--no-memory-reducer", "dist/cli/index.js"]
 CMD ["serve"]

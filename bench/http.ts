@@ -37,6 +37,7 @@ import {
 import { embeddingMix, rerankMix } from './mix.js';
 import type { LoadJob, LoadResult } from './http-load.js';
 import type { RawInit, RawJob, RawLayout, RawMessage } from './raw-target.js';
+import { commandLineFlags } from '../src/v8-flags.js';
 
 // ---------------------------------------------------------------------------------------------
 // Targets
@@ -228,7 +229,8 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
         start: () => {
           const cli = opts.gatewayFromSrc ? join(REPO_ROOT, 'src', 'cli', 'index.ts') : join(REPO_ROOT, 'dist', 'cli', 'index.js');
           if (!existsSync(cli)) return Promise.reject(new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`));
-          return startChild(name, (port, apiKey) => spawn(process.execPath, [...(opts.gatewayFromSrc ? ['--import', import.meta.resolve('tsx')] : []), cli, 'serve'], {
+          // Started as npm start starts it: with the flags V8 takes only on node's command line.
+          return startChild(name, (port, apiKey) => spawn(process.execPath, [...commandLineFlags, ...(opts.gatewayFromSrc ? ['--import', import.meta.resolve('tsx')] : []), cli, 'serve'], {
             cwd: REPO_ROOT,
             stdio: ['ignore', 'pipe', 'pipe'],
             env: {

@@ -9,7 +9,6 @@
  * `onnx-gateway serve` (cli/serve.ts) runs serve(); the tests run createServer(), the same wiring
  * without signals or a port; `index add` and `bench` run startCore(), the models without HTTP.
  */
-import { setFlagsFromString } from 'node:v8';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import pino from 'pino';
 import type { Config } from './config.js';
@@ -28,6 +27,7 @@ import { downloadConfiguredModels } from './models/download.js';
 import { ImageRegistry } from './models/image-catalogue.js';
 import { ModelFilesError, Registry } from './models/registry.js';
 import { parseVariant } from './models/variants.js';
+import { missingCommandLineFlags, setServerFlags } from './v8-flags.js';
 
 export interface Server {
   app: FastifyInstance;
@@ -189,23 +189,11 @@ function logDestination() {
 }
 
 /**
- * V8 optimises a function after it has run a budget of bytecode a few times over. At a model
- * server's rates (tens of requests per second beside busy workers) the default budget leaves much of
- * the request path in the baseline tier for minutes: a third of the main thread's samples at c=32.
- * An eighth of it tiers up within seconds (baseline samples 36% -> 15%), and the main thread spends
- * about 13% less per request at c=32. A budget given on node's command line is kept.
- */
-function tierUpSooner(): void {
-  if (process.execArgv.some((arg) => arg.replace(/_/g, '-').startsWith('--interrupt-budget'))) return;
-  setFlagsFromString('--interrupt-budget=8192');
-}
-
-/**
  * `onnx-gateway serve`: fetches missing models, composes the server, listens, and stops cleanly on
  * SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the lanes.
  */
 export async function serve(config: Config): Promise<void> {
-  tierUpSooner();
+  setServerFlags();
   // Missing catalogue models are fetched before the registry looks for their files. Start-up
   // errors (errors.ts) go to the command, which says what they were and exits.
   if (config.download) await downloadConfiguredModels(config);
@@ -213,6 +201,10 @@ export async function serve(config: Config): Promise<void> {
   const { app } = server;
   if (config.keys.length === 0) {
     app.log.warn(`NO API KEYS CONFIGURED: the API is open to anyone who can reach ${config.host}, so the server listens on loopback only. Set ONNX_GATEWAY_API_KEYS to serve beyond this machine.`);
+  }
+  const missing = missingCommandLineFlags();
+  if (missing.length > 0) {
+    app.log.info(`node was started without ${missing.join(' ')}: after each idle spell the request path runs unoptimised for a while (more CPU per request). npm start and the image pass it (README: Running it in production).`);
   }
   server.ready.then(
     () => app.log.info({ models: server.registry.list().map((m) => m.id), workers: config.workers }, 'models warm: ready'),
