@@ -16,6 +16,7 @@ import { embeddingsRoutes } from './embeddings.js';
 import { imagesRoutes } from './images.js';
 import { registerErrorHandling } from './errors.js';
 import { requestLoggerFactory } from './request-logger.js';
+import { responseHeaders, withHeaders } from './schemas.js';
 import { modelsRoutes } from './models.js';
 import { moderationsRoutes } from './moderations.js';
 import { playgroundRoutes } from './playground.js';
@@ -76,9 +77,14 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   // The API speaks JSON only: plain text bodies get 415 instead of a confusing validation error.
   app.removeContentTypeParser('text/plain');
   // Any route can fail with a bug: document its 500 in the route's own error shape (that of its 400).
+  // Every answer carries x-request-id (onSend above): document it on every success.
   app.addHook('onRoute', (route) => {
-    const responses = route.schema?.response as Record<string, unknown> | undefined;
-    if (responses?.['400'] && !responses['500']) route.schema = { ...route.schema, response: { ...responses, 500: responses['400'] } };
+    const responses = route.schema?.response as Record<string, object> | undefined;
+    if (!responses) return;
+    const documented: Record<string, object> = { ...responses };
+    if (responses['400'] && !responses['500']) documented['500'] = responses['400'];
+    for (const status of Object.keys(responses)) if (status.startsWith('2')) documented[status] = withHeaders(responses[status]!, responseHeaders.requestId);
+    route.schema = { ...route.schema, response: documented };
   });
   // The OpenAPI document is generated from the route schemas, so it can not drift from them.
   await app.register(swagger, {

@@ -8,7 +8,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { classify } from '../core/classify.js';
 import type { HttpServices } from './services.js';
-import { errorResponses } from './schemas.js';
+import { errorResponses, responseHeaders, withHeaders } from './schemas.js';
 import { operationPhases, reportTimings } from './timing.js';
 
 const ClassifyBody = Type.Object(
@@ -46,7 +46,7 @@ const ClassifyResponse = Type.Object({
 export const classifyRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core }) => {
   app.post(
     '/v1/classify',
-    { schema: { tags: ['Classify'], summary: 'Classify texts', body: ClassifyBody, response: { 200: ClassifyResponse, ...errorResponses } } },
+    { schema: { tags: ['Classify'], summary: 'Classify texts', body: ClassifyBody, response: { 200: withHeaders(ClassifyResponse, responseHeaders.timing), ...errorResponses } } },
     async (request, reply) => {
       const body = request.body;
       const inputs = typeof body.input === 'string' ? [body.input] : body.input;

@@ -14,7 +14,7 @@ import { embedSparse, type SparseEmbedResult } from '../core/sparse.js';
 import { float32ToBase64, float32ToJson } from '../vectors/encoding.js';
 import { sendJsonText } from './json-text.js';
 import type { HttpServices } from './services.js';
-import { errorResponses } from './schemas.js';
+import { errorResponses, responseHeaders, withHeaders } from './schemas.js';
 import { operationPhases, reportTimings } from './timing.js';
 
 const EmbeddingsBody = Type.Object(
@@ -83,7 +83,7 @@ export function serializeSparseEmbeddings(result: SparseEmbedResult): string {
 }
 
 export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core }) => {
-  const schema = { tags: ['Embeddings'], body: EmbeddingsBody, response: { 200: EmbeddingsResponse, ...errorResponses } };
+  const schema = { tags: ['Embeddings'], body: EmbeddingsBody, response: { 200: withHeaders(EmbeddingsResponse, responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses } };
 
   const handle = async (body: EmbeddingsBody, model: string | undefined, signal: AbortSignal) => {
     const format = body.encoding_format ?? 'float';

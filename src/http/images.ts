@@ -12,7 +12,7 @@ import type { ImagesContext } from '../core/images/context.js';
 import { ApiError, invalid } from '../errors.js';
 import { sendJsonText } from './json-text.js';
 import type { HttpServices } from './services.js';
-import { errorResponses } from './schemas.js';
+import { errorResponses, responseHeaders, withHeaders } from './schemas.js';
 import { editPhases, reportTimings } from './timing.js';
 
 /** What the images routes are given by whoever composes the server. */
@@ -185,7 +185,7 @@ export const imagesRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         tags: ['Images'],
         summary: 'Edit images (super-resolution, background removal, style transfer)',
         body: { content: { 'application/json': { schema: EditJson }, 'multipart/form-data': { schema: EditForm } } },
-        response: { 200: EditResponse, ...errorResponses },
+        response: { 200: withHeaders(EditResponse, responseHeaders.timing), ...errorResponses },
       },
     },
     async (request, reply) => {

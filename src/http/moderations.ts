@@ -11,7 +11,7 @@ import { Type } from 'typebox';
 import { moderate, moderationModel } from '../core/moderation.js';
 import { ApiError, invalid } from '../errors.js';
 import type { HttpServices } from './services.js';
-import { ErrorResponse, errorResponses } from './schemas.js';
+import { ErrorResponse, errorResponses, responseHeaders, withHeaders } from './schemas.js';
 import { operationPhases, reportTimings } from './timing.js';
 
 const ContentPart = Type.Object(
@@ -68,7 +68,7 @@ export const moderationsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async 
         tags: ['Moderations'],
         summary: 'Moderate texts',
         body: ModerationsBody,
-        response: { 200: ModerationsResponse, ...errorResponses, 501: ErrorResponse },
+        response: { 200: withHeaders(ModerationsResponse, responseHeaders.timing), ...errorResponses, 501: ErrorResponse },
       },
       // Without a moderation classifier the answer is 501 whatever the body, as for the operations not offered.
       preValidation: async () => {

@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { rerank } from '../core/rerank.js';
 import type { HttpServices } from './services.js';
-import { errorResponses } from './schemas.js';
+import { errorResponses, responseHeaders, withHeaders } from './schemas.js';
 import { operationPhases, reportTimings } from './timing.js';
 
 const Document = Type.Union([Type.String(), Type.Object({ text: Type.String() }, { additionalProperties: true })]);
@@ -42,7 +42,7 @@ const RerankResponse = Type.Object({
 export const rerankRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core }) => {
   app.post(
     '/v1/rerank',
-    { schema: { tags: ['Rerank'], summary: 'Rerank documents', body: RerankBody, response: { 200: RerankResponse, ...errorResponses } } },
+    { schema: { tags: ['Rerank'], summary: 'Rerank documents', body: RerankBody, response: { 200: withHeaders(RerankResponse, responseHeaders.timing), ...errorResponses } } },
     async (request, reply) => {
       const body = request.body;
       const texts = body.documents.map((doc) => (typeof doc === 'string' ? doc : doc.text));

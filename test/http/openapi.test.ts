@@ -35,7 +35,7 @@ interface Operation {
   summary?: string;
   requestBody?: { content: Record<string, { schema: object }> };
   parameters?: { in: string; name: string }[];
-  responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }> }>;
+  responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }>; headers?: Record<string, { schema: { type: string }; description?: string }> }>;
 }
 interface Document {
   openapi: string;
@@ -114,6 +114,39 @@ describe('GET /openapi.json', () => {
     const body = doc.paths['/v1/embeddings']!.post!.requestBody!.content['application/json']!.schema as { required: string[]; properties: Record<string, unknown> };
     expect(body.required).toContain('input');
     expect(Object.keys(body.properties)).toEqual(expect.arrayContaining(['input', 'model', 'encoding_format', 'dimensions']));
+  });
+
+  it('documents the response headers: x-request-id on every success, Server-Timing on the model routes, x-cache-hits on the dense embedding routes', () => {
+    const successHeaders = (path: string, method: string) => {
+      const responses = doc.paths[path]![method]!.responses;
+      return responses[Object.keys(responses).find((status) => status.startsWith('2'))!]!.headers ?? {};
+    };
+    for (const [path, operations] of Object.entries(doc.paths)) {
+      for (const method of Object.keys(operations)) expect(successHeaders(path, method)['x-request-id']?.schema.type, `${method} ${path}`).toBe('string');
+    }
+    const dense = ['/v1/embeddings', '/v1/engines/{model}/embeddings', '/v1/engines/{owner}/{name}/embeddings', '/embed', '/api/embed', '/api/embeddings'];
+    const timed = [...dense, '/v1/rerank', '/v2/rerank', '/rerank', '/v1/classify', '/v1/moderations', '/v1/images/edits', '/predict', '/embed_sparse', '/embed_all'];
+    for (const path of Object.keys(doc.paths)) {
+      const headers = successHeaders(path, Object.keys(doc.paths[path]!)[0]!);
+      expect(Boolean(headers['server-timing']), path).toBe(timed.includes(path));
+      expect(Boolean(headers['x-cache-hits']), path).toBe(dense.includes(path));
+      if (headers['server-timing']) expect(headers['server-timing'].description, path).toMatch(/tokenize/);
+    }
+  });
+
+  it('sends the headers it documents', async () => {
+    const requests = [
+      { url: '/v1/embeddings', payload: { input: 'hello' } },
+      { url: '/v1/rerank', payload: { query: 'a', documents: ['b', 'c'] } },
+      { url: '/embed', payload: { inputs: 'hello' } },
+    ];
+    for (const { url, payload } of requests) {
+      const res = await server.app.inject({ method: 'POST', url, headers: auth, payload });
+      expect(res.statusCode, url).toBe(200);
+      const responses = doc.paths[url]!.post!.responses;
+      // No cache in this app: x-cache-hits is documented as absent then.
+      for (const header of Object.keys(responses['200']!.headers ?? {}).filter((name) => name !== 'x-cache-hits')) expect(res.headers[header], `${url} ${header}`).toBeTruthy();
+    }
   });
 
   it('declares bearer auth for the whole API when keys are configured', () => {

@@ -6,7 +6,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { rerank } from '../../core/rerank.js';
-import { errorResponses } from '../schemas.js';
+import { errorResponses, responseHeaders, withHeaders } from '../schemas.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 
@@ -36,7 +36,7 @@ const V2RerankResponse = Type.Object({
 export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core }) => {
   app.post(
     '/v2/rerank',
-    { schema: { tags: ['Cohere compatibility'], summary: 'Rerank documents (Cohere v2)', body: V2RerankBody, response: { 200: V2RerankResponse, ...errorResponses } } },
+    { schema: { tags: ['Cohere compatibility'], summary: 'Rerank documents (Cohere v2)', body: V2RerankBody, response: { 200: withHeaders(V2RerankResponse, responseHeaders.timing), ...errorResponses } } },
     async (request, reply) => {
       const { model, query, documents, top_n: topN, max_tokens_per_doc: maxTokensPerDoc } = request.body;
       const result = await rerank(core, { model, query, documents, topN, maxTokensPerDoc }, request.clientSignal);

@@ -13,6 +13,7 @@ import { float32ToJson } from '../../vectors/encoding.js';
 import { reportCacheHits } from '../cache-hits.js';
 import { errorHandler, type ErrorRenderer } from '../errors.js';
 import { sendJsonText } from '../json-text.js';
+import { responseHeaders, withHeaders } from '../schemas.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 import { errorResponsesOf } from './errors.js';
@@ -91,7 +92,7 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
 
   app.post(
     '/api/embed',
-    { schema: { tags, summary: 'Embed (Ollama)', body: EmbedBody, response: { 200: EmbedResponse, ...errorResponses } } },
+    { schema: { tags, summary: 'Embed (Ollama)', body: EmbedBody, response: { 200: withHeaders(EmbedResponse, responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses } } },
     async (request, reply) => {
       const started = performance.now();
       const { model, input, truncate, dimensions } = request.body;
@@ -111,7 +112,7 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         tags,
         summary: 'Embed one prompt (Ollama, older route)',
         body: EmbeddingsBody,
-        response: { 200: Type.Object({ embedding: Type.Array(Type.Number()) }), ...errorResponses },
+        response: { 200: withHeaders(Type.Object({ embedding: Type.Array(Type.Number()) }), responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses },
       },
     },
     async (request, reply) => {

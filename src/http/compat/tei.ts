@@ -22,6 +22,7 @@ import { version } from '../../version.js';
 import { reportCacheHits } from '../cache-hits.js';
 import { errorHandler, type ErrorRenderer } from '../errors.js';
 import { sendJsonText } from '../json-text.js';
+import { responseHeaders, withHeaders } from '../schemas.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 import { errorResponsesOf } from './errors.js';
@@ -207,7 +208,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   const models = pickTeiModels(registry, config.teiModels);
   app.setErrorHandler(errorHandler(teiError));
 
-  const embedSchema = { tags, summary: 'Embed (TEI)', body: EmbedBody, response: { 200: Type.Array(Type.Array(Type.Number())), ...errorResponses } };
+  const embedSchema = { tags, summary: 'Embed (TEI)', body: EmbedBody, response: { 200: withHeaders(Type.Array(Type.Array(Type.Number())), responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses } };
   const serveEmbed = (url: string, hide: boolean) =>
     app.post(url, { schema: { ...embedSchema, hide } }, async (request, reply) => {
       if (!models.embedder) throw none('embedding');
@@ -230,7 +231,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       return sendJsonText(reply, vectorsToJson(result));
     });
 
-  const rerankSchema = { tags, summary: 'Rerank (TEI)', body: RerankBody, response: { 200: Type.Array(Rank), ...errorResponses } };
+  const rerankSchema = { tags, summary: 'Rerank (TEI)', body: RerankBody, response: { 200: withHeaders(Type.Array(Rank), responseHeaders.timing), ...errorResponses } };
   const serveRerank = (url: string, hide: boolean) =>
     app.post(url, { schema: { ...rerankSchema, hide } }, async (request, reply) => {
       if (!models.reranker) throw none('rerank');
@@ -244,7 +245,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     tags,
     summary: 'Classify (TEI)',
     body: PredictBody,
-    response: { 200: Type.Union([Type.Array(Prediction), Type.Array(Type.Array(Prediction))], { description: 'One list per input, best label first; one list alone for a single input.' }), ...errorResponses },
+    response: { 200: withHeaders(Type.Union([Type.Array(Prediction), Type.Array(Type.Array(Prediction))], { description: 'One list per input, best label first; one list alone for a single input.' }), responseHeaders.timing), ...errorResponses },
   };
   const servePredict = (url: string, hide: boolean) =>
     app.post(url, { schema: { ...predictSchema, hide } }, async (request, reply) => {
@@ -337,7 +338,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   });
   app.post(
     '/embed_sparse',
-    { schema: { tags, summary: 'Sparse embeddings (TEI)', body: PerTokenBody, response: { 200: Type.Array(Type.Array(SparseValue)), ...errorResponses } } },
+    { schema: { tags, summary: 'Sparse embeddings (TEI)', body: PerTokenBody, response: { 200: withHeaders(Type.Array(Type.Array(SparseValue)), responseHeaders.timing), ...errorResponses } } },
     async (request, reply) => {
       if (!models.sparse) throw none('sparse embedding');
       const result = await embedSparse(core, { model: models.sparse.id, ...perToken(request.body) }, request.clientSignal);
@@ -353,7 +354,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   app.post(
     '/embed_all',
     {
-      schema: { tags, summary: 'Token embeddings (TEI)', body: PerTokenBody, response: { 200: Type.Array(Type.Array(Type.Array(Type.Number()))), ...errorResponses } },
+      schema: { tags, summary: 'Token embeddings (TEI)', body: PerTokenBody, response: { 200: withHeaders(Type.Array(Type.Array(Type.Array(Type.Number()))), responseHeaders.timing), ...errorResponses } },
     },
     async (request, reply) => {
       if (!models.tokens) throw none('token embedding');
