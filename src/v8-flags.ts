@@ -15,10 +15,11 @@ export const serverFlags = [
   // The memory reducer runs up to three extra full collections once a process goes quiet, to hand
   // memory back as a browser tab would. They do not keep maps without live objects, and the
   // optimised code that names such maps is thrown away ("weak objects": about 150 functions of
-  // the main thread, most of the request path), so the first minute of traffic after every idle
-  // spell ran in the baseline tier again, at 30-40% more main-thread CPU per request. Without it,
-  // that garbage goes at the next ordinary collection. V8 reads this flag when it sets up a heap:
-  // set here it reaches the worker threads; the main thread needs it on node's command line.
+  // the main thread, most of the request path), so traffic after every idle spell ran in the
+  // baseline tier again: about 40% more main-thread CPU per request for 10 s, more than warm for
+  // 10-20 s after. Without it, that garbage goes at the next ordinary collection. V8 reads this
+  // flag when it sets up a heap: set here it reaches the worker threads; the main thread needs it
+  // on node's command line.
   '--no-memory-reducer',
 ] as const;
 
