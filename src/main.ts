@@ -27,7 +27,7 @@ import { downloadConfiguredModels } from './models/download.js';
 import { ImageRegistry } from './models/image-catalogue.js';
 import { ModelFilesError, Registry } from './models/registry.js';
 import { parseVariant } from './models/variants.js';
-import { missingCommandLineFlags, setServerFlags } from './v8-flags.js';
+import { commandLineFlags, flagsNotGiven, setServerFlags } from './v8-flags.js';
 
 export interface Server {
   app: FastifyInstance;
@@ -202,7 +202,7 @@ export async function serve(config: Config): Promise<void> {
   if (config.keys.length === 0) {
     app.log.warn(`NO API KEYS CONFIGURED: the API is open to anyone who can reach ${config.host}, so the server listens on loopback only. Set ONNX_GATEWAY_API_KEYS to serve beyond this machine.`);
   }
-  const missing = missingCommandLineFlags();
+  const missing = flagsNotGiven(commandLineFlags);
   if (missing.length > 0) {
     app.log.info(`node was started without ${missing.join(' ')}: after each idle spell the request path runs unoptimised for a while (more CPU per request). npm start and the image pass it (README: Running it in production).`);
   }

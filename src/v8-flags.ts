@@ -5,6 +5,8 @@
  */
 import { setFlagsFromString } from 'node:v8';
 
+const noMemoryReducer = '--no-memory-reducer';
+
 export const serverFlags = [
   // V8 optimises a function after it has run a budget of bytecode a few times over. At a model
   // server's rates (tens of requests per second beside busy workers) the default budget leaves much
@@ -20,32 +22,23 @@ export const serverFlags = [
   // 10-20 s after. Without it, that garbage goes at the next ordinary collection. V8 reads this
   // flag when it sets up a heap: set here it reaches the worker threads; the main thread needs it
   // on node's command line.
-  '--no-memory-reducer',
+  noMemoryReducer,
 ] as const;
 
 /** Flags V8 reads only when it sets up the main thread's heap. */
-export const commandLineFlags = ['--no-memory-reducer'] as const;
+export const commandLineFlags = [noMemoryReducer] as const;
 
 /** The flag's name without `--`, `no-` and a value, dashes for underscores: `--no-memory_reducer` -> `memory-reducer`. */
 function flagName(arg: string): string {
   return arg.replace(/^--/, '').split('=')[0]!.replace(/_/g, '-').replace(/^no-/, '');
 }
 
-function notGiven<T extends string>(flags: readonly T[], execArgv: readonly string[]): T[] {
+/** Which of `flags` node's command line (`execArgv`) did not give, in any spelling. */
+export function flagsNotGiven<T extends string>(flags: readonly T[], execArgv: readonly string[] = process.execArgv): T[] {
   const given = new Set(execArgv.filter((arg) => arg.startsWith('--')).map(flagName));
   return flags.filter((flag) => !given.has(flagName(flag)));
 }
 
-/** The server flags node's command line (`execArgv`) did not give. */
-export function flagsToSet(execArgv: readonly string[] = process.execArgv): string[] {
-  return notGiven(serverFlags, execArgv);
-}
-
-/** The command-line-only flags node was started without (npm start, the image and the bench give them). */
-export function missingCommandLineFlags(execArgv: readonly string[] = process.execArgv): string[] {
-  return notGiven(commandLineFlags, execArgv);
-}
-
 export function setServerFlags(): void {
-  for (const flag of flagsToSet()) setFlagsFromString(flag);
+  for (const flag of flagsNotGiven(serverFlags)) setFlagsFromString(flag);
 }
