@@ -78,15 +78,23 @@ export const settings = {
   }),
   workers: setting('integer', {
     env: 'ONNX_GATEWAY_WORKERS', flag: '--workers', default: null, defaultText: 'cores / intra-op threads', min: 1, max: 256,
-    description: 'Inference worker threads, each holding one session per served model.',
+    description: 'Most sessions a text model gets, each in a worker thread of its own. A model gets them all when they fit the memory budget; a large one gets fewer, with the cores shared among them (`GET /v1/models` shows each placement).',
   }),
   intraOpThreads: setting('integer', {
     env: 'ONNX_GATEWAY_INTRA_OP_THREADS', flag: '--intra-op-threads', default: 1, min: 1, max: 256,
-    description: 'ONNX Runtime intra-op threads per worker. Workers x intra-op threads should not exceed the cores.',
+    description: 'ONNX Runtime intra-op threads of a session when its model gets all its sessions. Workers x intra-op threads should not exceed the cores.',
   }),
   soloThreads: setting('integer', {
     env: 'ONNX_GATEWAY_SOLO_THREADS', flag: '--solo-threads', default: null, defaultText: 'workers x intra-op threads', min: 1, max: 256,
-    description: 'Intra-op threads for a batch that runs alone (nothing else queued or running, e.g. one client at a time): it gets the whole machine instead of one worker\'s share, with ONNX Runtime spinning between runs (which stops within ~50 ms of idleness). Each worker opens a second session per model for it; set it to the intra-op threads to turn this off and save that memory.',
+    description: 'Intra-op threads of a model\'s one solo session, which runs a batch that is alone on the server (nothing else queued or running, e.g. one client at a time) with the whole machine instead of one session\'s share, ONNX Runtime spinning between runs (which stops within ~50 ms of idleness). It costs one more session of memory and is left out where the budget has no room; set it to the intra-op threads to turn it off.',
+  }),
+  memoryBudgetMb: setting('integer', {
+    env: 'ONNX_GATEWAY_MEMORY_BUDGET_MB', flag: '--memory-budget-mb', default: null, defaultText: '80% of the memory the process may use (its cgroup limit, else the machine\'s)', unit: 'MB', min: 1,
+    description: 'Memory all loaded text models together may hold. Each model\'s placement (sessions, threads each, solo session) is chosen from its measured size to stay inside it; a model that does not fit even as one session is refused with its size and the budget, and a load on demand first unloads the least recently used idle models.',
+  }),
+  preload: setting('boolean', {
+    env: 'ONNX_GATEWAY_PRELOAD', flag: '--preload', default: true,
+    description: 'Load the served text models at start, placed together in the memory budget (false: each loads on its first request, which waits for it).',
   }),
   ortSpinning: setting('boolean', {
     env: 'ONNX_GATEWAY_ORT_SPINNING', flag: '--ort-spinning', default: false,
@@ -269,6 +277,7 @@ export const settings = {
 export type SettingName = keyof typeof settings;
 export type Config = { [N in SettingName]: SettingValue<(typeof settings)[N]['kind']> } & {
   host: string;
+  memoryBudgetMb: number | null;
   workers: number;
   soloThreads: number;
   imageModelsDir: string;

@@ -21,6 +21,7 @@ export const catalogue = {
   unsupported_operation: { status: 501, type: 'invalid_request_error', message: 'This operation is not supported by this server.' },
   upstream_error: { status: 502, type: 'server_error', message: 'An upstream service failed.' },
   not_ready: { status: 503, type: 'server_error', message: 'The server is starting: models are not warm yet.' },
+  insufficient_memory: { status: 503, type: 'server_error', message: 'Loading the model would exceed the memory budget: retry after the time in Retry-After.' },
   shutting_down: { status: 503, type: 'server_error', message: 'The server is shutting down.' },
   store_unavailable: { status: 503, type: 'server_error', message: 'The shared task store is not reachable.' },
   timeout: { status: 504, type: 'server_error', message: 'The operation timed out.' },
@@ -78,6 +79,7 @@ export const startupCodes = {
   redis_unavailable: 'The Redis that search tasks are shared through can not be reached.',
   worker_start: 'A worker thread could not open or warm a model.',
   quantize_failed: 'The int8 variant of a model could not be made.',
+  memory_budget: 'A model to load at start does not fit the memory budget even as one session.',
 } as const;
 
 export type StartupCode = keyof typeof startupCodes;

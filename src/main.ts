@@ -19,13 +19,14 @@ import { imagesContext } from './core/images/service.js';
 import { SearchService } from './core/search/service.js';
 import { Engine } from './engine/engine.js';
 import { ImageLane } from './engine/image-pool.js';
+import type { LifecycleObserver } from './engine/engine.js';
 import type { BatchObserver } from './engine/scheduler.js';
 import { buildApp } from './http/app.js';
 import { Metrics } from './http/metrics.js';
 import { loadCatalogue } from './models/catalogue.js';
 import { downloadConfiguredModels } from './models/download.js';
 import { ImageRegistry } from './models/image-catalogue.js';
-import { ModelFilesError, Registry } from './models/registry.js';
+import { Registry } from './models/registry.js';
 import { parseVariant } from './models/variants.js';
 import { commandLineFlags, flagsNotGiven, setServerFlags } from './v8-flags.js';
 
@@ -50,21 +51,13 @@ const imageLaneQueueCapacity = 1024;
 /** The text models and their engine without HTTP, for commands that run operations directly (`index add`, `bench`). */
 export async function startCore(
   config: Config,
-  observer: BatchObserver = {},
+  observer: BatchObserver & LifecycleObserver = {},
 ): Promise<{ core: CoreContext; engine: Engine; registry: Registry; ready: Promise<void> }> {
   // The registry: every configured text model's files, checked and loaded (tokenizer, config).
   const registry = await Registry.load(config.models, config.modelsDir, loadCatalogue(config.manifestsDir), parseVariant(config.onnxVariant));
-  // The text lane: worker threads that open the ONNX sessions, and the scheduler that batches into them.
-  const engine = new Engine(config, registry.list(), observer);
-  const ready = engine.ready.then((reports) => {
-    // The registry read each model's width from its files; the warm-up run confirms it.
-    for (const report of reports) {
-      const model = registry.list().find((m) => m.id === report.id);
-      if (model?.task === 'embedding' && model.dimensions !== report.width) {
-        throw new ModelFilesError(`Model "${model.id}": its files say ${model.dimensions} dimensions, but the graph gives vectors of ${report.width}.`);
-      }
-    }
-  });
+  // The text engine: a lane of sessions per model, placed in the memory budget, and the scheduler that batches into them.
+  const engine = new Engine({ config: { ...config, keepAliveMs: -1 }, models: registry.list(), observer });
+  const ready = engine.ready.then(() => undefined);
   ready.catch(() => undefined);
   // What embed and rerank run on.
   const core: CoreContext = { registry, scheduler: engine.scheduler, limits: config };
@@ -90,10 +83,10 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
     models: registry.list().map((m) => m.id),
     queueDepth: (model) => engine.scheduler.depth(model),
     batchesInFlight: () => engine.scheduler.busy,
-    workerRestarts: () => engine.pool.restarts,
+    workerRestarts: () => engine.restarts,
     ready: isReady,
+    residentBytes: (model) => engine.state(model)?.residentBytes ?? 0,
   });
-  engine.ready.then((reports) => metrics.modelsLoaded(reports), () => undefined);
 
   // Core services: the embedding cache under embed, images and search (rerank runs on `core` as it is).
   let app: FastifyInstance | undefined;

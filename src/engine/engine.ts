@@ -1,53 +1,351 @@
 /**
- * The engine: the worker pool and the scheduler in front of it, started together and closed
- * together. Knows models only as ids with load specs, never as operations.
+ * The text engine: the scheduler and a lane of sessions per loaded model, and the models' lifecycle.
+ *
+ * A model loads in two steps: one session opens (alone, so the process's resident size grows by what
+ * a session holds), then its placement is decided from that size and the memory budget (placement.ts)
+ * and the lane grows to it. At start the listed models load together, each measured first, so that
+ * they share the budget; later loads (a request for an unloaded model, an admin's load) take what is
+ * free, unloading the least recently used idle models first. A model idle for its keep-alive is
+ * unloaded; a request for it loads it again and waits. Loads run one at a time.
+ * Knows models only as load specs with their ids, never as operations.
  */
 import type { Config } from '../config.js';
+import { ApiError, StartupError } from '../errors.js';
 import type { ServedModel } from '../models/registry.js';
+import { ModelFilesError } from '../models/facts.js';
 import type { ModelReport } from '../worker/protocol.js';
-import { Pool } from './pool.js';
-import { Scheduler, type BatchObserver } from './scheduler.js';
+import { memoryBudgetBytes, residentBytes } from './memory.js';
+import { ModelLane } from './model-lane.js';
+import { placeModels, placementBytes, type Placement, type PlacementError, type PlacementLimits, type PlacementRequest } from './placement.js';
+import { Scheduler, type BatchObserver, type Lane, type Lanes } from './scheduler.js';
 
-export class Engine {
-  readonly pool: Pool;
+export type ModelStatus = 'loaded' | 'loading' | 'unloaded';
+
+/** What the engine tells about a model (GET /v1/models, Ollama's /api/ps, metrics). */
+export interface ModelState {
+  status: ModelStatus;
+  placement?: Placement;
+  /** Resident bytes the model's sessions added to the process when it loaded. */
+  residentBytes?: number;
+  /** When an idle loaded model will be unloaded (keep-alive), if it will. */
+  expiresAt?: Date;
+}
+
+export interface LifecycleObserver {
+  onLoad?(model: string, info: { seconds: number; residentBytes: number; placement: Placement }): void;
+  onUnload?(model: string): void;
+}
+
+export interface EngineOptions {
+  config: Pick<
+    Config,
+    'workers' | 'intraOpThreads' | 'soloThreads' | 'ortSpinning' | 'ortMemoryArena' | 'maxBatchTokens' | 'maxBatchSize' | 'queueCapacity' | 'memoryBudgetMb' | 'preload'
+  > & { keepAliveMs: number };
+  models: ServedModel[];
+  observer?: BatchObserver & LifecycleObserver;
+  /** How a model's first session is measured (tests give fake sizes). */
+  measureSession?: (model: ServedModel, measured: number) => number;
+}
+
+/** What the engine keeps per model. */
+interface Entry {
+  spec: ServedModel;
+  status: ModelStatus;
+  lane?: ModelLane;
+  /** The scheduler's view of the lane, present while loaded. */
+  view?: Lane;
+  placement?: Placement;
+  sessionBytes?: number;
+  residentBytes?: number;
+  loading?: Promise<void>;
+  lastUsed: number;
+  keepAliveMs: number;
+  timer?: NodeJS.Timeout;
+}
+
+/** Seconds a request waits before retrying a load that did not fit: models in use may go idle by then. */
+const retryAfterSeconds = 5;
+
+export class Engine implements Lanes {
   readonly scheduler: Scheduler;
-  /** Resolves when every worker has every model warm. */
+  private readonly entries = new Map<string, Entry>();
+  private readonly limits: PlacementLimits;
+  /** Loads one at a time: a session's size is measured by the process's resident size. */
+  private loadChain: Promise<unknown> = Promise.resolve();
+  private closed = false;
+  private warm = false;
+  /** Restarts counted by lanes since closed. */
+  private pastRestarts = 0;
+  /** Resolves once the models to load at start are warm (at once without preload); rejects if one can not load. */
   readonly ready: Promise<ModelReport[]>;
 
-  constructor(config: Config, models: ServedModel[], observer: BatchObserver = {}) {
-    this.pool = new Pool({
-      workers: config.workers,
-      models: models.map(({ id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds }) => ({ id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds })),
-      session: { intraOpThreads: config.intraOpThreads, spinning: config.ortSpinning, memoryArena: config.ortMemoryArena },
-      // Spinning keeps the extra threads of a solo session hot between a lone client's requests;
-      // ONNX Runtime stops spinning soon after the last run, so an idle server still uses no CPU.
-      soloSession:
-        config.soloThreads > config.intraOpThreads
-          ? { intraOpThreads: config.soloThreads, spinning: true, memoryArena: config.ortMemoryArena }
-          : undefined,
-    });
+  constructor(private readonly options: EngineOptions) {
+    const { config } = options;
+    this.limits = {
+      maxSessions: config.workers,
+      threadsPerSession: config.intraOpThreads,
+      soloThreads: config.soloThreads,
+      budgetBytes: memoryBudgetBytes(config.memoryBudgetMb),
+    };
+    for (const spec of options.models) this.entries.set(spec.id, { spec, status: 'unloaded', lastUsed: 0, keepAliveMs: config.keepAliveMs });
     this.scheduler = new Scheduler(
-      this.pool,
+      this,
       {
         maxBatchTokens: config.maxBatchTokens,
         maxBatchSize: config.maxBatchSize,
         queueCapacity: config.queueCapacity,
-        maxInFlight: config.workers * 2,
-        solo: config.soloThreads > config.intraOpThreads,
+        maxInFlight: 2 * config.workers * config.intraOpThreads,
       },
-      models,
-      observer,
+      options.models,
+      options.observer,
     );
-    this.ready = this.pool.ready;
+    this.ready = config.preload ? this.serialized(() => this.loadTogether([...this.entries.values()])) : Promise.resolve([]);
+    this.ready.then(
+      () => (this.warm = true),
+      () => undefined,
+    );
   }
 
   get isReady(): boolean {
-    return this.pool.isReady;
+    return this.warm;
   }
 
-  /** Finishes queued and running work, then stops the workers. */
+  get budgetBytes(): number {
+    return this.limits.budgetBytes;
+  }
+
+  /** Threads started to replace threads that died, all lanes. */
+  get restarts(): number {
+    let total = this.pastRestarts;
+    for (const entry of this.entries.values()) total += entry.lane?.restarts ?? 0;
+    return total;
+  }
+
+  state(model: string): ModelState | undefined {
+    const entry = this.entries.get(model);
+    if (!entry) return undefined;
+    const expires = entry.status === 'loaded' && entry.keepAliveMs >= 0 && this.scheduler.pending(model) === 0;
+    return {
+      status: entry.status,
+      ...(entry.status === 'loaded' ? { placement: entry.placement, residentBytes: entry.residentBytes } : {}),
+      ...(expires ? { expiresAt: new Date(Date.now() + Math.max(0, entry.lastUsed + entry.keepAliveMs - performance.now())) } : {}),
+    };
+  }
+
+  /** The scheduler's lane of a loaded model (Lanes). */
+  lane(model: string): Lane | undefined {
+    return this.entries.get(model)?.view;
+  }
+
+  /** A request waits for a model that is not loaded: load it (Lanes). */
+  wanted(model: string): void {
+    const entry = this.entries.get(model);
+    if (!entry || entry.status !== 'unloaded' || this.closed) return;
+    this.load(model).catch((error: unknown) => this.scheduler.failWaiting(model, error));
+  }
+
+  /** A model's last waiting or running item is done (Lanes): its keep-alive starts. */
+  idle(model: string): void {
+    const entry = this.entries.get(model);
+    if (!entry) return;
+    entry.lastUsed = performance.now();
+    this.armKeepAlive(entry);
+  }
+
+  /** How long a model stays loaded once idle (Ollama's keep_alive: negative for ever, 0 unloads at once). */
+  keepAlive(model: string, ms: number): void {
+    const entry = this.entries.get(model);
+    if (!entry) return;
+    entry.keepAliveMs = ms;
+    if (this.scheduler.pending(model) === 0) this.armKeepAlive(entry);
+  }
+
+  /** Loads a model (no-op when loaded); resolves when it serves. */
+  load(model: string): Promise<void> {
+    const entry = this.entries.get(model);
+    if (!entry) return Promise.reject(new ApiError('model_not_found', `The model "${model}" is not served here.`, { param: 'model' }));
+    if (entry.status === 'loaded') return Promise.resolve();
+    if (entry.loading) return entry.loading;
+    if (this.closed) return Promise.reject(new ApiError('shutting_down'));
+    entry.status = 'loading';
+    const loading = this.serialized(() => this.loadAlone(entry)).finally(() => {
+      entry.loading = undefined;
+    });
+    entry.loading = loading;
+    return loading;
+  }
+
+  /** Unloads a model once its running batches end; items still waiting for it load it again. */
+  async unload(model: string): Promise<void> {
+    const entry = this.entries.get(model);
+    if (!entry) throw new ApiError('model_not_found', `The model "${model}" is not served here.`, { param: 'model' });
+    if (entry.loading) await entry.loading.catch(() => undefined);
+    if (entry.status !== 'loaded') return;
+    await this.release(entry);
+    if (this.scheduler.pending(model) > 0) this.wanted(model);
+  }
+
+  /** Finishes queued and running work, then closes every lane. */
   async close(): Promise<void> {
+    this.closed = true;
+    await this.ready.catch(() => undefined);
     await this.scheduler.drain();
-    await this.pool.close();
+    await this.loadChain.catch(() => undefined);
+    await Promise.all([...this.entries.values()].map((entry) => this.release(entry)));
+  }
+
+  private serialized<T>(step: () => Promise<T>): Promise<T> {
+    const next = this.loadChain.then(step, step);
+    this.loadChain = next.catch(() => undefined);
+    return next;
+  }
+
+  /** The models listed at start: one session each, measured, then placed together. */
+  private async loadTogether(entries: Entry[]): Promise<ModelReport[]> {
+    const reports: ModelReport[] = [];
+    try {
+      for (const entry of entries) {
+        entry.status = 'loading';
+        reports.push(await this.openFirstSession(entry));
+      }
+      const { placements, refused } = placeModels(entries.map((entry) => this.request(entry)), this.limits);
+      if (refused.length > 0) throw new MemoryBudgetError(refused);
+      for (const entry of entries) await this.complete(entry, placements.get(entry.spec.id)!);
+      return reports;
+    } catch (error) {
+      await Promise.all(entries.map((entry) => this.release(entry)));
+      throw error;
+    }
+  }
+
+  /** A model loaded on its own: room made by unloading idle models, then placed in what is free. */
+  private async loadAlone(entry: Entry): Promise<void> {
+    if (this.closed) throw new ApiError('shutting_down');
+    try {
+      // Room for one session, by its last measure or the size of its files, before opening it.
+      await this.makeRoom(entry.sessionBytes ?? entry.spec.description.size, entry);
+      const started = performance.now();
+      await this.openFirstSession(entry);
+      // The measure may ask for more room than the estimate did.
+      const free = await this.makeRoom(entry.sessionBytes!, entry);
+      const { placements, refused } = placeModels([this.request(entry)], this.limits, free);
+      if (refused.length > 0) throw this.noRoom(refused[0]!);
+      await this.complete(entry, placements.get(entry.spec.id)!, started);
+    } catch (error) {
+      await this.release(entry);
+      throw error;
+    }
+  }
+
+  private request(entry: Entry): PlacementRequest {
+    return { id: entry.spec.id, sessionBytes: entry.sessionBytes!, device: 'cpu' };
+  }
+
+  /** The budget less what the other loaded and loading models hold. */
+  private freeBytes(except?: Entry): number {
+    let used = 0;
+    for (const entry of this.entries.values()) {
+      if (entry === except || entry.status === 'unloaded') continue;
+      used += entry.placement ? placementBytes(entry.placement, entry.sessionBytes!) : (entry.sessionBytes ?? 0);
+    }
+    return this.limits.budgetBytes - used;
+  }
+
+  /** Unloads idle models, least recently used first, until `bytes` are free; returns what is free. */
+  private async makeRoom(bytes: number, loading: Entry): Promise<number> {
+    let free = this.freeBytes(loading);
+    const idle = [...this.entries.values()]
+      .filter((entry) => entry !== loading && entry.status === 'loaded' && this.scheduler.pending(entry.spec.id) === 0)
+      .sort((a, b) => a.lastUsed - b.lastUsed);
+    const releasing: Promise<void>[] = [];
+    for (const entry of idle) {
+      if (free >= bytes) break;
+      free += placementBytes(entry.placement!, entry.sessionBytes!);
+      releasing.push(this.release(entry));
+    }
+    // Closed before the next session is measured, so that the measure is not of their going.
+    await Promise.all(releasing);
+    return free;
+  }
+
+  private noRoom(error: PlacementError): ApiError {
+    const message = `${error.message} No loaded model is idle to make room.`;
+    return new ApiError('insufficient_memory', message, { headers: { 'retry-after': String(retryAfterSeconds) } });
+  }
+
+  /** Opens a model's first session alone and measures what it added to the process. */
+  private async openFirstSession(entry: Entry): Promise<ModelReport> {
+    const { config } = this.options;
+    const before = residentBytes();
+    const lane = new ModelLane(entry.spec, 'cpu', config.intraOpThreads, { spinning: config.ortSpinning, memoryArena: config.ortMemoryArena });
+    entry.lane = lane;
+    const report = await lane.report;
+    const measured = Math.max(residentBytes() - before, 1);
+    entry.sessionBytes = this.options.measureSession?.(entry.spec, measured) ?? measured;
+    entry.residentBytes = measured;
+    // The registry read the model's width from its files; the warm-up run confirms it.
+    if (entry.spec.task === 'embedding' && entry.spec.dimensions !== report.width) {
+      throw new ModelFilesError(`Model "${entry.spec.id}": its files say ${entry.spec.dimensions} dimensions, but the graph gives vectors of ${report.width}.`);
+    }
+    return report;
+  }
+
+  /** Grows the lane to its placement (or reopens it with other threads per session) and starts serving it. */
+  private async complete(entry: Entry, placement: Placement, started = performance.now()): Promise<void> {
+    const { config } = this.options;
+    const before = residentBytes();
+    if (placement.threadsPerSession !== entry.lane!.threadsPerSession) {
+      // Fewer sessions with more threads each: the first session was opened with too few.
+      await entry.lane!.close();
+      entry.lane = new ModelLane(entry.spec, placement.device, placement.threadsPerSession, { spinning: config.ortSpinning, memoryArena: config.ortMemoryArena });
+      await entry.lane.report;
+    }
+    await entry.lane!.grow(placement);
+    const lane = entry.lane!;
+    entry.placement = placement;
+    // The first session's measure and what the rest added (a reopened lane freed the first).
+    entry.residentBytes = Math.max(entry.residentBytes! + residentBytes() - before, 1);
+    entry.view = { sessions: placement.sessions, threadsPerSession: placement.threadsPerSession, solo: lane.hasSolo, run: (task) => lane.run(task) };
+    entry.status = 'loaded';
+    entry.lastUsed = performance.now();
+    this.options.observer?.onLoad?.(entry.spec.id, { seconds: (performance.now() - started) / 1000, residentBytes: entry.residentBytes, placement });
+    this.scheduler.wake();
+    if (this.scheduler.pending(entry.spec.id) === 0) this.armKeepAlive(entry);
+  }
+
+  private armKeepAlive(entry: Entry): void {
+    clearTimeout(entry.timer);
+    entry.timer = undefined;
+    if (entry.status !== 'loaded' || entry.keepAliveMs < 0 || this.closed) return;
+    const unloadIfIdle = () => {
+      if (entry.status === 'loaded' && this.scheduler.pending(entry.spec.id) === 0) void this.release(entry);
+    };
+    if (entry.keepAliveMs === 0) unloadIfIdle();
+    else entry.timer = setTimeout(unloadIfIdle, entry.keepAliveMs).unref();
+  }
+
+  /** Stops dispatching to a model's lane, waits for its batches, closes it. */
+  private async release(entry: Entry): Promise<void> {
+    clearTimeout(entry.timer);
+    entry.timer = undefined;
+    const lane = entry.lane;
+    const wasLoaded = entry.status === 'loaded';
+    entry.view = undefined;
+    entry.lane = undefined;
+    entry.placement = undefined;
+    entry.status = 'unloaded';
+    if (!lane) return;
+    await lane.close();
+    this.pastRestarts += lane.restarts;
+    if (wasLoaded) this.options.observer?.onUnload?.(entry.spec.id);
+  }
+}
+
+/** Models listed to load at start that do not fit the budget even as one session each. */
+export class MemoryBudgetError extends StartupError {
+  override name = 'MemoryBudgetError';
+  readonly code = 'memory_budget';
+  constructor(refused: PlacementError[]) {
+    super(refused.map((error) => error.message).join(' '));
   }
 }

@@ -7,8 +7,7 @@ import { ApiError } from '../errors.js';
 import type { ImageModelSpec } from '../models/image-catalogue.js';
 import type { ImageTask, ImageTaskResult, ImageWorkerInit } from '../worker/image-protocol.js';
 import type { SessionOptions, WorkerInit } from '../worker/protocol.js';
-import { WorkerStartError, workerFile } from './pool.js';
-import { WorkerPool } from './worker-pool.js';
+import { WorkerPool, WorkerStartError, workerFile } from './worker-pool.js';
 
 export interface ImageLaneOptions {
   workers: number;

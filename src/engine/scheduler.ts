@@ -40,9 +40,25 @@ export interface JobResult {
   batches: number;
 }
 
-export interface BatchRunner {
-  readonly threads: number;
+/** A loaded model's sessions, as the scheduler sees them (model-lane.ts). */
+export interface Lane {
+  /** Sessions that run batches side by side. */
+  readonly sessions: number;
+  /** Intra-op threads of each: a batch in flight counts them against the server's threads. */
+  readonly threadsPerSession: number;
+  /** Whether the model has a solo session, for a batch that runs alone on the server. */
+  readonly solo: boolean;
   run(task: BatchTask): Promise<BatchResult>;
+}
+
+/** Where batches go: a lane per loaded model. */
+export interface Lanes {
+  /** The model's lane; undefined while it is not loaded, and its items wait. */
+  lane(model: string): Lane | undefined;
+  /** Items of a model without a lane are waiting (the engine loads it, then calls `wake`). */
+  wanted?(model: string): void;
+  /** A model's last waiting or running item is done. */
+  idle?(model: string): void;
 }
 
 export interface SchedulerOptions {
@@ -50,10 +66,11 @@ export interface SchedulerOptions {
   maxBatchSize: number;
   /** Items waiting per model before submissions are refused. */
   queueCapacity: number;
-  /** Batches handed to the pool at once; above the thread count, a worker finds its next batch ready. */
+  /**
+   * Intra-op threads of the batches handed to the lanes at once, all models together. Above the
+   * cores, a worker finds its next batch ready; a lane also holds at most two batches per session.
+   */
   maxInFlight: number;
-  /** Mark a batch `solo` when it is the only work on the server, so it runs with all the cores. */
-  solo?: boolean;
 }
 
 export interface BatchObserver {
@@ -109,14 +126,19 @@ interface Queue {
 
 export class Scheduler {
   private readonly queues = new Map<string, Queue>();
+  /** Batches in flight, all models. */
   private inFlight = 0;
+  /** Intra-op threads of the batches in flight. */
+  private threadsInFlight = 0;
+  /** Batches in flight per model. */
+  private readonly modelInFlight = new Map<string, number>();
   /** Recent throughput in items per second, for Retry-After. */
   private itemsPerSecond = 0;
   private closed = false;
   private idleWaiters: (() => void)[] = [];
 
   constructor(
-    private readonly runner: BatchRunner,
+    private readonly lanes: Lanes,
     private readonly options: SchedulerOptions,
     models: { id: string; maxBatchSize?: number }[],
     private readonly observer: BatchObserver = {},
@@ -147,6 +169,28 @@ export class Scheduler {
     return this.inFlight;
   }
 
+  /** A model's items waiting or in flight. */
+  pending(model: string): number {
+    return this.depth(model) + (this.modelInFlight.get(model) ?? 0);
+  }
+
+  /** Dispatches what can go now: a model's lane has opened. */
+  wake(): void {
+    this.pump();
+    this.checkIdle();
+  }
+
+  /** Fails every waiting item of a model (its load failed). */
+  failWaiting(model: string, error: unknown): void {
+    for (const queue of this.queues.values()) {
+      if (queue.model !== model) continue;
+      const jobs = new Set(queue.items.map((item) => item.job));
+      queue.items = [];
+      for (const job of jobs) this.settle(job, error);
+    }
+    this.checkIdle(model);
+  }
+
   submit(model: string, inputs: EngineInput[], signal?: AbortSignal, kind: OutputKind = 'dense'): Promise<JobResult> {
     const queue = this.queueOf(model, kind);
     if (!queue) return Promise.reject(new ApiError('model_not_found', `The model "${model}" is not served here.`));
@@ -172,6 +216,7 @@ export class Scheduler {
         queue.items.push({ job, index: i, ids: input.ids, typeIds: input.typeIds, attended: input.attended, length: input.ids.length, enqueuedAt: now });
       }
       job.cleanup = onAbort(signal, () => this.cancel(job));
+      if (!this.lanes.lane(model)) this.lanes.wanted?.(model);
       this.pump();
     });
   }
@@ -188,7 +233,7 @@ export class Scheduler {
     const queue = this.queueOf(job.model, job.kind)!;
     queue.items = queue.items.filter((item) => item.job !== job);
     this.settle(job, new ApiError('client_closed'));
-    this.checkIdle();
+    this.checkIdle(job.model);
   }
 
   private settle(job: Job, error?: unknown): void {
@@ -220,23 +265,33 @@ export class Scheduler {
     job.resolve({ output, width: job.width, counts, indices, ...timing });
   }
 
-  /** The queue whose oldest item has waited longest. */
-  private nextQueue(): Queue | undefined {
-    let best: Queue | undefined;
+  /** Of the queues whose lane can take a batch now, the one whose oldest item has waited longest. */
+  private nextQueue(): { queue: Queue; lane: Lane } | undefined {
+    let best: { queue: Queue; lane: Lane } | undefined;
     for (const queue of this.queues.values()) {
       const head = queue.items[0];
-      if (head && (!best || head.enqueuedAt < best.items[0]!.enqueuedAt)) best = queue;
+      if (!head || (best && head.enqueuedAt >= best.queue.items[0]!.enqueuedAt)) continue;
+      const lane = this.lanes.lane(queue.model);
+      if (!lane || !this.hasRoom(queue.model, lane)) continue;
+      best = { queue, lane };
     }
     return best;
   }
 
+  /** Two batches per session (one running, one ready), within the server's threads; a lone batch always goes. */
+  private hasRoom(model: string, lane: Lane): boolean {
+    if ((this.modelInFlight.get(model) ?? 0) >= 2 * lane.sessions) return false;
+    return this.inFlight === 0 || this.threadsInFlight + lane.threadsPerSession <= this.options.maxInFlight;
+  }
+
   private pump(): void {
-    while (this.inFlight < this.options.maxInFlight) {
-      const queue = this.nextQueue();
-      if (!queue) return;
+    for (;;) {
+      const next = this.nextQueue();
+      if (!next) return;
+      const { queue, lane } = next;
       const batch = this.formBatch(queue);
-      const solo = this.options.solo === true && this.inFlight === 0 && this.depth() === 0;
-      this.dispatch(queue, batch, 0, solo);
+      const solo = lane.solo && this.inFlight === 0 && this.depth() === 0;
+      this.dispatch(queue, lane, batch, 0, solo);
     }
   }
 
@@ -274,7 +329,7 @@ export class Scheduler {
     return batch.reverse();
   }
 
-  private dispatch(queue: Queue, batch: Item[], attempt: number, solo = false): void {
+  private dispatch(queue: Queue, lane: Lane, batch: Item[], attempt: number, solo = false): void {
     const { model, kind } = queue;
     const now = performance.now();
     let total = 0;
@@ -299,11 +354,18 @@ export class Scheduler {
     });
 
     this.inFlight += 1;
+    this.threadsInFlight += lane.threadsPerSession;
+    this.modelInFlight.set(model, (this.modelInFlight.get(model) ?? 0) + 1);
+    const landed = () => {
+      this.inFlight -= 1;
+      this.threadsInFlight -= lane.threadsPerSession;
+      this.modelInFlight.set(model, this.modelInFlight.get(model)! - 1);
+    };
     const started = performance.now();
-    this.runner.run({ model, ids, lengths, typeIds, solo, ...(kind === 'dense' ? {} : { kind }), ...(attended ? { attended } : {}) }).then(
+    lane.run({ model, ids, lengths, typeIds, solo, ...(kind === 'dense' ? {} : { kind }), ...(attended ? { attended } : {}) }).then(
       (result) => {
-        this.inFlight -= 1;
-        this.recordThroughput(batch.length, performance.now() - started);
+        landed();
+        this.recordThroughput(lane, batch.length, performance.now() - started);
         this.observer.onBatch?.(model, { size: batch.length, tokens: total, paddedTokens: longest * batch.length, inferenceMs: result.inferenceMs });
         const jobs = new Set<Job>();
         // Where each row starts in a ragged result (sparse: entries; tokens: vectors of `width`).
@@ -330,30 +392,33 @@ export class Scheduler {
           if (job.remaining === 0) this.settle(job);
         }
         this.pump();
-        this.checkIdle();
+        this.checkIdle(model);
       },
       (error: unknown) => {
-        this.inFlight -= 1;
+        landed();
         const live = batch.filter((item) => !item.job.settled);
-        if (attempt === 0 && live.length > 0 && !this.closed) {
-          // A worker may have died under this batch; the pool has replaced it, so try once more.
-          this.dispatch(queue, live, 1);
+        const retryLane = this.lanes.lane(model);
+        if (attempt === 0 && live.length > 0 && !this.closed && retryLane) {
+          // A worker may have died under this batch; the lane has replaced it, so try once more.
+          this.dispatch(queue, retryLane, live, 1);
         } else {
           const failure = new ApiError('internal', 'Inference failed.', { cause: error });
           for (const item of live) this.settle(item.job, failure);
           this.pump();
         }
-        this.checkIdle();
+        this.checkIdle(model);
       },
     );
   }
 
-  private recordThroughput(items: number, ms: number): void {
-    const rate = (items * this.runner.threads * 1000) / Math.max(ms, 0.001);
+  private recordThroughput(lane: Lane, items: number, ms: number): void {
+    const rate = (items * lane.sessions * 1000) / Math.max(ms, 0.001);
     this.itemsPerSecond = this.itemsPerSecond === 0 ? rate : 0.9 * this.itemsPerSecond + 0.1 * rate;
   }
 
-  private checkIdle(): void {
+  /** Tells the lanes when `model` has nothing left; resolves drain() when the server has nothing left. */
+  private checkIdle(model?: string): void {
+    if (model !== undefined && this.pending(model) === 0) this.lanes.idle?.(model);
     if (this.inFlight === 0 && this.depth() === 0 && this.idleWaiters.length > 0) {
       for (const resolve of this.idleWaiters.splice(0)) resolve();
     }

@@ -10,8 +10,31 @@
  * Hand-written rather than piscina: per task it costs the main thread one message each way and no
  * more, which the embeddings path pays for every batch (see Performance in README.md).
  */
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { StartupError } from '../errors.js';
 import type { TaskMessage, ThreadMessage } from '../worker/messages.js';
+
+/**
+ * The worker's JavaScript file. Built code finds it beside itself; when the sources run as
+ * TypeScript (the test runner), workers still run the built JavaScript, which `npm test` builds first.
+ */
+export function workerFile(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const beside = join(here, '..', 'worker', 'index.js');
+  if (existsSync(beside)) return beside;
+  const built = join(here, '..', '..', 'dist', 'worker', 'index.js');
+  if (existsSync(built)) return built;
+  throw new Error(`The worker script is missing (${built}): run "npm run build" first.`);
+}
+
+/** A thread could not open its models. */
+export class WorkerStartError extends StartupError {
+  override name = 'WorkerStartError';
+  readonly code = 'worker_start';
+}
 
 export interface WorkerPoolOptions {
   /** The thread's script (see worker/index.ts). */
@@ -33,6 +56,8 @@ interface Thread {
   worker: Worker;
   held: Map<number, Pending>;
   ready: boolean;
+  /** Settles the promise of this thread's start. */
+  started: { resolve: (report: unknown) => void; reject: (error: Error) => void };
 }
 
 export class WorkerPool<Ready = unknown> {
@@ -40,20 +65,36 @@ export class WorkerPool<Ready = unknown> {
   private readonly waiting: Pending[] = [];
   private nextId = 1;
   private closing = false;
-  private readonly readyReports: Ready[] = [];
   private idleWaiters: (() => void)[] = [];
-  private settleReady!: { resolve: (reports: Ready[]) => void; reject: (error: Error) => void };
+  /** Threads being started (by the constructor or grow); close waits for them. */
+  private starting: Promise<unknown> = Promise.resolve();
   /** Resolves with each thread's start-up report once every thread has started; rejects if one fails. */
   readonly ready: Promise<Ready[]>;
   /** Threads started to replace threads that died. */
   restarts = 0;
 
   constructor(private readonly options: WorkerPoolOptions) {
-    this.ready = new Promise<Ready[]>((resolve, reject) => {
-      this.settleReady = { resolve, reject };
-    });
-    this.ready.catch(() => undefined);
-    for (let i = 0; i < options.threads; i++) this.spawn();
+    this.ready = this.startThreads(options.threads);
+  }
+
+  /** Threads running or starting. */
+  get size(): number {
+    return this.threads.size;
+  }
+
+  /** Starts `count` more threads; resolves with their reports once they have started. */
+  grow(count: number): Promise<Ready[]> {
+    if (this.closing) return Promise.reject(new Error('The worker pool is closed.'));
+    return this.startThreads(count);
+  }
+
+  private startThreads(count: number): Promise<Ready[]> {
+    const started = Promise.all(Array.from({ length: count }, () => this.spawn() as Promise<Ready>));
+    // Should one fail, the others still end their start before the pool may close.
+    const settled = Promise.allSettled([this.starting, started]);
+    this.starting = settled;
+    started.catch(() => undefined);
+    return started;
   }
 
   /** Tasks waiting for a thread (not those a thread holds). */
@@ -74,7 +115,7 @@ export class WorkerPool<Ready = unknown> {
     this.closing = true;
     // Ending a thread while ONNX Runtime is inside a run (its start-up included) aborts the whole
     // process, so wait for start-up and for every task first.
-    await this.ready.catch(() => undefined);
+    await this.starting;
     if (this.busy) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     await Promise.all([...this.threads].map((thread) => thread.worker.terminate()));
     this.threads.clear();
@@ -90,13 +131,19 @@ export class WorkerPool<Ready = unknown> {
     if (this.idleWaiters.length > 0 && !this.busy) for (const resolve of this.idleWaiters.splice(0)) resolve();
   }
 
-  private spawn(): void {
+  private spawn(): Promise<unknown> {
     const worker = new Worker(this.options.file, { workerData: this.options.workerData });
-    const thread: Thread = { worker, held: new Map(), ready: false };
+    let started!: Thread['started'];
+    const promise = new Promise<unknown>((resolve, reject) => {
+      started = { resolve, reject };
+    });
+    promise.catch(() => undefined);
+    const thread: Thread = { worker, held: new Map(), ready: false, started };
     this.threads.add(thread);
     worker.on('message', (message: ThreadMessage) => this.onMessage(thread, message));
     worker.on('error', (error) => this.onExit(thread, error));
     worker.on('exit', (code) => this.onExit(thread, new Error(`The worker thread exited with code ${code}.`)));
+    return promise;
   }
 
   private onMessage(thread: Thread, message: ThreadMessage): void {
@@ -111,14 +158,11 @@ export class WorkerPool<Ready = unknown> {
       return;
     }
     if ('failed' in message) {
-      this.settleReady.reject(new Error(message.failed));
+      thread.started.reject(new Error(message.failed));
       return;
     }
     thread.ready = true;
-    if (this.readyReports.length < this.options.threads) {
-      this.readyReports.push(message.ready as Ready);
-      if (this.readyReports.length === this.options.threads) this.settleReady.resolve(this.readyReports);
-    }
+    thread.started.resolve(message.ready);
     this.distribute();
   }
 
@@ -127,7 +171,7 @@ export class WorkerPool<Ready = unknown> {
     for (const pending of thread.held.values()) pending.reject(error);
     thread.held.clear();
     // A thread that can not start would fail the same way again; none is started while closing.
-    if (!thread.ready) this.settleReady.reject(error);
+    if (!thread.ready) thread.started.reject(error);
     else if (!this.closing) {
       this.restarts += 1;
       this.spawn();

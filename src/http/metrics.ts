@@ -48,6 +48,8 @@ export interface EngineStats {
   /** Worker threads started to replace one that died. */
   workerRestarts(): number;
   ready(): boolean;
+  /** Resident bytes a loaded model's sessions hold (0 when unloaded). */
+  residentBytes(model: string): number;
 }
 
 /** What the metrics read from the index replication at scrape time. */
@@ -119,7 +121,19 @@ export class Metrics {
   });
   private readonly modelLoadSeconds = new Gauge({
     name: `${prefix}model_load_seconds`,
-    help: 'Time a worker took to open and warm the model at start.',
+    help: 'Time the last load of the model took: its sessions opened and warm.',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  private readonly modelLoads = new Counter({
+    name: `${prefix}model_loads_total`,
+    help: 'Loads of the model (at start, on demand, by an admin).',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  private readonly modelUnloads = new Counter({
+    name: `${prefix}model_unloads_total`,
+    help: 'Unloads of the model (keep-alive, to make room in the memory budget, by an admin).',
     labelNames: ['model'] as const,
     registers: [this.registry],
   });
@@ -148,6 +162,15 @@ export class Metrics {
       registers: [this.registry],
       collect() {
         this.set(metrics.engine?.batchesInFlight() ?? 0);
+      },
+    });
+    new Gauge({
+      name: `${prefix}model_resident_bytes`,
+      help: 'Resident memory the loaded model\'s sessions added to the process when it loaded (0 while unloaded).',
+      labelNames: ['model'] as const,
+      registers: [this.registry],
+      collect() {
+        for (const model of metrics.engine?.models ?? []) this.set({ model }, metrics.engine!.residentBytes(model));
       },
     });
     let restartsSeen = 0;
@@ -291,9 +314,15 @@ export class Metrics {
   }
 
   /** The workers' reports once the models are warm. */
-  modelsLoaded(reports: { id: string; loadMs: number }[]): void {
-    for (const report of reports) this.modelLoadSeconds.set({ model: report.id }, report.loadMs / 1000);
-  }
+  /** The engine's lifecycle observer. */
+  readonly onLoad = (model: string, info: { seconds: number }): void => {
+    this.modelLoadSeconds.set({ model }, info.seconds);
+    this.modelLoads.inc({ model });
+  };
+
+  readonly onUnload = (model: string): void => {
+    this.modelUnloads.inc({ model });
+  };
 
   /** The series of one method, route and status, looked up by one string key per request. */
   private seriesOf(method: string, route: string, status: number): RequestSeries {

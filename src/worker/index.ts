@@ -1,6 +1,6 @@
 /**
- * A worker thread: opens one session per served model when it starts (two when solo runs are on),
- * warms each up and says so, then runs the tasks it is sent one after another. Knows nothing of
+ * A worker thread: opens a session of each model it is given when it starts (a text lane's thread
+ * holds one model, an image lane's thread its image models), warms each up and says so, then runs the tasks it is sent one after another. Knows nothing of
  * queues or requests.
  */
 import { parentPort, workerData } from 'node:worker_threads';
@@ -12,8 +12,6 @@ import type { BatchResult, BatchTask, ModelReport, WorkerInit } from './protocol
 
 const init = workerData as WorkerInit & ImageWorkerInit;
 const runners = new Map<string, Runner>();
-/** Sessions with all the cores, for batches that run alone on the server (see soloThreads). */
-const soloRunners = new Map<string, Runner>();
 /** Image models, opened only in the image lane's threads (which hold no text models). */
 const imageRunners = new Map<string, ImageRunner>();
 
@@ -24,11 +22,6 @@ async function start(): Promise<ModelReport[]> {
     const runner = await Runner.open(spec, init.session);
     reports.push(await runner.warmUp(performance.now() - started));
     runners.set(spec.id, runner);
-    if (init.soloSession) {
-      const solo = await Runner.open(spec, init.soloSession);
-      await solo.warmUp(0);
-      soloRunners.set(spec.id, solo);
-    }
   }
   for (const spec of init.images ?? []) {
     imageRunners.set(spec.id, await ImageRunner.open(spec, init.imageSession ?? init.session));
@@ -57,7 +50,7 @@ async function answer({ id, task }: TaskMessage): Promise<void> {
 }
 
 function runBatch(task: BatchTask): Promise<BatchResult> {
-  const runner = (task.solo && soloRunners.get(task.model)) || runners.get(task.model);
+  const runner = runners.get(task.model);
   if (!runner) throw new Error(`Model "${task.model}" is not loaded in this worker.`);
   return runner.run(task);
 }

@@ -16,10 +16,11 @@ export interface SessionOptions {
 }
 
 export interface WorkerInit {
+  /** The models this thread opens a session of (a text lane's thread: one). */
   models: ModelLoadSpec[];
   session: SessionOptions;
-  /** Options of the second session per model that runs batches marked `solo`; none when absent. */
-  soloSession?: SessionOptions;
+  /** Where the sessions run (placement.ts); `cpu` when absent. */
+  device?: string;
 }
 
 export interface BatchTask {
@@ -29,7 +30,7 @@ export interface BatchTask {
   lengths: Int32Array;
   /** Token type ids, concatenated like `ids`; only for pair inputs. */
   typeIds?: Uint8Array;
-  /** Nothing else is queued or running: run on the session that has all the cores. */
+  /** Nothing else is queued or running: run on the model's solo session, which has all the cores. */
   solo?: boolean;
   /** What to give back (absent: dense). A batch holds one kind only. */
   kind?: OutputKind;

@@ -164,25 +164,34 @@ describe('Server-Timing', () => {
 describe('Metrics', () => {
   it('reads queue depth, in-flight batches, restarts and readiness from the engine when scraped', async () => {
     const metrics = new Metrics();
-    const state = { depth: 7, inFlight: 2, restarts: 0, ready: false };
+    const state = { depth: 7, inFlight: 2, restarts: 0, ready: false, resident: 0 };
     metrics.watch({
       models: ['m'],
       queueDepth: () => state.depth,
       batchesInFlight: () => state.inFlight,
       workerRestarts: () => state.restarts,
       ready: () => state.ready,
+      residentBytes: () => state.resident,
     });
     let samples = parse(await metrics.registry.metrics());
     expect(sample(samples, 'onnx_gateway_queue_depth', { model: 'm' })).toBe(7);
+    expect(sample(samples, 'onnx_gateway_model_resident_bytes', { model: 'm' })).toBe(0);
     expect(sample(samples, 'onnx_gateway_batches_in_flight')).toBe(2);
     expect(sample(samples, 'onnx_gateway_ready')).toBe(0);
     // Series exist before the first batch, so rates and ratios start at zero rather than missing.
     expect(sample(samples, 'onnx_gateway_tokens_total', { model: 'm' })).toBe(0);
     expect(sample(samples, 'onnx_gateway_batch_size_count', { model: 'm' })).toBe(0);
 
-    Object.assign(state, { depth: 0, inFlight: 0, restarts: 2, ready: true });
+    Object.assign(state, { depth: 0, inFlight: 0, restarts: 2, ready: true, resident: 95_000_000 });
     metrics.onBatch('m', { size: 4, tokens: 30, paddedTokens: 40, inferenceMs: 12 });
+    metrics.onLoad('m', { seconds: 1.5 });
+    metrics.onUnload('m');
+    metrics.onLoad('m', { seconds: 0.5 });
     samples = parse(await metrics.registry.metrics());
+    expect(sample(samples, 'onnx_gateway_model_resident_bytes', { model: 'm' })).toBe(95_000_000);
+    expect(sample(samples, 'onnx_gateway_model_loads_total', { model: 'm' })).toBe(2);
+    expect(sample(samples, 'onnx_gateway_model_unloads_total', { model: 'm' })).toBe(1);
+    expect(sample(samples, 'onnx_gateway_model_load_seconds', { model: 'm' })).toBe(0.5);
     expect(sample(samples, 'onnx_gateway_worker_restarts_total')).toBe(2);
     expect(sample(samples, 'onnx_gateway_ready')).toBe(1);
     expect(sample(samples, 'onnx_gateway_batch_fill_ratio_sum', { model: 'm' })).toBe(0.75);

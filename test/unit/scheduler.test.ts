@@ -1,20 +1,27 @@
 import { describe, expect, it } from 'vitest';
-import { Scheduler, type BatchRunner } from '../../src/engine/scheduler.js';
+import { Scheduler, type Lane, type Lanes } from '../../src/engine/scheduler.js';
 import type { BatchResult, BatchTask } from '../../src/worker/protocol.js';
 
 /** A runner that records batches and answers each row with [sum of its ids, its length]. */
-class FakeRunner implements BatchRunner {
-  readonly threads = 1;
+class FakeRunner implements Lanes, Lane {
+  readonly sessions = 1;
+  readonly threadsPerSession = 1;
+  /** Whether the model has a solo session. */
+  solo = false;
   readonly batches: number[][] = [];
-  readonly solo: boolean[] = [];
+  readonly soloMarks: boolean[] = [];
   private pending: (() => void)[] = [];
   failNext = 0;
   /** When false, batches complete only when release() is called. */
   auto = true;
 
+  lane(): Lane {
+    return this;
+  }
+
   run(task: BatchTask): Promise<BatchResult> {
     this.batches.push(Array.from(task.lengths));
-    this.solo.push(task.solo === true);
+    this.soloMarks.push(task.solo === true);
     return new Promise((resolve, reject) => {
       const finish = () => {
         if (this.failNext > 0) {
@@ -60,16 +67,17 @@ describe('Scheduler', () => {
 
   it('marks a batch solo only when it is the only work on the server', async () => {
     const runner = new FakeRunner();
-    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1, maxInFlight: 2, solo: true }, [{ id: 'm' }]);
+    runner.solo = true;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1, maxInFlight: 2 }, [{ id: 'm' }]);
     await scheduler.submit('m', [seq(5)]);
     // Two batches go out together (one is never alone), the third waits for a free slot.
     await scheduler.submit('m', [seq(4), seq(3), seq(2)]);
     expect(runner.batches.slice(0, 3)).toEqual([[5], [4], [3]]);
-    expect(runner.solo.slice(0, 3)).toEqual([true, false, false]);
-    // Off unless asked for.
+    expect(runner.soloMarks.slice(0, 3)).toEqual([true, false, false]);
+    // None for a model without a solo session.
     const plain = new FakeRunner();
     await new Scheduler(plain, options, [{ id: 'm' }]).submit('m', [seq(5)]);
-    expect(plain.solo).toEqual([false]);
+    expect(plain.soloMarks).toEqual([false]);
   });
 
   it('shares batches across requests and returns every row to its request in order', async () => {

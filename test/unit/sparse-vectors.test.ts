@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { maxSim } from '../../src/core/late-interaction.js';
 import { sparseDot } from '../../src/core/sparse.js';
-import { Scheduler, type BatchRunner } from '../../src/engine/scheduler.js';
+import { Scheduler, type Lane, type Lanes } from '../../src/engine/scheduler.js';
 import { spladePool, tokenRows, tokenWeightsPool, topKSparse } from '../../src/vectors/sparse.js';
 import type { BatchResult, BatchTask } from '../../src/worker/protocol.js';
 
@@ -103,9 +103,15 @@ describe('tokenRows and maxSim', () => {
 });
 
 /** Answers dense batches with one value per row, sparse and token batches with rows as long as the input. */
-class KindRunner implements BatchRunner {
-  readonly threads = 1;
+class KindRunner implements Lanes, Lane {
+  readonly sessions = 1;
+  readonly threadsPerSession = 1;
+  readonly solo = false;
   readonly kinds: Array<string | undefined> = [];
+
+  lane(): Lane {
+    return this;
+  }
 
   async run(task: BatchTask): Promise<BatchResult> {
     this.kinds.push(task.kind);
@@ -144,8 +150,8 @@ describe('Scheduler output kinds', () => {
 
   it('hands the attended lengths of a batch to the worker, the others attending all their tokens', async () => {
     const tasks: BatchTask[] = [];
-    const runner: BatchRunner = { threads: 1, run: async (task) => (tasks.push(task), { output: new Float32Array(task.ids.length * 2), width: 2, counts: Int32Array.from(task.lengths), inferenceMs: 1 }) };
-    const scheduler = new Scheduler(runner, { ...options, maxInFlight: 1 }, [{ id: 'm' }]);
+    const lane: Lane = { sessions: 1, threadsPerSession: 1, solo: false, run: async (task) => (tasks.push(task), { output: new Float32Array(task.ids.length * 2), width: 2, counts: Int32Array.from(task.lengths), inferenceMs: 1 }) };
+    const scheduler = new Scheduler({ lane: () => lane }, { ...options, maxInFlight: 1 }, [{ id: 'm' }]);
     const blocker = scheduler.submit('m', [seq(2)]);
     await Promise.all([blocker, scheduler.submit('m', [{ ids: new Int32Array(6), attended: 4 }, seq(6)], undefined, 'tokens')]);
     const batch = tasks.find((task) => task.kind === 'tokens')!;

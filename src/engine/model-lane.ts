@@ -1,0 +1,105 @@
+/**
+ * One model's sessions, as its placement says: `sessions` worker threads that each hold one session
+ * of the model with `threadsPerSession` intra-op threads, and at most one more thread with the solo
+ * session (all the cores) for a batch that runs alone on the server. Batches go in with their typed
+ * arrays transferred. A lane opens with one session (the one its size is measured by) and grows to
+ * its placement.
+ */
+import type { ModelLoadSpec } from '../models/registry.js';
+import type { BatchResult, BatchTask, ModelReport, SessionOptions, WorkerInit } from '../worker/protocol.js';
+import type { Placement } from './placement.js';
+import { WorkerPool, WorkerStartError, workerFile } from './worker-pool.js';
+
+/** Settings every session of the lane shares. */
+export interface LaneSessionDefaults {
+  spinning: boolean;
+  memoryArena: boolean;
+}
+
+export class ModelLane {
+  private readonly sessions: WorkerPool<ModelReport[]>;
+  private solo: WorkerPool<ModelReport[]> | undefined;
+  private sessionCount: number;
+  /** The warm-up report of the first session: inputs, output, width. */
+  readonly report: Promise<ModelReport>;
+
+  /** Opens the lane's first session with `threadsPerSession` threads. */
+  constructor(
+    readonly spec: ModelLoadSpec,
+    readonly device: string,
+    readonly threadsPerSession: number,
+    private readonly defaults: LaneSessionDefaults,
+  ) {
+    this.sessionCount = 1;
+    this.sessions = this.openPool(1, { intraOpThreads: threadsPerSession, spinning: defaults.spinning, memoryArena: defaults.memoryArena });
+    this.report = this.sessions.ready.then(
+      (reports) => reports[0]![0]!,
+      (error: Error) => {
+        throw new WorkerStartError(error.message);
+      },
+    );
+    this.report.catch(() => undefined);
+  }
+
+  /** Opens the sessions and the solo session the placement adds to the first one. */
+  async grow(placement: Placement): Promise<void> {
+    if (placement.threadsPerSession !== this.threadsPerSession) throw new Error('A lane grows with sessions of its own thread count.');
+    const more = placement.sessions - this.sessionCount;
+    const opening: Promise<unknown>[] = [];
+    if (more > 0) opening.push(this.sessions.grow(more));
+    if (placement.soloThreads > 0 && !this.solo) {
+      // Spinning keeps the solo session's threads hot between a lone client's requests; ONNX Runtime
+      // stops spinning soon after the last run, so an idle server still uses no CPU.
+      this.solo = this.openPool(1, { intraOpThreads: placement.soloThreads, spinning: true, memoryArena: this.defaults.memoryArena });
+      opening.push(this.solo.ready);
+    }
+    this.sessionCount = Math.max(this.sessionCount, placement.sessions);
+    try {
+      await Promise.all(opening);
+    } catch (error) {
+      throw new WorkerStartError((error as Error).message);
+    }
+  }
+
+  get sessionsOpen(): number {
+    return this.sessionCount;
+  }
+
+  get hasSolo(): boolean {
+    return this.solo !== undefined;
+  }
+
+  /** Threads started to replace threads that died. */
+  get restarts(): number {
+    return this.sessions.restarts + (this.solo?.restarts ?? 0);
+  }
+
+  /** A worker that dies fails its batches (the scheduler retries them once) and is replaced. */
+  run(task: BatchTask): Promise<BatchResult> {
+    const transfer: ArrayBuffer[] = [task.ids.buffer as ArrayBuffer, task.lengths.buffer as ArrayBuffer];
+    if (task.typeIds) transfer.push(task.typeIds.buffer as ArrayBuffer);
+    if (task.attended) transfer.push(task.attended.buffer as ArrayBuffer);
+    const pool = task.solo && this.solo ? this.solo : this.sessions;
+    return pool.run<BatchResult>(task, transfer);
+  }
+
+  /** Lets held batches finish, then ends the threads (and frees the sessions). */
+  async close(): Promise<void> {
+    await Promise.all([this.sessions.close(), this.solo?.close()]);
+  }
+
+  private openPool(threads: number, session: SessionOptions): WorkerPool<ModelReport[]> {
+    return new WorkerPool<ModelReport[]>({
+      file: workerFile(),
+      threads,
+      // A second batch waits in each thread, so a thread never idles for a round trip between batches.
+      tasksPerThread: 2,
+      workerData: { models: [loadSpec(this.spec)], session, device: this.device } satisfies WorkerInit,
+    });
+  }
+}
+
+/** The plain-data part of a model that crosses into a worker thread. */
+function loadSpec({ id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds }: ModelLoadSpec): ModelLoadSpec {
+  return { id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds };
+}
