@@ -60,7 +60,7 @@ export async function startCore(
   const ready = engine.ready.then(() => undefined);
   ready.catch(() => undefined);
   // What embed and rerank run on.
-  const core: CoreContext = { registry, scheduler: engine.scheduler, limits: config };
+  const core: CoreContext = { registry, scheduler: engine.scheduler, limits: config, lifecycle: engine };
   return { core, engine, registry, ready };
 }
 

@@ -2,6 +2,7 @@
  * What the operations need, handed in by whoever composes the server (main.ts, tests).
  */
 import type { Config } from '../config.js';
+import type { ModelState } from '../engine/engine.js';
 import type { Scheduler } from '../engine/scheduler.js';
 import type { Registry } from '../models/registry.js';
 import type { EmbeddingCache } from './cache/embedding-cache.js';
@@ -14,6 +15,19 @@ export interface CoreContext {
   limits: Limits;
   /** Pooled vectors of inputs embedded before (absent: every input is computed). */
   embeddingCache?: EmbeddingCache;
+  /** Which text models are loaded, and loading or unloading them (absent: all are, for good). */
+  lifecycle?: ModelLifecycle;
+}
+
+export type { ModelState } from '../engine/engine.js';
+
+/** The text models' lifecycle (the engine's): what the API shows of it and what admins drive. */
+export interface ModelLifecycle {
+  state(model: string): ModelState | undefined;
+  load(model: string): Promise<void>;
+  unload(model: string): Promise<void>;
+  /** How long the model stays loaded once idle: negative for ever, 0 unloads it when idle. */
+  keepAlive(model: string, ms: number): void;
 }
 
 /** Where the time of one operation went, for timing headers and metrics. */

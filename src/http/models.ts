@@ -32,9 +32,45 @@ const Model = Type.Object({
   /** Image pipelines: output edge / input edge of one pass. */
   scale: Type.Optional(Type.Integer()),
   ready: Type.Boolean(),
+  status: Type.Optional(
+    LiteralUnion(['loaded', 'loading', 'unloaded'], {
+      description: 'Text models: whether the model is loaded (a request for an unloaded model loads it and waits).',
+    }),
+  ),
+  placement: Type.Optional(
+    Type.Object(
+      {
+        device: Type.String({ description: '`cpu`, or the accelerator the sessions run on.' }),
+        sessions: Type.Integer({ description: 'Sessions that run batches side by side, each in a worker thread.' }),
+        threads_per_session: Type.Integer({ description: 'ONNX Runtime intra-op threads of each session.' }),
+        solo_threads: Type.Integer({ description: 'Intra-op threads of the solo session, which runs a batch that is alone on the server; 0 when there is none.' }),
+        resident_bytes: Type.Integer({ description: 'Resident memory the sessions added to the process when the model loaded.' }),
+      },
+      { description: 'A loaded text model: how it runs, chosen at load from its measured size and the memory budget.' },
+    ),
+  ),
 });
 
-export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { registry, isReady, images }) => {
+export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { registry, isReady, images, core }) => {
+  const lifecycleOf = (model: ServedModel) => {
+    const state = core.lifecycle?.state(model.id);
+    if (!state) return {};
+    const { placement, residentBytes } = state;
+    return {
+      status: state.status,
+      ...(placement
+        ? {
+            placement: {
+              device: placement.device,
+              sessions: placement.sessions,
+              threads_per_session: placement.threadsPerSession,
+              solo_threads: placement.soloThreads,
+              resident_bytes: residentBytes ?? 0,
+            },
+          }
+        : {}),
+    };
+  };
   const describeText = (model: ServedModel) => ({
     id: model.id,
     object: 'model' as const,
@@ -48,6 +84,7 @@ export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     max_tokens: model.maxTokens,
     ...(model.task === 'classify' ? { labels: model.labels } : {}),
     ready: isReady(),
+    ...lifecycleOf(model),
   });
   const describeImage = (model: ServedImageModel) => ({
     id: model.id,
