@@ -32,6 +32,11 @@ export interface EmbedRequest {
    * pooled vectors as they are (they are still renormalised after a dimension cut).
    */
   normalize?: boolean;
+  /**
+   * How long the model stays loaded after this request, in ms (duration.ts: FOREVER until the
+   * server stops, 0 unloaded after it); absent: the keepAlive setting. The Ollama routes' `keep_alive`.
+   */
+  keepAliveMs?: number;
 }
 
 export interface EmbedResult {

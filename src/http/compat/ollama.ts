@@ -1,12 +1,14 @@
 /**
  * Ollama's embedding routes, as the `ollama` client calls them: POST /api/embed, the older
- * POST /api/embeddings, and GET /api/tags (the served embedding models). Ollama names carry a tag;
+ * POST /api/embeddings, GET /api/tags (the served embedding models) and POST /api/pull
+ * (ollama-pull.ts). Ollama names carry a tag;
  * `name:latest` is the served model `name`. Errors keep the catalogue's statuses and take
  * Ollama's body, `{error}`.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { embed } from '../../core/embeddings.js';
+import { keepAliveOf } from '../../duration.js';
 import { ApiError } from '../../errors.js';
 import type { ServedModel } from '../../models/registry.js';
 import { float32ToJson } from '../../vectors/encoding.js';
@@ -18,6 +20,7 @@ import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 import { errorResponsesOf } from './errors.js';
 import { formatParameters } from './model-facts.js';
+import { ollamaPullRoutes } from './ollama-pull.js';
 import { vectorsToJson } from './vectors.js';
 
 const tags = ['Ollama compatibility'];
@@ -26,7 +29,10 @@ const OllamaError = Type.Object({ error: Type.String() }, { description: "Ollama
 const errorResponses = errorResponsesOf(OllamaError);
 const ollamaError: ErrorRenderer = (error) => ({ error: error.message });
 
-const Ignored = { description: 'Accepted and ignored: models stay loaded.' };
+const KeepAlive = Type.Union([Type.String(), Type.Number()], {
+  description:
+    'How long the model stays loaded after this request: a duration (`5m`, `30s`, `1h30m`), a number of seconds, negative: until the server stops, 0: unloaded after it. Absent: the keepAlive setting.',
+});
 
 const EmbedBody = Type.Object(
   {
@@ -34,7 +40,7 @@ const EmbedBody = Type.Object(
     input: Type.Union([Type.String(), Type.Array(Type.String())]),
     truncate: Type.Optional(Type.Boolean({ description: "Cut inputs longer than the model's window (absent: the server's truncate setting)." })),
     dimensions: Type.Optional(Type.Integer({ minimum: 0, description: 'Keep the first N components, renormalised.' })),
-    keep_alive: Type.Optional(Type.Union([Type.String(), Type.Number()], Ignored)),
+    keep_alive: Type.Optional(KeepAlive),
     options: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Accepted and ignored.' })),
   },
   { additionalProperties: true },
@@ -44,7 +50,7 @@ const EmbeddingsBody = Type.Object(
   {
     model: Type.String(),
     prompt: Type.String(),
-    keep_alive: Type.Optional(Type.Union([Type.String(), Type.Number()], Ignored)),
+    keep_alive: Type.Optional(KeepAlive),
     options: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Accepted and ignored.' })),
   },
   { additionalProperties: true },
@@ -81,8 +87,10 @@ const TagsResponse = Type.Object({
 /** Ollama names always carry a tag; ours only for a variant (`id:int8`). */
 const ollamaName = (model: ServedModel) => (model.id.includes(':') ? model.id : `${model.id}:latest`);
 
-export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, registry }) => {
+export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, services) => {
+  const { core, registry } = services;
   app.setErrorHandler(errorHandler(ollamaError));
+  await app.register(ollamaPullRoutes, services);
 
   /** The served id an Ollama name means: the name itself, or without its `:latest` tag. */
   const servedId = (name: string) => {
@@ -95,8 +103,9 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     { schema: { tags, summary: 'Embed (Ollama)', body: EmbedBody, response: { 200: withHeaders(EmbedResponse, responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses } } },
     async (request, reply) => {
       const started = performance.now();
-      const { model, input, truncate, dimensions } = request.body;
-      const result = await embed(core, { model: servedId(model), input, truncate, dimensions }, request.clientSignal);
+      const { model, input, truncate, dimensions, keep_alive } = request.body;
+      const keepAliveMs = keepAliveOf(keep_alive);
+      const result = await embed(core, { model: servedId(model), input, truncate, dimensions, keepAliveMs }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       reportCacheHits(reply, result);
       const totalNs = Math.round((performance.now() - started) * 1e6);
@@ -116,8 +125,9 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       },
     },
     async (request, reply) => {
-      const { model, prompt } = request.body;
-      const result = await embed(core, { model: servedId(model), input: [prompt] }, request.clientSignal);
+      const { model, prompt, keep_alive } = request.body;
+      const keepAliveMs = keepAliveOf(keep_alive);
+      const result = await embed(core, { model: servedId(model), input: [prompt], keepAliveMs }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       reportCacheHits(reply, result);
       return sendJsonText(reply, `{"embedding":${float32ToJson(result.vectors)}}`);
