@@ -173,6 +173,12 @@ describe('OpenAPI document', () => {
     expect(tagOf('/v2/rerank', 'post')).toBe('Cohere compatibility');
     for (const path of ['/api/embed', '/api/embeddings', '/api/pull']) expect(tagOf(path, 'post')).toBe('Ollama compatibility');
     expect(tagOf('/api/tags', 'get')).toBe('Ollama compatibility');
+    // The pull answers NDJSON lines, or one JSON object with stream false; 403 for keys that may not pull.
+    const pull = doc.paths['/api/pull'].post;
+    expect(Object.keys(pull.responses['200'].content).sort()).toEqual(['application/json', 'application/x-ndjson']);
+    expect(pull.responses['200'].content['application/json'].schema.required).toEqual(['status']);
+    expect(pull.responses['403'].content['application/json'].schema.required).toEqual(['error']);
+    expect(Object.keys(pull.requestBody.content['application/json'].schema.properties)).toEqual(['model', 'name', 'insecure', 'stream']);
     expect(doc.paths['/']).toBeUndefined();
   });
 });
