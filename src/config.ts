@@ -359,9 +359,12 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
     values[name] = raw === null ? null : parseValue(name, spec, raw);
   }
   const config = values as Config;
-  config.keys = [...new Set([...config.apiKeys, ...(config.apiKeysFile ? readKeysFile(config.apiKeysFile) : []), ...config.adminKeys])];
+  const fileKeys = config.apiKeysFile ? readKeysFile(config.apiKeysFile) : [];
+  config.keys = [...new Set([...config.apiKeys, ...fileKeys, ...config.adminKeys])];
   const keepAliveMs = parseKeepAlive(config.keepAlive);
-  if (keepAliveMs === undefined) throw new ConfigError(`keepAlive (${settings.keepAlive.env}) must be ${KEEP_ALIVE_SYNTAX}; got "${config.keepAlive}".`);
+  if (keepAliveMs === undefined) {
+    throw new ConfigError(`keepAlive (${settings.keepAlive.env}) must be ${KEEP_ALIVE_SYNTAX}; got "${config.keepAlive}".`);
+  }
   config.keepAliveMs = keepAliveMs;
   const notPullable = config.pullAllow.filter((entry) => entry !== '*' && !isRepoId(entry) && !isRepoId(`${entry}/x`));
   if (notPullable.length > 0) {

@@ -15,7 +15,8 @@ const UNITS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 
 const ELEMENT = /(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
 
 export const KEEP_ALIVE_SYNTAX =
-  'a duration such as "5m", "30s", "1h30m" or "500ms", a number of seconds, a negative number to keep the model loaded, or 0 to unload it after each request';
+  'a duration such as "5m", "30s", "1h30m" or "500ms", a number of seconds, a negative number to keep the model loaded, ' +
+  'or 0 to unload it after each request';
 
 /**
  * A Go duration string (time.ParseDuration's grammar: a sign, then number-unit pairs; "0" alone)

@@ -43,7 +43,11 @@ export const apiKeyAuth = fp<{ keys: string[]; adminKeys: string[] }>(
     app.decorateRequest('apiKeyDigest', null);
     app.decorateRequest('isAdmin', keys.length === 0);
     if (keys.length === 0) return;
-    const known = [...new Set([...keys, ...adminKeys])].map((key) => ({ key, digest: hash('sha256', key, 'hex'), admin: adminKeys.includes(key) }));
+    const known = [...new Set([...keys, ...adminKeys])].map((key) => ({
+      key,
+      digest: hash('sha256', key, 'hex'),
+      admin: adminKeys.includes(key),
+    }));
     app.addHook('onRequest', (request, _reply, done) => {
       const header = request.headers.authorization;
       const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
@@ -65,5 +69,6 @@ export const apiKeyAuth = fp<{ keys: string[]; adminKeys: string[] }>(
  * `forbidden` before its body is read or validated.
  */
 export const requireAdmin: onRequestHookHandler = (request, _reply, done) => {
-  done(request.isAdmin ? undefined : new ApiError('forbidden', 'This route manages the server: it needs an admin key (ONNX_GATEWAY_ADMIN_KEYS), and the key sent is not one.'));
+  if (request.isAdmin) return done();
+  done(new ApiError('forbidden', 'This route manages the server: it needs an admin key (ONNX_GATEWAY_ADMIN_KEYS), and the key sent is not one.'));
 };

@@ -50,7 +50,8 @@ describe('requireAdmin on a route of the catalogue shape', () => {
     try {
       const refused = await app.inject({ method: 'POST', url: '/v1/manage', headers: { authorization: 'Bearer user-key' }, payload: {} });
       expect(refused.statusCode).toBe(403);
-      expect(refused.json()).toEqual({ error: { message: expect.stringMatching(/admin key/), type: 'permission_error', param: null, code: 'forbidden' } });
+      const error = { message: expect.stringMatching(/admin key/), type: 'permission_error', param: null, code: 'forbidden' };
+      expect(refused.json()).toEqual({ error });
       const allowed = await app.inject({ method: 'POST', url: '/v1/manage', headers: admin, payload: {} });
       expect(allowed.json()).toEqual({ admin: true });
     } finally {

@@ -34,19 +34,24 @@ const PullBody = Type.Object(
       Type.String({
         minLength: 1,
         description:
-          'A Hub repository id (`owner/name`, also `hf.co/owner/name`) or a catalogue id, optionally with `@revision` and a `:variant` tag (`:latest` or none: the onnxVariant setting).',
+          'A Hub repository id (`owner/name`, also `hf.co/owner/name`) or a catalogue id, optionally with `@revision` ' +
+          'and a `:variant` tag (`:latest` or none: the onnxVariant setting).',
       }),
     ),
     name: Type.Optional(Type.String({ minLength: 1, description: 'The older name of `model`, which the ollama npm client sends.' })),
     insecure: Type.Optional(Type.Boolean({ description: 'Accepted and ignored: the Hub is reached at the hfEndpoint setting.' })),
-    stream: Type.Optional(Type.Boolean({ description: 'false: one answer once the pull is done, instead of a line per step (default true).' })),
+    stream: Type.Optional(Type.Boolean({ description: 'false: one answer once the pull is done, not a line per step (default true).' })),
   },
   { additionalProperties: true },
 );
 
 const PullStatus = Type.Object({
-  status: Type.String({ description: '`pulling manifest`, `pulling <digest>` for each file, `verifying sha256 digest`, `writing manifest`, `success`.' }),
-  digest: Type.Optional(Type.String({ description: "The file's checksum: `sha256:<hex>` for files stored with Git LFS, `git-sha1:<hex>` (its git blob) for the others." })),
+  status: Type.String({
+    description: '`pulling manifest`, `pulling <digest>` for each file, `verifying sha256 digest`, `writing manifest`, `success`.',
+  }),
+  digest: Type.Optional(
+    Type.String({ description: "The file's checksum: `sha256:<hex>` for files stored with Git LFS, `git-sha1:<hex>` (its git blob) for the others." }),
+  ),
   total: Type.Optional(Type.Integer({ description: 'Bytes of the file.' })),
   completed: Type.Optional(Type.Integer({ description: 'Bytes of it on disk so far.' })),
 });
@@ -60,7 +65,7 @@ const PullResponse = {
   },
 };
 
-const errorResponses = { 400: OllamaError, 401: OllamaError, 403: OllamaError, 404: OllamaError, 413: OllamaError, 415: OllamaError, 502: OllamaError, 503: OllamaError };
+const errorResponses = Object.fromEntries([400, 401, 403, 404, 413, 415, 502, 503].map((status) => [status, OllamaError]));
 
 export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { config, onModelPulled }) => {
   const catalogue = loadCatalogue(config.manifestsDir);
@@ -71,7 +76,8 @@ export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
     closing.abort();
     done();
   });
-  const stopped = () => new ApiError('shutting_down', 'The server is shutting down: the pull stopped; its partial files are kept, and the next pull resumes them.');
+  const stopped = () =>
+    new ApiError('shutting_down', 'The server is shutting down: the pull stopped; its partial files are kept, and the next pull resumes them.');
 
   /** What to pull: the repository, checked against pullAllow, and the id the model will be served by. */
   const planPull = (name: string): { target: PullTarget; servedId: string; variant: Variant } => {
@@ -86,7 +92,8 @@ export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
     if (!pullAllowed(target.repo, config.pullAllow)) {
       const why =
         config.pullAllow.length === 0
-          ? 'no repository may be pulled over HTTP: ONNX_GATEWAY_PULL_ALLOW is empty (set it to *, or to the repository ids and owners that may be)'
+          ? 'no repository may be pulled over HTTP: ONNX_GATEWAY_PULL_ALLOW is empty (set it to *, or to the repository ids and owners ' +
+            'that may be)'
           : `ONNX_GATEWAY_PULL_ALLOW (${config.pullAllow.join(', ')}) does not name it or its owner`;
       throw new ApiError('forbidden', `${target.repo} can not be pulled here: ${why}.`, { param: 'model' });
     }
@@ -97,7 +104,12 @@ export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
     '/api/pull',
     {
       onRequest: requireAdmin,
-      schema: { tags, summary: 'Pull a model from the Hugging Face Hub (Ollama; admin keys)', body: PullBody, response: { 200: PullResponse, ...errorResponses } },
+      schema: {
+        tags,
+        summary: 'Pull a model from the Hugging Face Hub (Ollama; admin keys)',
+        body: PullBody,
+        response: { 200: PullResponse, ...errorResponses },
+      },
     },
     async (request, reply) => {
       const { model, name, stream = true } = request.body;
@@ -135,7 +147,9 @@ export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
           send({ status: 'success' });
         })
         .catch((error: unknown) => {
-          if (request.clientSignal.aborted) return request.log.info({ model: servedId }, 'pull cancelled by the client; partial files kept');
+          if (request.clientSignal.aborted) {
+            return request.log.info({ model: servedId }, 'pull cancelled by the client; partial files kept');
+          }
           const apiError = closing.signal.aborted ? stopped() : asApiError(error);
           if (apiError.code === 'internal') request.log.error({ err: error }, 'pull failed');
           send({ error: apiError.message });
@@ -143,7 +157,7 @@ export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
         .finally(() => {
           // Its headers said keep-alive before the shutdown began: end the connection with the
           // answer, or closing the server waits for the client to leave.
-          if (closing.signal.aborted) reply.raw.once('finish', () => request.raw.socket.end());
+          if (closing.signal.aborted) reply.raw.once('finish', () => request.raw.socket?.end());
           lines.end();
         });
       return reply;
@@ -160,7 +174,7 @@ function ollamaToSpec(name: string): string {
 }
 
 /** Whether pullAllow names the repository, its owner, or `*` (the Hub's ids are case-insensitive). */
-export function pullAllowed(repo: string, allow: readonly string[]): boolean {
+function pullAllowed(repo: string, allow: readonly string[]): boolean {
   const id = repo.toLowerCase();
   const owner = id.split('/')[0];
   return allow.some((entry) => entry === '*' || [id, owner].includes(entry.toLowerCase()));
@@ -213,7 +227,9 @@ class NdjsonProgress implements DownloadProgress {
     const state = this.files.get(file) ?? { ...this.describe(file, outcome.checksum), completed: 0, reported: -1 };
     this.files.delete(file);
     // A file already present gets its one line here; a download's last line may have said it all.
-    if (state.reported !== outcome.bytes || state.total !== outcome.bytes) this.report({ ...state, total: outcome.bytes, completed: outcome.bytes });
+    if (state.reported !== outcome.bytes || state.total !== outcome.bytes) {
+      this.report({ ...state, total: outcome.bytes, completed: outcome.bytes });
+    }
   }
 
   stop(): void {}
@@ -225,6 +241,7 @@ class NdjsonProgress implements DownloadProgress {
 
   private report(state: { status: string; digest?: string; total?: number; completed: number; reported: number }): void {
     state.reported = state.completed;
-    this.send({ status: state.status, ...(state.digest ? { digest: state.digest } : {}), ...(state.total !== undefined ? { total: state.total } : {}), completed: state.completed });
+    const { status, digest, total, completed } = state;
+    this.send({ status, ...(digest ? { digest } : {}), ...(total !== undefined ? { total } : {}), completed });
   }
 }
