@@ -144,7 +144,7 @@ const pullsUnderWay = new Map<string, Promise<unknown>>();
 export async function pullModel(target: PullTarget, options: PullOptions): Promise<PullReport> {
   const before = pullsUnderWay.get(target.dir);
   const pull = (async () => {
-    await before?.catch(() => {});
+    await before; // settled, never rejected
     options.signal?.throwIfAborted();
     return pullInto(target, options);
   })();
