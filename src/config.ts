@@ -6,7 +6,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { KEEP_ALIVE_SYNTAX, parseKeepAlive } from './duration.js';
 import { StartupError } from './errors.js';
+import { isRepoId } from './models/paths.js';
 import { VARIANTS } from './models/variants.js';
 
 type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'list';
@@ -51,6 +53,10 @@ export const settings = {
   apiKeysFile: setting('string', {
     env: 'ONNX_GATEWAY_API_KEYS_FILE', flag: '--api-keys-file', default: null, description: 'File with one API key per line (blank lines and `#` comments ignored), added to the keys above.',
   }),
+  adminKeys: setting('list', {
+    env: 'ONNX_GATEWAY_ADMIN_KEYS', flag: '--admin-keys', default: [],
+    description: 'Comma-separated API keys that may also manage models over HTTP: the admin routes, such as `POST /api/pull`, answer other keys 403. They are valid on every other route too. With no keys at all the server listens on loopback only and whoever reaches it may manage it, as with Ollama.',
+  }),
   modelsDir: setting('string', {
     env: 'ONNX_GATEWAY_MODELS_DIR', flag: '--models-dir', default: '.data/models',
     description: 'Folder of Hugging Face-layout model folders, one per model id.',
@@ -75,6 +81,14 @@ export const settings = {
   hfEndpoint: setting('string', {
     env: 'ONNX_GATEWAY_HF_ENDPOINT', flag: '--hf-endpoint', default: null, defaultText: '`HF_ENDPOINT`, else https://huggingface.co',
     description: 'Base URL of the Hugging Face Hub or a mirror that models are downloaded from. A token for gated or private repositories is read from `HF_TOKEN`.',
+  }),
+  pullAllow: setting('list', {
+    env: 'ONNX_GATEWAY_PULL_ALLOW', flag: '--pull-allow', default: [],
+    description: 'Hub repositories an admin key may pull over HTTP (`POST /api/pull`): `*` for any, or comma-separated repository ids (`BAAI/bge-small-en-v1.5`) and owners (`BAAI`). Others get 403.',
+  }),
+  keepAlive: setting('string', {
+    env: 'ONNX_GATEWAY_KEEP_ALIVE', flag: '--keep-alive', default: '-1',
+    description: "How long a model stays loaded after its last request, as Ollama's keep_alive: a duration (`5m`, `30s`, `1h30m`, `500ms`), a number of seconds, a negative number for until the server stops, 0 to unload after each request. The Ollama routes' `keep_alive` overrides it per request.",
   }),
   workers: setting('integer', {
     env: 'ONNX_GATEWAY_WORKERS', flag: '--workers', default: null, defaultText: 'cores / intra-op threads', min: 1, max: 256,
@@ -282,8 +296,10 @@ export type Config = { [N in SettingName]: SettingValue<(typeof settings)[N]['ki
   soloThreads: number;
   imageModelsDir: string;
   imageIntraOpThreads: number;
-  /** Keys from apiKeys and apiKeysFile together. */
+  /** Keys from apiKeys, apiKeysFile and adminKeys together: every key the API accepts. */
   keys: string[];
+  /** keepAlive in milliseconds; FOREVER (Infinity) for a negative keepAlive. */
+  keepAliveMs: number;
 };
 type RawConfig = Partial<Record<SettingName, unknown>>;
 
@@ -352,7 +368,17 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
     values[name] = raw === null ? null : parseValue(name, spec, raw);
   }
   const config = values as Config;
-  config.keys = [...config.apiKeys, ...(config.apiKeysFile ? readKeysFile(config.apiKeysFile) : [])];
+  const fileKeys = config.apiKeysFile ? readKeysFile(config.apiKeysFile) : [];
+  config.keys = [...new Set([...config.apiKeys, ...fileKeys, ...config.adminKeys])];
+  const keepAliveMs = parseKeepAlive(config.keepAlive);
+  if (keepAliveMs === undefined) {
+    throw new ConfigError(`keepAlive (${settings.keepAlive.env}) must be ${KEEP_ALIVE_SYNTAX}; got "${config.keepAlive}".`);
+  }
+  config.keepAliveMs = keepAliveMs;
+  const notPullable = config.pullAllow.filter((entry) => entry !== '*' && !isRepoId(entry) && !isRepoId(`${entry}/x`));
+  if (notPullable.length > 0) {
+    throw new ConfigError(`pullAllow (${settings.pullAllow.env}) takes *, Hub repository ids (owner/name) and owners; got "${notPullable.join(', ')}".`);
+  }
   config.workers ??= Math.max(1, Math.floor(cores / config.intraOpThreads));
   config.soloThreads ??= config.workers * config.intraOpThreads;
   config.imageModelsDir ??= config.modelsDir;

@@ -26,7 +26,7 @@ import { Metrics } from './http/metrics.js';
 import { loadCatalogue } from './models/catalogue.js';
 import { downloadConfiguredModels } from './models/download.js';
 import { ImageRegistry } from './models/image-catalogue.js';
-import { Registry } from './models/registry.js';
+import { loadServedModel, Registry } from './models/registry.js';
 import { parseVariant } from './models/variants.js';
 import { commandLineFlags, flagsNotGiven, setServerFlags } from './v8-flags.js';
 
@@ -56,7 +56,7 @@ export async function startCore(
   // The registry: every configured text model's files, checked and loaded (tokenizer, config).
   const registry = await Registry.load(config.models, config.modelsDir, loadCatalogue(config.manifestsDir), parseVariant(config.onnxVariant));
   // The text engine: a lane of sessions per model, placed in the memory budget, and the scheduler that batches into them.
-  const engine = new Engine({ config: { ...config, keepAliveMs: -1 }, models: registry.list(), observer });
+  const engine = new Engine({ config, models: registry.list(), observer });
   const ready = engine.ready.then(() => undefined);
   ready.catch(() => undefined);
   // What embed and rerank run on.
@@ -80,7 +80,7 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
   ready.catch(() => undefined);
   const isReady = () => engine.isReady && imageLane.isReady;
   metrics.watch({
-    models: registry.list().map((m) => m.id),
+    models: () => engine.models,
     queueDepth: (model) => engine.scheduler.depth(model),
     batchesInFlight: () => engine.scheduler.busy,
     workerRestarts: () => engine.restarts,
@@ -117,7 +117,16 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
 
   // HTTP: the routes over the core services.
   try {
-    app = await buildApp({ config, core, registry, isReady, search, metrics, images: { context: images, bodyLimit: config.imageBodyLimit } }, { logger });
+    // A model pulled over HTTP is served from then on, loaded on its first request.
+    const onModelPulled = async (id: string) => {
+      const model = await loadServedModel(id, config.modelsDir, loadCatalogue(config.manifestsDir), parseVariant(config.onnxVariant));
+      registry.add(model);
+      await engine.add(model);
+    };
+    app = await buildApp(
+      { config, core, registry, isReady, search, metrics, images: { context: images, bodyLimit: config.imageBodyLimit }, onModelPulled },
+      { logger },
+    );
   } catch (error) {
     // A route group refused the configuration: stop the workers first, or exiting mid-load aborts.
     await search.close();

@@ -32,6 +32,11 @@ export interface EmbedRequest {
    * pooled vectors as they are (they are still renormalised after a dimension cut).
    */
   normalize?: boolean;
+  /**
+   * How long the model stays loaded after this request, in ms (duration.ts: FOREVER until the
+   * server stops, 0 unloaded after it); absent: the keepAlive setting. The Ollama routes' `keep_alive`.
+   */
+  keepAliveMs?: number;
 }
 
 export interface EmbedResult {
@@ -141,6 +146,8 @@ export async function encodeInputs(
 export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
   const model = resolveWithKind(ctx, request.model, 'dense');
   const dimensions = checkDimensions(model, request.dimensions);
+  // Ollama's keep_alive: it counts from when the model is next idle, this request done.
+  if (request.keepAliveMs !== undefined) ctx.lifecycle?.keepAlive(model.id, request.keepAliveMs);
   const { sequences, count, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
   // Only the inputs the cache lacks reach the engine.
   const compute = (missing: Int32Array[]) => ctx.scheduler.submit(model.id, missing.map((ids) => ({ ids })), signal);

@@ -124,7 +124,7 @@ export class Engine implements Lanes {
   state(model: string): ModelState | undefined {
     const entry = this.entries.get(model);
     if (!entry) return undefined;
-    const expires = entry.status === 'loaded' && entry.keepAliveMs >= 0 && this.scheduler.pending(model) === 0;
+    const expires = entry.status === 'loaded' && !keptForever(entry.keepAliveMs) && this.scheduler.pending(model) === 0;
     return {
       status: entry.status,
       ...(entry.status === 'loaded' ? { placement: entry.placement, residentBytes: entry.residentBytes } : {}),
@@ -152,12 +152,30 @@ export class Engine implements Lanes {
     this.armKeepAlive(entry);
   }
 
-  /** How long a model stays loaded once idle (Ollama's keep_alive: negative for ever, 0 unloads at once). */
+  /** How long a model stays loaded once idle (Ollama's keep_alive: negative or infinite for ever, 0 unloads at once). */
   keepAlive(model: string, ms: number): void {
     const entry = this.entries.get(model);
     if (!entry) return;
     entry.keepAliveMs = ms;
     if (this.scheduler.pending(model) === 0) this.armKeepAlive(entry);
+  }
+
+  /** Serves a model added since start (a pull); one served already is unloaded, to load its new files on demand. */
+  async add(model: ServedModel): Promise<void> {
+    const entry = this.entries.get(model.id);
+    if (entry) {
+      await this.unload(model.id);
+      entry.spec = model;
+      entry.sessionBytes = undefined;
+      return;
+    }
+    this.entries.set(model.id, { spec: model, status: 'unloaded', lastUsed: 0, keepAliveMs: this.options.config.keepAliveMs });
+    this.scheduler.addModel(model);
+  }
+
+  /** Served model ids. */
+  get models(): string[] {
+    return [...this.entries.keys()];
   }
 
   /** Loads a model (no-op when loaded); resolves when it serves. */
@@ -316,7 +334,7 @@ export class Engine implements Lanes {
   private armKeepAlive(entry: Entry): void {
     clearTimeout(entry.timer);
     entry.timer = undefined;
-    if (entry.status !== 'loaded' || entry.keepAliveMs < 0 || this.closed) return;
+    if (entry.status !== 'loaded' || keptForever(entry.keepAliveMs) || this.closed) return;
     const unloadIfIdle = () => {
       if (entry.status === 'loaded' && this.scheduler.pending(entry.spec.id) === 0) void this.release(entry);
     };
@@ -340,6 +358,14 @@ export class Engine implements Lanes {
     if (wasLoaded) this.options.observer?.onUnload?.(entry.spec.id);
   }
 }
+
+/** A keep-alive that never unloads: negative, or too long for a timer (duration.ts gives Infinity for "for ever"). */
+function keptForever(ms: number): boolean {
+  return ms < 0 || ms > maxTimerMs;
+}
+
+/** setTimeout fires at once for longer delays. */
+const maxTimerMs = 2 ** 31 - 1;
 
 /** Models listed to load at start that do not fit the budget even as one session each. */
 export class MemoryBudgetError extends StartupError {

@@ -143,9 +143,14 @@ export class Scheduler {
     models: { id: string; maxBatchSize?: number }[],
     private readonly observer: BatchObserver = {},
   ) {
-    for (const model of models) {
-      this.queues.set(model.id, { model: model.id, kind: 'dense', items: [], maxBatchSize: Math.min(model.maxBatchSize ?? options.maxBatchSize, options.maxBatchSize) });
-    }
+    for (const model of models) this.addModel(model);
+  }
+
+  /** A model's queues; a model not added is refused as not served. */
+  addModel(model: { id: string; maxBatchSize?: number }): void {
+    const maxBatchSize = Math.min(model.maxBatchSize ?? this.options.maxBatchSize, this.options.maxBatchSize);
+    for (const [key, queue] of this.queues) if (queue.model === model.id) this.queues.set(key, { ...queue, maxBatchSize });
+    if (!this.queues.has(model.id)) this.queues.set(model.id, { model: model.id, kind: 'dense', items: [], maxBatchSize });
   }
 
   /** The queue of a model's output kind, made on first use (undefined for a model not served). */

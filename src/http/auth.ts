@@ -3,8 +3,14 @@
  * time that depends on the presented key's length only, so neither a key's content nor its length
  * leaks through timing. The accepted key's SHA-256 digest is kept on the request: routes that keep
  * things per key (search tasks) read it there instead of parsing the header again.
+ *
+ * Admin keys are API keys that may also manage the server (pull, load and unload models): a route
+ * that does so runs `requireAdmin` as its own onRequest hook, after this plugin's. With no keys at
+ * all the server listens on loopback only (config.ts) and every request is an admin's, as every
+ * request to Ollama is.
  */
 import { hash } from 'node:crypto';
+import type { onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.js';
 
@@ -12,6 +18,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** SHA-256 (hex) of the API key the request was let in with; null when the server has no keys. */
     apiKeyDigest: string | null;
+    /** Whether the request may manage the server: it sent an admin key, or the server has no keys. */
+    isAdmin: boolean;
   }
 }
 
@@ -30,22 +38,37 @@ export function sameKey(presented: string, key: string): boolean {
  * A plugin without a context of its own (fastify-plugin), so its hook and its request decoration
  * apply to the routes registered beside it.
  */
-export const apiKeyAuth = fp<{ keys: string[] }>(
-  async (app, { keys }) => {
+export const apiKeyAuth = fp<{ keys: string[]; adminKeys: string[] }>(
+  async (app, { keys, adminKeys }) => {
     app.decorateRequest('apiKeyDigest', null);
+    app.decorateRequest('isAdmin', keys.length === 0);
     if (keys.length === 0) return;
-    const known = keys.map((key) => ({ key, digest: hash('sha256', key, 'hex') }));
+    const known = [...new Set([...keys, ...adminKeys])].map((key) => ({
+      key,
+      digest: hash('sha256', key, 'hex'),
+      admin: adminKeys.includes(key),
+    }));
     app.addHook('onRequest', (request, _reply, done) => {
       const header = request.headers.authorization;
       const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
       if (!match) return done(new ApiError('unauthorized'));
       const presented = match[1]!;
-      let accepted: string | null = null;
-      for (const { key, digest } of known) if (sameKey(presented, key)) accepted = digest;
+      let accepted: (typeof known)[number] | null = null;
+      for (const entry of known) if (sameKey(presented, entry.key)) accepted = entry;
       if (accepted === null) return done(new ApiError('unauthorized', 'The API key is not valid.'));
-      request.apiKeyDigest = accepted;
+      request.apiKeyDigest = accepted.digest;
+      request.isAdmin = accepted.admin;
       done();
     });
   },
   { name: 'api-key-auth' },
 );
+
+/**
+ * The onRequest hook of a route that manages the server: a key that is not an admin key gets 403
+ * `forbidden` before its body is read or validated.
+ */
+export const requireAdmin: onRequestHookHandler = (request, _reply, done) => {
+  if (request.isAdmin) return done();
+  done(new ApiError('forbidden', 'This route manages the server: it needs an admin key (ONNX_GATEWAY_ADMIN_KEYS), and the key sent is not one.'));
+};

@@ -40,7 +40,8 @@ export interface BatchInfo {
 
 /** What the metrics read from the engine at scrape time. */
 export interface EngineStats {
-  models: string[];
+  /** Served text model ids (a pull may add one). */
+  models(): string[];
   /** Inputs waiting in a model's queue. */
   queueDepth(model: string): number;
   /** Batches handed to the workers and not yet finished. */
@@ -153,7 +154,7 @@ export class Metrics {
       labelNames: ['model'] as const,
       registers: [this.registry],
       collect() {
-        for (const model of metrics.engine?.models ?? []) this.set({ model }, metrics.engine!.queueDepth(model));
+        for (const model of metrics.engine?.models() ?? []) this.set({ model }, metrics.engine!.queueDepth(model));
       },
     });
     new Gauge({
@@ -170,7 +171,7 @@ export class Metrics {
       labelNames: ['model'] as const,
       registers: [this.registry],
       collect() {
-        for (const model of metrics.engine?.models ?? []) this.set({ model }, metrics.engine!.residentBytes(model));
+        for (const model of metrics.engine?.models() ?? []) this.set({ model }, metrics.engine!.residentBytes(model));
       },
     });
     let restartsSeen = 0;
@@ -265,7 +266,7 @@ export class Metrics {
   watch(engine: EngineStats): void {
     this.engine = engine;
     // Series exist from the start, so rates and ratios work before the first batch.
-    for (const model of engine.models) this.batchSeriesOf(model);
+    for (const model of engine.models()) this.batchSeriesOf(model);
   }
 
   /** The scheduler's batch observer. */

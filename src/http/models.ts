@@ -10,8 +10,10 @@ import { imageTasks, type ServedImageModel } from '../models/image-catalogue.js'
 import { outputKinds } from '../models/heads.js';
 import type { ServedModel } from '../models/registry.js';
 import { VARIANTS } from '../models/variants.js';
+import { keepAliveOf } from '../duration.js';
+import { requireAdmin } from './auth.js';
 import type { HttpServices } from './services.js';
-import { errorResponses, LiteralUnion } from './schemas.js';
+import { errorResponses, keepAliveSchema, LiteralUnion } from './schemas.js';
 
 const Model = Type.Object({
   id: Type.String(),
@@ -123,4 +125,35 @@ export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     { schema: { tags: ['Models'], summary: 'Retrieve a served model by its Hub repo id', params: Type.Object({ owner: Type.String(), name: Type.String() }), response } },
     retrieve,
   );
+
+  // Admins load a text model ahead of its requests, or unload it to free its memory.
+  const lifecycleAction = (action: 'load' | 'unload') => async (request: { params: { model?: string; owner?: string; name?: string }; body?: { keep_alive?: string | number } | null }) => {
+    const { model, owner, name } = request.params;
+    const keepAliveMs = keepAliveOf(request.body?.keep_alive);
+    const id = model ?? `${owner}/${name}`;
+    const text = registry.list().find((m) => m.id === id || m.aliases.includes(id));
+    if (!text) throw new ApiError('model_not_found', `The model "${id}" is not a text model served here.`, { param: 'model' });
+    if (!core.lifecycle) throw new ApiError('unsupported_operation', 'This server loads every model at start and keeps it.');
+    if (keepAliveMs !== undefined) core.lifecycle.keepAlive(text.id, keepAliveMs);
+    await (action === 'load' ? core.lifecycle.load(text.id) : core.lifecycle.unload(text.id));
+    return describeText(text);
+  };
+  const adminResponse = { 200: Model, ...errorResponses };
+  for (const action of ['load', 'unload'] as const) {
+    const summary = action === 'load' ? 'Load a text model (admin)' : 'Unload a text model (admin)';
+    const description =
+      action === 'load'
+        ? 'Loads the model, placed in the memory budget, and answers once it serves (idle models unloaded first if needed; 503 insufficient_memory when none can be). Needs an admin key.'
+        : 'Unloads the model once its running batches end, freeing its memory; a later request loads it again. Needs an admin key.';
+    const body = Type.Union([Type.Object({ keep_alive: Type.Optional(keepAliveSchema) }), Type.Null()], {
+      description: 'Optional. `keep_alive` sets how long the model stays loaded once idle (as on the Ollama routes).',
+    });
+    const schema = { tags: ['Models'], summary, description, body, response: adminResponse };
+    app.post(`/v1/models/:model/${action}`, { onRequest: requireAdmin, schema: { ...schema, params: Type.Object({ model: Type.String() }) } }, lifecycleAction(action));
+    app.post(
+      `/v1/models/:owner/:name/${action}`,
+      { onRequest: requireAdmin, schema: { ...schema, summary: `${summary} by its Hub repo id`, params: Type.Object({ owner: Type.String(), name: Type.String() }) } },
+      lifecycleAction(action),
+    );
+  }
 };

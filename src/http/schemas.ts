@@ -52,3 +52,9 @@ export function withHeaders<T extends object>(schema: T, ...headers: Record<stri
 export function LiteralUnion<T extends string>(values: readonly T[], options: { description?: string } = {}): TUnsafe<T> {
   return Type.Unsafe<T>(Type.Union(values.map((value) => Type.Literal(value)), options));
 }
+
+/** Ollama's keep_alive (duration.ts), on the Ollama routes and the admin's model load. */
+export const keepAliveSchema = Type.Union([Type.String(), Type.Number()], {
+  description:
+    'How long the model stays loaded once idle: a duration (`5m`, `30s`, `1h30m`), a number of seconds, negative: until the server stops, 0: unloaded as soon as it is idle. Absent: the keepAlive setting.',
+});

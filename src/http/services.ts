@@ -7,7 +7,13 @@ import type { Metrics } from './metrics.js';
 
 /** What the HTTP layer is given by whoever composes the server. */
 export interface HttpServices {
-  config: Pick<Config, 'keys' | 'bodyLimit' | 'logLevel' | 'logBodies' | 'teiModels' | 'maxBatchTokens' | 'maxBatchSize' | 'queueCapacity' | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout'>;
+  config: Pick<
+    Config,
+    | 'keys' | 'adminKeys' | 'bodyLimit' | 'logLevel' | 'logBodies' | 'teiModels' | 'maxBatchTokens' | 'maxBatchSize' | 'queueCapacity'
+    | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout'
+    // Pulls over HTTP: what may be pulled, from where, into where.
+    | 'pullAllow' | 'modelsDir' | 'manifestsDir' | 'hfEndpoint' | 'onnxVariant'
+  >;
   core: CoreContext;
   registry: Registry;
   /** True once every served model is warm in every worker. */
@@ -18,4 +24,11 @@ export interface HttpServices {
   metrics?: Metrics;
   /** Image edits (absent: the route answers that no image model is served). */
   images?: ImagesService;
+  /**
+   * Called after a pull over HTTP has installed a model's files, with the id to serve it by
+   * (`owner/name`, a catalogue id, `:variant` when one was named); the pull reports success once it
+   * resolves, and its error when it throws. Absent: the files are installed and served from the
+   * next start.
+   */
+  onModelPulled?: (id: string) => Promise<void>;
 }

@@ -3,6 +3,7 @@
  * otherwise (logs, CI, pipes), so that no control characters end up in a file.
  */
 import { Presets, SingleBar } from 'cli-progress';
+import type { Checksum } from './hub.js';
 
 /** How a file's bytes were checked against what the Hub says. */
 export type Verification = 'sha256' | 'git-sha1' | 'size' | 'unverified';
@@ -12,11 +13,13 @@ export interface FileOutcome {
   status: 'downloaded' | 'present';
   bytes: number;
   verifiedBy: Verification;
+  /** The checksum it matched, when verified by one. */
+  checksum?: Checksum;
 }
 
 export interface DownloadProgress {
-  /** A file's download starts (`from` > 0: resumed from a partial file). */
-  start(file: string, total: number | undefined, from: number): void;
+  /** A file's download starts (`from` > 0: resumed from a partial file); `checksum`: what it must match, when the Hub says. */
+  start(file: string, total: number | undefined, from: number, checksum?: Checksum): void;
   advance(file: string, bytes: number): void;
   /** A transfer broke off and is retried from where it stopped. */
   retry(file: string, reason: string, attempt: number): void;

@@ -133,8 +133,31 @@ export function formatPullReport(report: PullReport): string {
   return `${report.id}: ${what}, verified, commit ${report.lock.commit} (${graphs}), in ${report.dir}`;
 }
 
-/** Fetches the model's files into its folder; files already there that match the Hub are kept. */
+/** The pull of each model folder under way in this process. */
+const pullsUnderWay = new Map<string, Promise<unknown>>();
+
+/**
+ * Fetches the model's files into its folder; files already there that match the Hub are kept.
+ * Pulls of one folder run one after another (two at once would write the same partial files):
+ * the second finds what the first fetched.
+ */
 export async function pullModel(target: PullTarget, options: PullOptions): Promise<PullReport> {
+  const before = pullsUnderWay.get(target.dir);
+  const pull = (async () => {
+    await before; // settled, never rejected
+    options.signal?.throwIfAborted();
+    return pullInto(target, options);
+  })();
+  const settled = pull.catch(() => {});
+  pullsUnderWay.set(target.dir, settled);
+  try {
+    return await pull;
+  } finally {
+    if (pullsUnderWay.get(target.dir) === settled) pullsUnderWay.delete(target.dir);
+  }
+}
+
+async function pullInto(target: PullTarget, options: PullOptions): Promise<PullReport> {
   const progress = options.progress ?? silentProgress;
   const log = options.log ?? (() => {});
   const staging = stagingDirOf(target.dir);
@@ -266,7 +289,7 @@ class Pull {
     let outcome: FileOutcome | undefined;
     if (!force && existsSync(join(this.target.dir, path))) {
       const check = await verify(join(this.target.dir, path), remote);
-      if (check.ok) outcome = { status: 'present', bytes: check.bytes, verifiedBy: check.verifiedBy };
+      if (check.ok) outcome = { status: 'present', bytes: check.bytes, verifiedBy: check.verifiedBy, checksum: remote.checksum };
     }
     if (!outcome) {
       outcome = await stageFile(remote, join(this.staging, path), this.progress, this.options);

@@ -44,7 +44,7 @@ export async function stageFile(remote: RemoteFile, target: string, progress: Do
   // A file finished in an earlier run that broke off later is kept if it still matches.
   if (!options.force && existsSync(target)) {
     const check = await verify(target, remote);
-    if (check.ok) return { status: 'downloaded', bytes: check.bytes, verifiedBy: check.verifiedBy };
+    if (check.ok) return { status: 'downloaded', bytes: check.bytes, verifiedBy: check.verifiedBy, checksum: remote.checksum };
     await rm(target, { force: true });
   }
   const part = `${target}.part`;
@@ -76,7 +76,7 @@ export async function stageFile(remote: RemoteFile, target: string, progress: Do
     throw new DownloadError(`${remote.path} from ${remote.repo} at ${remote.revision} is corrupt: ${check.why}. It was deleted; nothing was installed.`);
   }
   await rename(part, target);
-  return { status: 'downloaded', bytes: check.bytes, verifiedBy: check.verifiedBy };
+  return { status: 'downloaded', bytes: check.bytes, verifiedBy: check.verifiedBy, checksum: remote.checksum };
 }
 
 /**
@@ -109,7 +109,7 @@ async function transfer(remote: RemoteFile, part: string, progress: DownloadProg
   if (!append) offset = 0;
 
   const total = remote.size ?? totalFromResponse(response);
-  progress.start(remote.path, total, offset);
+  progress.start(remote.path, total, offset, remote.checksum);
   // Each chunk is on disk before the next is read, so after a broken connection the partial
   // file holds exactly the bytes received: the offset to resume from.
   const file = await open(part, append ? 'a' : 'w');

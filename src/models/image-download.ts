@@ -41,7 +41,7 @@ export async function pullImagePipeline(
     if (!options.force && existsSync(target)) {
       const check = await verify(target, remote);
       if (check.ok) {
-        const outcome: FileOutcome = { status: 'present', bytes: check.bytes, verifiedBy: check.verifiedBy };
+        const outcome: FileOutcome = { status: 'present', bytes: check.bytes, verifiedBy: check.verifiedBy, checksum: remote.checksum };
         progress.finish(pipelineGraph, outcome);
         return { id: manifest.id, dir, file: { path: pipelineGraph, ...outcome } };
       }

@@ -272,6 +272,14 @@ export class Registry {
     return [...this.models.values()];
   }
 
+  /** Serves a model read since start (a pull over HTTP); it replaces one of the same id. */
+  add(model: ServedModel): void {
+    const old = this.models.get(model.id);
+    if (old) for (const name of [old.id, ...old.aliases]) this.names.delete(name);
+    this.models.set(model.id, model);
+    for (const name of [model.id, ...model.aliases]) if (!this.names.has(name)) this.names.set(name, model);
+  }
+
   /** The model named by a request; absent names pick the first served model of the task. */
   resolve(name: string | undefined, task: Task, param = 'model'): ServedModel {
     if (name === undefined || name === '') {

@@ -140,6 +140,22 @@ describe('Ollama routes', () => {
     expect(typeof res.json().error).toBe('string');
   });
 
+  it('takes keep_alive as Ollama does, and names it when it is malformed', async () => {
+    for (const keep_alive of ['5m', '1h30m', '500ms', 0, -1, '-1', 300]) {
+      expect((await post('/api/embed', { model: 'tiny-embedder', input: 'a', keep_alive })).statusCode, String(keep_alive)).toBe(200);
+    }
+    expect((await post('/api/embeddings', { model: 'tiny-embedder', prompt: 'a', keep_alive: '30s' })).statusCode).toBe(200);
+    for (const [url, body] of [
+      ['/api/embed', { model: 'tiny-embedder', input: 'a', keep_alive: '5 minutes' }],
+      ['/api/embeddings', { model: 'tiny-embedder', prompt: 'a', keep_alive: 'forever' }],
+      ['/api/embed', { model: 'tiny-embedder', input: 'a', keep_alive: true }],
+    ] as const) {
+      const res = await post(url, body);
+      expect(res.statusCode, JSON.stringify(body)).toBe(400);
+      expect(res.json(), JSON.stringify(body)).toEqual({ error: expect.stringMatching(/^keep_alive /) });
+    }
+  });
+
   it('needs the key too, and answers generation routes with 501', async () => {
     const res = await get('/api/tags', {});
     expect(res.statusCode).toBe(401);
@@ -155,8 +171,14 @@ describe('OpenAPI document', () => {
     for (const path of ['/embed', '/rerank', '/predict', '/tokenize', '/decode']) expect(tagOf(path, 'post')).toBe('TEI compatibility');
     expect(tagOf('/info', 'get')).toBe('TEI compatibility');
     expect(tagOf('/v2/rerank', 'post')).toBe('Cohere compatibility');
-    for (const path of ['/api/embed', '/api/embeddings']) expect(tagOf(path, 'post')).toBe('Ollama compatibility');
+    for (const path of ['/api/embed', '/api/embeddings', '/api/pull']) expect(tagOf(path, 'post')).toBe('Ollama compatibility');
     expect(tagOf('/api/tags', 'get')).toBe('Ollama compatibility');
+    // The pull answers NDJSON lines, or one JSON object with stream false; 403 for keys that may not pull.
+    const pull = doc.paths['/api/pull'].post;
+    expect(Object.keys(pull.responses['200'].content).sort()).toEqual(['application/json', 'application/x-ndjson']);
+    expect(pull.responses['200'].content['application/json'].schema.required).toEqual(['status']);
+    expect(pull.responses['403'].content['application/json'].schema.required).toEqual(['error']);
+    expect(Object.keys(pull.requestBody.content['application/json'].schema.properties)).toEqual(['model', 'name', 'insecure', 'stream']);
     expect(doc.paths['/']).toBeUndefined();
   });
 });

@@ -166,7 +166,7 @@ describe('Metrics', () => {
     const metrics = new Metrics();
     const state = { depth: 7, inFlight: 2, restarts: 0, ready: false, resident: 0 };
     metrics.watch({
-      models: ['m'],
+      models: () => ['m'],
       queueDepth: () => state.depth,
       batchesInFlight: () => state.inFlight,
       workerRestarts: () => state.restarts,

@@ -24,6 +24,23 @@ describe('config', () => {
     expect(config.models).toEqual(['x', 'y:int8']);
   });
 
+  it("reads keepAlive as Ollama's keep_alive: never unload by default", () => {
+    expect(loadConfig({}, {})).toMatchObject({ keepAlive: '-1', keepAliveMs: Number.POSITIVE_INFINITY });
+    expect(loadConfig({}, { ONNX_GATEWAY_KEEP_ALIVE: '1h30m' }).keepAliveMs).toBe(5_400_000);
+    expect(loadConfig({}, { ONNX_GATEWAY_KEEP_ALIVE: '300' }).keepAliveMs).toBe(300_000);
+    expect(loadConfig({ keepAlive: 0 }, {}).keepAliveMs).toBe(0);
+  });
+
+  it('accepts admin keys as API keys too, so they also count as keys for the host', () => {
+    const config = loadConfig({}, { ONNX_GATEWAY_API_KEYS: 'a,b', ONNX_GATEWAY_ADMIN_KEYS: 'b,root' });
+    expect(config.keys).toEqual(['a', 'b', 'root']);
+    expect(config.adminKeys).toEqual(['b', 'root']);
+    const adminOnly = loadConfig({}, { ONNX_GATEWAY_ADMIN_KEYS: 'root' });
+    expect(adminOnly).toMatchObject({ keys: ['root'], host: '0.0.0.0' });
+    expect(loadConfig({}, { ONNX_GATEWAY_PULL_ALLOW: '*, BAAI ,intfloat/e5-small-v2' }).pullAllow).toEqual(['*', 'BAAI', 'intfloat/e5-small-v2']);
+    expect(loadConfig({}, {}).pullAllow).toEqual([]);
+  });
+
   it('derives workers from cores and intra-op threads', () => {
     const one = loadConfig({ intraOpThreads: 1 }, {});
     const two = loadConfig({ intraOpThreads: 2 }, {});
@@ -40,6 +57,9 @@ describe('config', () => {
     [{ ONNX_GATEWAY_SEARCH_RANKINGS: 'bm25,splade' }, /SEARCH_RANKINGS.*takes bm25, dense, sparse; got "splade"/],
     [{ ONNX_GATEWAY_SEARCH_RANKINGS: ' , ' }, /SEARCH_RANKINGS.*at least one/],
     [{ ONNX_GATEWAY_SEARCH_INDEX_STREAM_LENGTH: '0' }, />= 1/],
+    [{ ONNX_GATEWAY_KEEP_ALIVE: '5 minutes' }, /^keepAlive \(ONNX_GATEWAY_KEEP_ALIVE\) must be a duration such as "5m".*; got "5 minutes"\.$/],
+    [{ ONNX_GATEWAY_KEEP_ALIVE: '1d' }, /ONNX_GATEWAY_KEEP_ALIVE.*got "1d"/],
+    [{ ONNX_GATEWAY_PULL_ALLOW: 'BAAI, a/b/c' }, /PULL_ALLOW.*got "a\/b\/c"/],
   ])('refuses a bad setting with a message that names it: %o', (env, message) => {
     expect(() => loadConfig({}, env)).toThrow(ConfigError);
     expect(() => loadConfig({}, env)).toThrow(message);
