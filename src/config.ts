@@ -204,6 +204,10 @@ export const settings = {
     env: 'ONNX_GATEWAY_READER_TIMEOUT', flag: '--reader-timeout', default: 15_000, unit: 'ms', min: 1,
     description: 'Longest a web reader fetch may take, redirects included.',
   }),
+  readerParseTimeout: setting('integer', {
+    env: 'ONNX_GATEWAY_READER_PARSE_TIMEOUT', flag: '--reader-parse-timeout', default: 5_000, unit: 'ms', min: 1,
+    description: 'Longest the web reader may take to turn one fetched page into its content (in a worker thread); a page over it answers 422 page_too_complex.',
+  }),
   logLevel: setting('string', {
     env: 'ONNX_GATEWAY_LOG_LEVEL', flag: '--log-level', default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
     description: 'Log level (structured JSON logs on stdout).',
