@@ -19,13 +19,13 @@ export const catalogue = {
   overloaded: { status: 429, type: 'rate_limit_error', message: 'The server is overloaded: retry after the time in Retry-After.' },
   client_closed: { status: 499, type: 'invalid_request_error', message: 'The client closed the request.' },
   internal: { status: 500, type: 'server_error', message: 'Internal error.' },
-  unsupported_operation: { status: 501, type: 'invalid_request_error', message: 'This operation is not supported by this server.' },
+  unsupported_operation: { status: 501, type: 'invalid_request_error', message: 'This operation is not supported by this server.', permanent: true },
   upstream_error: { status: 502, type: 'server_error', message: 'An upstream service failed.' },
   not_ready: { status: 503, type: 'server_error', message: 'The server is starting: models are not warm yet.' },
   shutting_down: { status: 503, type: 'server_error', message: 'The server is shutting down.' },
   store_unavailable: { status: 503, type: 'server_error', message: 'The shared task store is not reachable.' },
   timeout: { status: 504, type: 'server_error', message: 'The operation timed out.' },
-} as const satisfies Record<string, { status: number; type: string; message: string }>;
+} as const satisfies Record<string, { status: number; type: string; message: string; permanent?: boolean }>;
 
 export type ErrorCode = keyof typeof catalogue;
 
@@ -40,8 +40,18 @@ export class ApiError extends Error {
   readonly param: string | null;
   /** Extra response headers, e.g. Retry-After for `overloaded`. */
   readonly headers: Record<string, string>;
+  /**
+   * Whether the same request would fail the same way: a server error (5xx) that is permanent tells
+   * clients not to retry it (clients such as the OpenAI SDK retry every 5xx otherwise). The
+   * catalogue's entry decides, unless the error says otherwise.
+   */
+  readonly permanent: boolean;
 
-  constructor(code: ErrorCode, message?: string, options: { param?: string | null; headers?: Record<string, string>; cause?: unknown } = {}) {
+  constructor(
+    code: ErrorCode,
+    message?: string,
+    options: { param?: string | null; headers?: Record<string, string>; cause?: unknown; permanent?: boolean } = {},
+  ) {
     const entry = catalogue[code];
     super(message ?? entry.message, { cause: options.cause });
     this.name = 'ApiError';
@@ -50,6 +60,7 @@ export class ApiError extends Error {
     this.type = entry.type;
     this.param = options.param ?? null;
     this.headers = options.headers ?? {};
+    this.permanent = options.permanent ?? ('permanent' in entry && entry.permanent);
   }
 
   toBody(): ErrorBody {

@@ -50,6 +50,8 @@ const catalogueShape: ErrorRenderer = (error) => error.toBody();
 
 export function sendError(reply: FastifyReply, error: ApiError, render: ErrorRenderer = catalogueShape): FastifyReply {
   for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  // The OpenAI SDK's header (others read it too): without it every 5xx is retried, twice by default.
+  if (error.permanent && error.status >= 500) reply.header('x-should-retry', 'false');
   if (error.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
   return reply.code(error.status).type('application/json').send(render(error));
 }

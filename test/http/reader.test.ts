@@ -66,15 +66,17 @@ describe('web reader, private addresses allowed', () => {
     expect(plain.content).toBe('just text\nsecond line');
   });
 
+  // x-should-retry: false where a retry would fail the same way (the page will not shrink or appear).
   it.each([
-    ['an image', '/image', 415, 'unsupported_media_type'],
-    ['a page over the size limit', '/huge', 502, 'upstream_error'],
-    ['a 404', '/nothing', 502, 'upstream_error'],
-    ['a 500', '/error', 502, 'upstream_error'],
-  ])('answers %s with a clear error', async (_name, path, status, code) => {
+    ['an image', '/image', 415, 'unsupported_media_type', undefined],
+    ['a page over the size limit', '/huge', 502, 'upstream_error', 'false'],
+    ['a 404', '/nothing', 502, 'upstream_error', 'false'],
+    ['a 500', '/error', 502, 'upstream_error', undefined],
+  ])('answers %s with a clear error', async (_name, path, status, code, shouldRetry) => {
     const res = await read(server, { url: `${base}${path}` });
     expect(res.statusCode).toBe(status);
     expect(res.json().error.code).toBe(code);
+    expect(res.headers['x-should-retry']).toBe(shouldRetry);
   });
 });
 

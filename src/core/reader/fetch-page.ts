@@ -125,7 +125,7 @@ function once(url: URL, limits: FetchLimits, hop: boolean, signal: AbortSignal):
       const declared = Number(response.headers['content-length']);
       if (Number.isFinite(declared) && declared > limits.maxBytes && !response.headers['content-encoding']) {
         request.destroy();
-        reject(new ApiError('upstream_error', `The page is ${declared} bytes; the reader takes at most ${limits.maxBytes}.`));
+        reject(new ApiError('upstream_error', `The page is ${declared} bytes; the reader takes at most ${limits.maxBytes}.`, { permanent: true }));
         return;
       }
       const chunks: Buffer[] = [];
@@ -136,7 +136,7 @@ function once(url: URL, limits: FetchLimits, hop: boolean, signal: AbortSignal):
         if (size > limits.maxBytes) {
           request.destroy();
           stream.destroy();
-          reject(new ApiError('upstream_error', `The page is larger than ${limits.maxBytes} bytes, the most the reader takes.`));
+          reject(new ApiError('upstream_error', `The page is larger than ${limits.maxBytes} bytes, the most the reader takes.`, { permanent: true }));
           return;
         }
         chunks.push(chunk);
@@ -167,11 +167,12 @@ export async function fetchPage(raw: string, limits: FetchLimits, signal?: Abort
     const { response, body } = result;
     const status = response.statusCode ?? 0;
     if (!body) {
-      if (hops >= limits.maxRedirects) throw new ApiError('upstream_error', `The page redirected more than ${limits.maxRedirects} times.`);
+      if (hops >= limits.maxRedirects) throw new ApiError('upstream_error', `The page redirected more than ${limits.maxRedirects} times.`, { permanent: true });
       url = parseUrl(response.headers.location!, url);
       continue;
     }
-    if (status < 200 || status >= 300) throw new ApiError('upstream_error', `The page answered HTTP ${status}.`);
+    // A page that is not there (4xx) will not be there on a retry; a failing server (5xx) may recover.
+    if (status < 200 || status >= 300) throw new ApiError('upstream_error', `The page answered HTTP ${status}.`, { permanent: status >= 400 && status < 500 });
     const contentType = response.headers['content-type'] ?? 'text/html';
     return { url: url.href, status, mediaType: contentType.split(';')[0]!.trim().toLowerCase(), body: decodeText(body, contentType) };
   }
