@@ -62,6 +62,8 @@ export function errorHandler(render: ErrorRenderer = catalogueShape) {
     const error = raw instanceof ApiError ? raw : fromFastifyError(raw);
     if (error.code === 'internal') request.log.error({ err: raw.cause ?? raw }, 'internal error');
     else if (error.code === 'client_closed') request.log.info('client closed the request');
+    // What the answer leaves out on purpose (where a refused address resolves to, say).
+    else if (error.cause instanceof Error) request.log.info({ detail: error.cause.message }, error.message);
     return sendError(reply, error, render);
   };
 }
