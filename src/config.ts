@@ -51,6 +51,14 @@ export const settings = {
   apiKeysFile: setting('string', {
     env: 'ONNX_GATEWAY_API_KEYS_FILE', flag: '--api-keys-file', default: null, description: 'File with one API key per line (blank lines and `#` comments ignored), added to the keys above.',
   }),
+  allowedHosts: setting('list', {
+    env: 'ONNX_GATEWAY_ALLOWED_HOSTS', flag: '--allowed-hosts', default: [],
+    description: 'Without API keys, host names besides loopback (localhost, 127.x.x.x, [::1]) that requests may be addressed to (the Host header) and pages may call from (Origin). Others get 403.',
+  }),
+  corsOrigins: setting('list', {
+    env: 'ONNX_GATEWAY_CORS_ORIGINS', flag: '--cors-origins', default: [],
+    description: 'Web origins (`https://app.example`) whose pages may call the API from a browser (CORS). None: CORS is off.',
+  }),
   modelsDir: setting('string', {
     env: 'ONNX_GATEWAY_MODELS_DIR', flag: '--models-dir', default: '.data/models',
     description: 'Folder of Hugging Face-layout model folders, one per model id.',
@@ -356,6 +364,8 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
   if (config.keys.length === 0 && !isLoopback(config.host)) {
     throw new ConfigError(`No API keys are configured, so the server only listens on loopback; host "${config.host}" is not. Set ONNX_GATEWAY_API_KEYS or ONNX_GATEWAY_API_KEYS_FILE.`);
   }
+  const notOrigin = config.corsOrigins.find((origin) => !isOrigin(origin));
+  if (notOrigin !== undefined) throw new ConfigError(`corsOrigins: "${notOrigin}" is not a web origin (scheme://host[:port], nothing after it).`);
   if (config.searchProvider === 'searxng' && !/^https?:\/\/[^/\s]+/.test(config.searxngUrl ?? '')) {
     throw new ConfigError(`searchProvider is "searxng", so searxngUrl (ONNX_GATEWAY_SEARXNG_URL) must be the instance's http(s) URL; got "${config.searxngUrl ?? ''}".`);
   }
@@ -370,6 +380,15 @@ function readConfigFile(path: string): RawConfig {
     return JSON.parse(readFileSync(path, 'utf8')) as RawConfig;
   } catch (error) {
     throw new ConfigError(`ONNX_GATEWAY_CONFIG: can not read ${path}: ${(error as Error).message}`);
+  }
+}
+
+function isOrigin(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === text.toLowerCase().replace(/\/$/, '');
+  } catch {
+    return false;
   }
 }
 

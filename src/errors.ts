@@ -9,6 +9,7 @@ export const catalogue = {
   invalid_image: { status: 400, type: 'invalid_request_error', message: 'An input image can not be used.' },
   input_too_long: { status: 400, type: 'invalid_request_error', message: 'An input is longer than the model accepts.' },
   unauthorized: { status: 401, type: 'authentication_error', message: 'A valid API key is required: send "Authorization: Bearer <key>".' },
+  forbidden: { status: 403, type: 'permission_error', message: 'This request is not allowed here.' },
   model_not_found: { status: 404, type: 'invalid_request_error', message: 'The model does not exist or is not served here.' },
   route_not_found: { status: 404, type: 'invalid_request_error', message: 'No such route.' },
   not_found: { status: 404, type: 'invalid_request_error', message: 'No such resource.' },

@@ -7,7 +7,7 @@ import type { Metrics } from './metrics.js';
 
 /** What the HTTP layer is given by whoever composes the server. */
 export interface HttpServices {
-  config: Pick<Config, 'keys' | 'bodyLimit' | 'logLevel' | 'logBodies' | 'teiModels' | 'maxBatchTokens' | 'maxBatchSize' | 'queueCapacity' | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout' | 'readerParseTimeout'>;
+  config: Pick<Config, 'keys' | 'allowedHosts' | 'corsOrigins' | 'bodyLimit' | 'logLevel' | 'logBodies' | 'teiModels' | 'maxBatchTokens' | 'maxBatchSize' | 'queueCapacity' | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout' | 'readerParseTimeout'>;
   core: CoreContext;
   registry: Registry;
   /** True once every served model is warm in every worker. */

@@ -40,6 +40,8 @@ describe('config', () => {
     [{ ONNX_GATEWAY_SEARCH_RANKINGS: 'bm25,splade' }, /SEARCH_RANKINGS.*takes bm25, dense, sparse; got "splade"/],
     [{ ONNX_GATEWAY_SEARCH_RANKINGS: ' , ' }, /SEARCH_RANKINGS.*at least one/],
     [{ ONNX_GATEWAY_SEARCH_INDEX_STREAM_LENGTH: '0' }, />= 1/],
+    [{ ONNX_GATEWAY_CORS_ORIGINS: 'https://app.example/path' }, /corsOrigins: "https:\/\/app.example\/path" is not a web origin/],
+    [{ ONNX_GATEWAY_CORS_ORIGINS: '*' }, /corsOrigins: "\*" is not a web origin/],
   ])('refuses a bad setting with a message that names it: %o', (env, message) => {
     expect(() => loadConfig({}, env)).toThrow(ConfigError);
     expect(() => loadConfig({}, env)).toThrow(message);
