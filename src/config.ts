@@ -57,6 +57,14 @@ export const settings = {
     env: 'ONNX_GATEWAY_ADMIN_KEYS', flag: '--admin-keys', default: [],
     description: 'Comma-separated API keys that may also manage models over HTTP: the admin routes, such as `POST /api/pull`, answer other keys 403. They are valid on every other route too. With no keys at all the server listens on loopback only and whoever reaches it may manage it, as with Ollama.',
   }),
+  allowedHosts: setting('list', {
+    env: 'ONNX_GATEWAY_ALLOWED_HOSTS', flag: '--allowed-hosts', default: [],
+    description: 'Without API keys, host names besides loopback (localhost, 127.x.x.x, [::1]) that requests may be addressed to (the Host header) and pages may call from (Origin). Others get 403.',
+  }),
+  corsOrigins: setting('list', {
+    env: 'ONNX_GATEWAY_CORS_ORIGINS', flag: '--cors-origins', default: [],
+    description: 'Web origins (`https://app.example`) whose pages may call the API from a browser (CORS). None: CORS is off.',
+  }),
   modelsDir: setting('string', {
     env: 'ONNX_GATEWAY_MODELS_DIR', flag: '--models-dir', default: '.data/models',
     description: 'Folder of Hugging Face-layout model folders, one per model id.',
@@ -226,6 +234,10 @@ export const settings = {
     env: 'ONNX_GATEWAY_READER_TIMEOUT', flag: '--reader-timeout', default: 15_000, unit: 'ms', min: 1,
     description: 'Longest a web reader fetch may take, redirects included.',
   }),
+  readerParseTimeout: setting('integer', {
+    env: 'ONNX_GATEWAY_READER_PARSE_TIMEOUT', flag: '--reader-parse-timeout', default: 5_000, unit: 'ms', min: 1,
+    description: 'Longest the web reader may take to turn one fetched page into its content (in a worker thread); a page over it answers 422 page_too_complex.',
+  }),
   logLevel: setting('string', {
     env: 'ONNX_GATEWAY_LOG_LEVEL', flag: '--log-level', default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
     description: 'Log level (structured JSON logs on stdout).',
@@ -387,6 +399,8 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
   if (config.keys.length === 0 && !isLoopback(config.host)) {
     throw new ConfigError(`No API keys are configured, so the server only listens on loopback; host "${config.host}" is not. Set ONNX_GATEWAY_API_KEYS or ONNX_GATEWAY_API_KEYS_FILE.`);
   }
+  const notOrigin = config.corsOrigins.find((origin) => !isOrigin(origin));
+  if (notOrigin !== undefined) throw new ConfigError(`corsOrigins: "${notOrigin}" is not a web origin (scheme://host[:port], nothing after it).`);
   if (config.searchProvider === 'searxng' && !/^https?:\/\/[^/\s]+/.test(config.searxngUrl ?? '')) {
     throw new ConfigError(`searchProvider is "searxng", so searxngUrl (ONNX_GATEWAY_SEARXNG_URL) must be the instance's http(s) URL; got "${config.searxngUrl ?? ''}".`);
   }
@@ -401,6 +415,15 @@ function readConfigFile(path: string): RawConfig {
     return JSON.parse(readFileSync(path, 'utf8')) as RawConfig;
   } catch (error) {
     throw new ConfigError(`ONNX_GATEWAY_CONFIG: can not read ${path}: ${(error as Error).message}`);
+  }
+}
+
+function isOrigin(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === text.toLowerCase().replace(/\/$/, '');
+  } catch {
+    return false;
   }
 }
 

@@ -9,24 +9,25 @@ export const catalogue = {
   invalid_image: { status: 400, type: 'invalid_request_error', message: 'An input image can not be used.' },
   input_too_long: { status: 400, type: 'invalid_request_error', message: 'An input is longer than the model accepts.' },
   unauthorized: { status: 401, type: 'authentication_error', message: 'A valid API key is required: send "Authorization: Bearer <key>".' },
-  forbidden: { status: 403, type: 'permission_error', message: 'This API key may not do this.' },
+  forbidden: { status: 403, type: 'permission_error', message: 'This request is not allowed here.' },
   model_not_found: { status: 404, type: 'invalid_request_error', message: 'The model does not exist or is not served here.' },
   route_not_found: { status: 404, type: 'invalid_request_error', message: 'No such route.' },
   not_found: { status: 404, type: 'invalid_request_error', message: 'No such resource.' },
   method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed on this route.' },
   payload_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type: send application/json.' },
+  page_too_complex: { status: 422, type: 'invalid_request_error', message: 'The page is too complex for the web reader to read within its limits.' },
   overloaded: { status: 429, type: 'rate_limit_error', message: 'The server is overloaded: retry after the time in Retry-After.' },
   client_closed: { status: 499, type: 'invalid_request_error', message: 'The client closed the request.' },
   internal: { status: 500, type: 'server_error', message: 'Internal error.' },
-  unsupported_operation: { status: 501, type: 'invalid_request_error', message: 'This operation is not supported by this server.' },
+  unsupported_operation: { status: 501, type: 'invalid_request_error', message: 'This operation is not supported by this server.', permanent: true },
   upstream_error: { status: 502, type: 'server_error', message: 'An upstream service failed.' },
   not_ready: { status: 503, type: 'server_error', message: 'The server is starting: models are not warm yet.' },
   insufficient_memory: { status: 503, type: 'server_error', message: 'Loading the model would exceed the memory budget: retry after the time in Retry-After.' },
   shutting_down: { status: 503, type: 'server_error', message: 'The server is shutting down.' },
   store_unavailable: { status: 503, type: 'server_error', message: 'The shared task store is not reachable.' },
   timeout: { status: 504, type: 'server_error', message: 'The operation timed out.' },
-} as const satisfies Record<string, { status: number; type: string; message: string }>;
+} as const satisfies Record<string, { status: number; type: string; message: string; permanent?: boolean }>;
 
 export type ErrorCode = keyof typeof catalogue;
 
@@ -41,8 +42,18 @@ export class ApiError extends Error {
   readonly param: string | null;
   /** Extra response headers, e.g. Retry-After for `overloaded`. */
   readonly headers: Record<string, string>;
+  /**
+   * Whether the same request would fail the same way: a server error (5xx) that is permanent tells
+   * clients not to retry it (clients such as the OpenAI SDK retry every 5xx otherwise). The
+   * catalogue's entry decides, unless the error says otherwise.
+   */
+  readonly permanent: boolean;
 
-  constructor(code: ErrorCode, message?: string, options: { param?: string | null; headers?: Record<string, string>; cause?: unknown } = {}) {
+  constructor(
+    code: ErrorCode,
+    message?: string,
+    options: { param?: string | null; headers?: Record<string, string>; cause?: unknown; permanent?: boolean } = {},
+  ) {
     const entry = catalogue[code];
     super(message ?? entry.message, { cause: options.cause });
     this.name = 'ApiError';
@@ -51,6 +62,7 @@ export class ApiError extends Error {
     this.type = entry.type;
     this.param = options.param ?? null;
     this.headers = options.headers ?? {};
+    this.permanent = options.permanent ?? ('permanent' in entry && entry.permanent);
   }
 
   toBody(): ErrorBody {

@@ -105,7 +105,7 @@ export async function classifyWith(ctx: CoreContext, model: ServedModel, request
 
   const job = await ctx.scheduler.submit(model.id, sequences, signal);
   const width = model.labels.length;
-  if (job.width !== width) throw new ApiError('internal', `"${model.id}" gave ${job.width} logits per input; its config.json names ${width} labels.`);
+  if (job.width !== width) throw new ApiError('internal', `"${model.id}" gave ${job.width} logits per input; its config.json names ${width} labels.`, { permanent: true });
   const scores = new Float32Array(job.output.length);
   for (let row = 0; row < inputs.length; row++) {
     activate(model.activation, job.output.subarray(row * width, (row + 1) * width), scores.subarray(row * width, (row + 1) * width));

@@ -15,9 +15,10 @@ const promptNames: Record<'query' | 'document', string[]> = {
 /** The prompt for an input type or prompt name; '' when the model has none for it. */
 export function promptFor(model: ServedModel, name: string | undefined, param = 'input_type'): string {
   if (name === undefined) return model.defaultPromptName ? (model.prompts[model.defaultPromptName] ?? '') : '';
-  if (name in model.prompts) return model.prompts[name]!;
+  // Own names only: "constructor" is `in` every object, and would put a function's source before the input.
+  if (Object.hasOwn(model.prompts, name)) return model.prompts[name]!;
   if (name === 'query' || name === 'document') {
-    const found = promptNames[name].find((candidate) => candidate in model.prompts);
+    const found = promptNames[name].find((candidate) => Object.hasOwn(model.prompts, candidate));
     return found ? model.prompts[found]! : '';
   }
   const known = Object.keys(model.prompts);

@@ -1,10 +1,11 @@
 /**
  * Redis connections of core/ (shared search tasks, the replicated search index): the start-up
- * probe, the URL without its password for messages, and an error handler that logs reconnects
+ * probe and an error handler that logs reconnects
  * without flooding the log.
  */
 import { Redis } from 'ioredis';
 import { StartupError } from '../errors.js';
+import { redactUrl } from './redact-url.js';
 
 export class RedisUnavailableError extends StartupError {
   override name = 'RedisUnavailableError';
@@ -22,17 +23,6 @@ export async function probeRedis(url: string): Promise<void> {
     throw new RedisUnavailableError(`Redis at ${redactUrl(url)} is not reachable (${(error as Error).message}); check redisUrl (ONNX_GATEWAY_REDIS_URL).`);
   } finally {
     redis.disconnect();
-  }
-}
-
-/** The URL without its password, for messages and logs. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'the configured URL';
   }
 }
 

@@ -13,6 +13,7 @@ import { apiKeyAuth } from './auth.js';
 import { classifyRoutes } from './classify.js';
 import { compatRoutes } from './compat/index.js';
 import { embeddingsRoutes } from './embeddings.js';
+import { hostGuard } from './host-guard.js';
 import { imagesRoutes } from './images.js';
 import { registerErrorHandling } from './errors.js';
 import { requestLoggerFactory } from './request-logger.js';
@@ -48,6 +49,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   });
 
   registerErrorHandling(app);
+  await app.register(hostGuard, { keys: services.config.keys, allowedHosts: services.config.allowedHosts, corsOrigins: services.config.corsOrigins });
   await app.register(clientSignal);
   // From the start of close() (SIGTERM), new requests on open connections are refused, /health
   // included, so a load balancer moves on; requests already in flight finish, and their

@@ -50,6 +50,8 @@ const catalogueShape: ErrorRenderer = (error) => error.toBody();
 
 export function sendError(reply: FastifyReply, error: ApiError, render: ErrorRenderer = catalogueShape): FastifyReply {
   for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  // The OpenAI SDK's header (others read it too): without it every 5xx is retried, twice by default.
+  if (error.permanent && error.status >= 500) reply.header('x-should-retry', 'false');
   if (error.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
   return reply.code(error.status).type('application/json').send(render(error));
 }
@@ -60,6 +62,8 @@ export function errorHandler(render: ErrorRenderer = catalogueShape) {
     const error = raw instanceof ApiError ? raw : fromFastifyError(raw);
     if (error.code === 'internal') request.log.error({ err: raw.cause ?? raw }, 'internal error');
     else if (error.code === 'client_closed') request.log.info('client closed the request');
+    // What the answer leaves out on purpose (where a refused address resolves to, say).
+    else if (error.cause instanceof Error) request.log.info({ detail: error.cause.message }, error.message);
     return sendError(reply, error, render);
   };
 }

@@ -3,7 +3,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { readPage } from '../core/reader/read.js';
+import { Reader } from '../core/reader/read.js';
 import type { HttpServices } from './services.js';
 import { errorResponses, ErrorResponse } from './schemas.js';
 
@@ -26,7 +26,11 @@ const ReadResponse = Type.Object({
 });
 
 export const readerRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { config }) => {
-  const limits = { maxBytes: config.readerMaxBytes, timeoutMs: config.readerTimeout, maxRedirects: 5, allowPrivate: config.readerAllowPrivate };
+  const reader = new Reader({
+    fetch: { maxBytes: config.readerMaxBytes, timeoutMs: config.readerTimeout, maxRedirects: 5, allowPrivate: config.readerAllowPrivate },
+    parseTimeoutMs: config.readerParseTimeout,
+  });
+  app.addHook('onClose', () => reader.close());
   app.post(
     '/v1/web-reader/read',
     {
@@ -34,9 +38,9 @@ export const readerRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         tags: ['Web reader'],
         summary: 'Read a web page as markdown, text or HTML',
         body: ReadBody,
-        response: { 200: ReadResponse, ...errorResponses, 502: ErrorResponse, 504: ErrorResponse },
+        response: { 200: ReadResponse, ...errorResponses, 422: ErrorResponse, 502: ErrorResponse, 504: ErrorResponse },
       },
     },
-    async (request) => readPage(request.body.url, request.body.format ?? 'markdown', limits, request.clientSignal),
+    async (request) => reader.read(request.body.url, request.body.format ?? 'markdown', request.clientSignal),
   );
 };

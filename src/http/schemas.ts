@@ -20,6 +20,7 @@ export type ErrorResponse = Static<typeof ErrorResponse>;
 export const errorResponses = {
   400: ErrorResponse,
   401: ErrorResponse,
+  403: ErrorResponse,
   404: ErrorResponse,
   413: ErrorResponse,
   415: ErrorResponse,

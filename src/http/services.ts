@@ -9,8 +9,8 @@ import type { Metrics } from './metrics.js';
 export interface HttpServices {
   config: Pick<
     Config,
-    | 'keys' | 'adminKeys' | 'bodyLimit' | 'logLevel' | 'logBodies' | 'teiModels' | 'maxBatchTokens' | 'maxBatchSize' | 'queueCapacity'
-    | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout'
+    | 'keys' | 'adminKeys' | 'allowedHosts' | 'corsOrigins' | 'bodyLimit' | 'logLevel' | 'logBodies' | 'teiModels' | 'maxBatchTokens'
+    | 'maxBatchSize' | 'queueCapacity' | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout' | 'readerParseTimeout'
     // Pulls over HTTP: what may be pulled, from where, into where.
     | 'pullAllow' | 'modelsDir' | 'manifestsDir' | 'hfEndpoint' | 'onnxVariant'
   >;

@@ -366,7 +366,8 @@ async function install(staging: string, dir: string, staged: string[], lock: Mod
     await rename(join(staging, path), join(dir, path));
   }
   const listed = new Set(lock.files.map((file) => file.path));
-  for (const file of previous?.files ?? []) if (!listed.has(file.path)) await rm(join(dir, file.path), { force: true });
+  // readLock refused a previous lock with paths outside the folder; checked again where it deletes.
+  for (const file of previous?.files ?? []) if (!listed.has(file.path) && isSafePath(file.path)) await rm(join(dir, file.path), { force: true });
   await rm(staging, { recursive: true, force: true });
 }
 

@@ -6,6 +6,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { isSafePath } from './repo-files.js';
 import type { Variant } from './variants.js';
 
 export const LOCK_FILE = 'onnx-gateway.lock.json';
@@ -56,8 +57,14 @@ export function readLock(dir: string): ModelLock | undefined {
     typeof lock.revision === 'string' &&
     typeof lock.variants === 'object' &&
     Array.isArray(lock.files) &&
-    lock.files.every((file) => typeof file?.path === 'string' && typeof file.size === 'number');
+    lock.files.every((file) => typeof file?.path === 'string' && typeof file.size === 'number') &&
+    Object.values(lock.variants as Record<string, unknown>).every((graph) => typeof graph === 'string');
   if (!valid) throw new LockFileError(`${path} is not an onnx-gateway lock file of version 1: delete it and pull the model again.`);
+  // A pull deletes the files of the old lock that the new one does not list, and the registry opens
+  // its graphs: a path that leaves the folder (a lock copied from elsewhere) is refused, as the
+  // Hub's own listing is.
+  const outside = [...lock.files.map((file) => file.path), ...Object.values(lock.variants)].find((file) => !isSafePath(file!));
+  if (outside !== undefined) throw new LockFileError(`${path} names "${outside}", which is not a path inside the model folder: delete it and pull the model again.`);
   return lock;
 }
 

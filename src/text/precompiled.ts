@@ -16,6 +16,8 @@
 import * as tokenizers from '@huggingface/tokenizers';
 
 const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+/** Code units segmented at a time (see clusters()). */
+const SEGMENT_WINDOW = 256;
 const utf8 = new TextDecoder('utf-8');
 // Text in which every character is a grapheme cluster of its own: ASCII but CR (CR LF is one cluster).
 const SINGLE_CHAR_CLUSTERS = /^[\0-\x0C\x0E-\x7F]*$/;
@@ -48,7 +50,7 @@ export class PrecompiledCharsmap {
       for (let i = 0; i < text.length; i++) out += this.char(text, i, i + 1);
       return out;
     }
-    for (const { segment, index } of graphemes.segment(text)) {
+    for (const { segment, index } of text.length <= SEGMENT_WINDOW ? graphemes.segment(text) : clusters(text)) {
       const end = index + segment.length;
       if (utf8Length(segment) < 6) {
         const value = this.shortest(text, index, end);
@@ -119,6 +121,43 @@ export class PrecompiledCharsmap {
       this.decoded.set(value, text);
     }
     return text;
+  }
+}
+
+/**
+ * The extended grapheme clusters of `text`, with where each starts. Iterating Intl.Segmenter's
+ * segments takes time quadratic in their number (each step costs about the text's length in V8), so
+ * the text is segmented a window at a time: a window's clusters are kept but its last, which may go
+ * on past the window, and the next window starts where that one starts. A start of a cluster is a
+ * boundary whatever comes before it (regional indicators pair up from there), so the clusters are
+ * those of the whole text. A cluster wider than the window widens it.
+ */
+export function* clusters(text: string, window = SEGMENT_WINDOW): Generator<{ segment: string; index: number }> {
+  let start = 0;
+  let width = window;
+  while (start < text.length) {
+    let end = Math.min(text.length, start + width);
+    // A window never ends inside a surrogate pair: half a character would end the cluster before it.
+    if (end < text.length && isSurrogatePair(text, end - 1)) end++;
+    let last: Intl.SegmentData | undefined;
+    let kept = 0;
+    for (const data of graphemes.segment(text.slice(start, end))) {
+      if (last) {
+        yield { segment: last.segment, index: start + last.index };
+        kept++;
+      }
+      last = data;
+    }
+    if (end === text.length) {
+      yield { segment: last!.segment, index: start + last!.index };
+      return;
+    }
+    if (kept === 0) {
+      width *= 2;
+    } else {
+      start += last!.index;
+      width = window;
+    }
   }
 }
 

@@ -31,6 +31,9 @@ describe('TEI errors', () => {
     ['/rerank', { texts: ['a'] }],
     ['/tokenize', { inputs: [] }],
     ['/tokenize', { inputs: 'a', prompt_name: 'nope' }],
+    // Names every object has (`in` finds them): the first would put a function's source before the input.
+    ['/tokenize', { inputs: 'a', prompt_name: 'constructor' }],
+    ['/embed', { inputs: 'a', prompt_name: 'toString' }],
     ['/decode', { ids: [] }],
     ['/decode', { ids: [-1] }],
     ['/decode', { ids: [100_000] }],

@@ -66,6 +66,14 @@ describe('logs', () => {
     expect(mine.map((line) => line.msg)).toEqual(expect.arrayContaining(['incoming request', 'request completed']));
   });
 
+  it('has the detail of a refused reader address, which the answer leaves out', async () => {
+    const res = await logged.server.app.inject({ method: 'POST', url: '/v1/web-reader/read', headers: { ...headers, 'x-request-id': 'req-reader-1' }, payload: { url: 'http://10.1.2.3:8080/admin' } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.message).not.toContain('10.1.2.3');
+    const line = logged.lines().find((entry) => entry.reqId === 'req-reader-1' && typeof entry.detail === 'string');
+    expect(line?.detail).toMatch(/^10\.1\.2\.3:8080: /);
+  });
+
   it('never contains an API key or an input text', () => {
     const raw = logged.raw();
     expect(raw).toContain('/v1/embeddings');

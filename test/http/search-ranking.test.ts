@@ -22,6 +22,9 @@ describe('search requests', () => {
   ])('read freshness %j as %s', (given, expected) => {
     expect(parseFreshness(given)).toBe(expected);
   });
+  it.each(['constructor', 'toString', '__proto__', 'hasOwnProperty'])('refuse freshness %j, a name every object has', (given) => {
+    expect(() => parseFreshness(given)).toThrow(expect.objectContaining({ code: 'invalid_request', param: 'freshness' }));
+  });
   it.each([
     ['global', { tag: 'global' }], ['Worldwide', { tag: 'global' }],
     ['en', { tag: 'en', language: 'en' }], ['pt_br', { tag: 'pt-BR', language: 'pt', region: 'BR' }], ['es-419', { tag: 'es-419', language: 'es', region: '419' }],

@@ -98,16 +98,19 @@ describe('searxng provider', () => {
     }
   });
 
-  it('fails the task when SearXNG can not be reached', async () => {
+  it('fails the task when SearXNG can not be reached, naming it without its credentials', async () => {
     const gone = await startStandInSearxng();
     await gone.close();
     const dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-searxng-'));
-    const unreachable = await startServer({ dataDir: dir, searchProvider: 'searxng', searxngUrl: gone.url });
+    const withCredentials = gone.url.replace('://', '://reader:s3cret@');
+    const unreachable = await startServer({ dataDir: dir, searchProvider: 'searxng', searxngUrl: withCredentials });
     try {
       const created = await unreachable.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'cats' }, headers: auth });
       const task = (await unreachable.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.json().id}?wait=30`, headers: auth })).json();
       expect(task).toMatchObject({ state: 'failed', error: { code: 'upstream_error' } });
       expect(task.error.message).toMatch(/could not be reached: ECONNREFUSED/);
+      expect(task.error.message).not.toMatch(/reader|s3cret/);
+      expect(task.error.message).toContain('***:***@127.0.0.1');
     } finally {
       await unreachable.close();
       await rm(dir, { recursive: true, force: true });

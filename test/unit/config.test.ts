@@ -60,6 +60,8 @@ describe('config', () => {
     [{ ONNX_GATEWAY_KEEP_ALIVE: '5 minutes' }, /^keepAlive \(ONNX_GATEWAY_KEEP_ALIVE\) must be a duration such as "5m".*; got "5 minutes"\.$/],
     [{ ONNX_GATEWAY_KEEP_ALIVE: '1d' }, /ONNX_GATEWAY_KEEP_ALIVE.*got "1d"/],
     [{ ONNX_GATEWAY_PULL_ALLOW: 'BAAI, a/b/c' }, /PULL_ALLOW.*got "a\/b\/c"/],
+    [{ ONNX_GATEWAY_CORS_ORIGINS: 'https://app.example/path' }, /corsOrigins: "https:\/\/app.example\/path" is not a web origin/],
+    [{ ONNX_GATEWAY_CORS_ORIGINS: '*' }, /corsOrigins: "\*" is not a web origin/],
   ])('refuses a bad setting with a message that names it: %o', (env, message) => {
     expect(() => loadConfig({}, env)).toThrow(ConfigError);
     expect(() => loadConfig({}, env)).toThrow(message);

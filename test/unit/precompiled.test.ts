@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PrecompiledCharsmap, TextTokenizer, unigramSegmenter } from '../../src/text/index.js';
+import { clusters } from '../../src/text/precompiled.js';
 
 /**
  * A charsmap compiled by sentencepiece's trainer (normalization_rule_tsv) from these rules, so the
@@ -88,5 +89,29 @@ describe('TextTokenizer with a SentencePiece Unigram tokenizer.json', () => {
     expect(ids('\ufb01ne')).toEqual([5]);
     expect(ids('\u00aa\u0300\u3000\u3000b')).toEqual([7, 4, 8]);
     expect(ids('A\u0301')).toEqual([4, 9]);
+  });
+
+  it('encodes a word of more pieces than a call can take arguments (the library spreads them into push)', () => {
+    const ids = tok.encode('ab'.repeat(200_000));
+    expect(ids.length).toBe(400_000);
+    expect(Array.from(ids.subarray(0, 3))).toEqual([7, 8, 6]);
+  });
+});
+
+describe('grapheme clusters a window at a time', () => {
+  // Intl.Segmenter's iteration is quadratic in the number of clusters: normalize() segments long
+  // texts in windows, which must give exactly the clusters of the whole text.
+  const whole = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+  let seed = 7;
+  const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const parts = ['a', ' ', '\r', '\n', '\u0301', '\u200d', '👩', '🇫', '🇷', 'क', '्', 'ष', '\u00a0', '中', '\ud83d', '\ude00', 'ᄀ', 'ᅡ', 'ᆨ'];
+  const texts = [
+    '🇫🇷🇩🇪🇮🇹x🇫🇷🇩🇪🇮🇹🇫', '\r\n'.repeat(40), 'e' + '\u0301'.repeat(100) + 'x', '👩‍👩‍👧‍👦'.repeat(10), 'क्षि'.repeat(20), '😀'.repeat(30) + 'a',
+    ...Array.from({ length: 40 }, () => Array.from({ length: 50 + Math.floor(random() * 400) }, () => parts[Math.floor(random() * parts.length)]).join('')),
+  ];
+  it.each([3, 4, 7, 16, 256])('window %i gives the clusters of the whole text', (window) => {
+    for (const text of texts) {
+      expect([...clusters(text, window)].map(({ segment, index }) => [segment, index])).toEqual([...whole.segment(text)].map(({ segment, index }) => [segment, index]));
+    }
   });
 });

@@ -55,7 +55,7 @@ export async function runTiled(lane: ImageTaskRunner, image: Raster, run: TiledR
       const pixels = extractTile(image.data, image.width, image.height, image.channels, x.start, y.start, width, height);
       const result = await lane.run({ kind: 'image', model: run.model, pixels, width, height, channels });
       if (result.width !== width * run.scale || result.height !== height * run.scale) {
-        throw new ApiError('internal', `The image model "${run.model}" returned ${result.width}x${result.height} for a ${width}x${height} tile; its manifest says x${run.scale}.`);
+        throw new ApiError('internal', `The image model "${run.model}" returned ${result.width}x${result.height} for a ${width}x${height} tile; its manifest says x${run.scale}.`, { permanent: true });
       }
       run.adjust?.({ x: x.start, y: y.start, width, height }, result.pixels, result.channels);
       blender ??= new TileBlender(image.width * run.scale, image.height * run.scale, result.channels, xSpans, ySpans, run.scale);

@@ -43,11 +43,17 @@ export interface FetchedPage {
 
 const userAgent = `onnx-gateway-reader/${version}`;
 
-function refused(url: URL, address: string, hop: boolean): ApiError {
-  return invalid(
-    'url',
-    `${hop ? 'The page redirected to' : 'The url'} ${url.host}, which resolves to ${address}: a private, loopback or link-local address, which the reader does not fetch.`,
-  );
+/**
+ * One answer for a host the reader does not fetch, whether it resolves to a private address or
+ * does not resolve: anything more would map the server's network for the requester. The detail
+ * (name, address) is the error's cause, which the server logs.
+ */
+function refused(url: URL, hop: boolean, detail: string): ApiError {
+  const what = hop ? 'The page redirected to a URL the reader does not fetch' : 'The reader does not fetch this url';
+  return new ApiError('invalid_request', `${what}: its host does not resolve to an address the reader may fetch.`, {
+    param: 'url',
+    cause: new Error(`${url.host}: ${detail}`),
+  });
 }
 
 /** A socket lookup that refuses addresses the check does not allow. */
@@ -56,7 +62,7 @@ function guardedLookup(url: URL, allowed: (address: string) => boolean, hop: boo
     dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
       if (error) return callback(error, '', 0);
       const bad = addresses.find((a) => !allowed(a.address));
-      if (bad) return callback(refused(url, bad.address, hop) as unknown as NodeJS.ErrnoException, '', 0);
+      if (bad) return callback(refused(url, hop, `resolves to ${bad.address}`) as unknown as NodeJS.ErrnoException, '', 0);
       if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
       callback(null, addresses[0]!.address, addresses[0]!.family);
     });
@@ -103,7 +109,7 @@ function decodeText(bytes: Buffer, contentType: string): string {
 function once(url: URL, limits: FetchLimits, hop: boolean, signal: AbortSignal): Promise<{ response: IncomingMessage; body?: Buffer }> {
   const literal = url.hostname.replace(/^\[|\]$/g, '');
   // The socket skips the lookup for IP literals, so they are checked here.
-  if (isIP(literal) && !addressCheck(limits)(literal)) return Promise.reject(refused(url, literal, hop));
+  if (isIP(literal) && !addressCheck(limits)(literal)) return Promise.reject(refused(url, hop, 'a private, loopback or link-local address'));
   return new Promise((resolve, reject) => {
     const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, {
       method: 'GET',
@@ -125,7 +131,7 @@ function once(url: URL, limits: FetchLimits, hop: boolean, signal: AbortSignal):
       const declared = Number(response.headers['content-length']);
       if (Number.isFinite(declared) && declared > limits.maxBytes && !response.headers['content-encoding']) {
         request.destroy();
-        reject(new ApiError('upstream_error', `The page is ${declared} bytes; the reader takes at most ${limits.maxBytes}.`));
+        reject(new ApiError('upstream_error', `The page is ${declared} bytes; the reader takes at most ${limits.maxBytes}.`, { permanent: true }));
         return;
       }
       const chunks: Buffer[] = [];
@@ -136,7 +142,7 @@ function once(url: URL, limits: FetchLimits, hop: boolean, signal: AbortSignal):
         if (size > limits.maxBytes) {
           request.destroy();
           stream.destroy();
-          reject(new ApiError('upstream_error', `The page is larger than ${limits.maxBytes} bytes, the most the reader takes.`));
+          reject(new ApiError('upstream_error', `The page is larger than ${limits.maxBytes} bytes, the most the reader takes.`, { permanent: true }));
           return;
         }
         chunks.push(chunk);
@@ -161,17 +167,18 @@ export async function fetchPage(raw: string, limits: FetchLimits, signal?: Abort
       if (timeout.aborted) throw new ApiError('timeout', `The page did not load within ${limits.timeoutMs} ms.`);
       if (signal?.aborted) throw new ApiError('client_closed');
       const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') throw new ApiError('upstream_error', `The host ${url.hostname} could not be resolved.`);
+      if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') throw refused(url, hops > 0, `does not resolve (${code})`);
       throw new ApiError('upstream_error', `The page at ${url.host} could not be fetched: ${code ?? (error as Error).message}.`);
     }
     const { response, body } = result;
     const status = response.statusCode ?? 0;
     if (!body) {
-      if (hops >= limits.maxRedirects) throw new ApiError('upstream_error', `The page redirected more than ${limits.maxRedirects} times.`);
+      if (hops >= limits.maxRedirects) throw new ApiError('upstream_error', `The page redirected more than ${limits.maxRedirects} times.`, { permanent: true });
       url = parseUrl(response.headers.location!, url);
       continue;
     }
-    if (status < 200 || status >= 300) throw new ApiError('upstream_error', `The page answered HTTP ${status}.`);
+    // A page that is not there (4xx) will not be there on a retry; a failing server (5xx) may recover.
+    if (status < 200 || status >= 300) throw new ApiError('upstream_error', `The page answered HTTP ${status}.`, { permanent: status >= 400 && status < 500 });
     const contentType = response.headers['content-type'] ?? 'text/html';
     return { url: url.href, status, mediaType: contentType.split(';')[0]!.trim().toLowerCase(), body: decodeText(body, contentType) };
   }

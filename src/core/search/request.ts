@@ -41,7 +41,8 @@ export function parseFreshness(value: unknown): Freshness {
   if (value === undefined || value === null || value === '') return 'noLimit';
   if (typeof value !== 'string') throw invalid('freshness', `freshness must be a string, one of ${freshnessValues.join(', ')}.`);
   const key = value.toLowerCase().replace(/[\s_-]+/g, '');
-  const freshness = freshnessAliases[key];
+  // Own names only: "constructor" would otherwise be a freshness (a function, and a NaN date filter).
+  const freshness = Object.hasOwn(freshnessAliases, key) ? freshnessAliases[key] : undefined;
   if (!freshness) throw invalid('freshness', `freshness "${value}" is not known; use one of ${freshnessValues.join(', ')}.`);
   return freshness;
 }

@@ -6,6 +6,6 @@
 import type { TSchema } from 'typebox';
 
 /** The error statuses a model route may answer, each described by `schema` in the OpenAPI document. */
-export function errorResponsesOf(schema: TSchema): Record<400 | 401 | 404 | 413 | 415 | 429 | 503, TSchema> {
-  return { 400: schema, 401: schema, 404: schema, 413: schema, 415: schema, 429: schema, 503: schema };
+export function errorResponsesOf(schema: TSchema): Record<400 | 401 | 403 | 404 | 413 | 415 | 429 | 503, TSchema> {
+  return { 400: schema, 401: schema, 403: schema, 404: schema, 413: schema, 415: schema, 429: schema, 503: schema };
 }

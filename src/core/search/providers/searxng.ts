@@ -6,6 +6,7 @@
  */
 import { ApiError } from '../../../errors.js';
 import type { CoreContext } from '../../context.js';
+import { redactUrl } from '../../redact-url.js';
 import { rerank } from '../../rerank.js';
 import { servedReranker } from '../index/rankings.js';
 import { freshnessWindowMs } from '../request.js';
@@ -58,12 +59,23 @@ function httpUrl(value: unknown): string | undefined {
 export class SearxngSearchProvider implements SearchProvider {
   readonly name = 'searxng';
   private readonly base: URL;
+  /** The instance's URL as messages name it: task errors reach the requester. */
+  private readonly shown: string;
+  private readonly headers: Record<string, string> = { accept: 'application/json' };
 
   constructor(
     private readonly ctx: CoreContext,
     private readonly options: SearxngOptions,
   ) {
     this.base = new URL('search', options.url.endsWith('/') ? options.url : `${options.url}/`);
+    this.shown = redactUrl(options.url);
+    // fetch refuses a URL with credentials: an instance behind basic auth gets them as a header.
+    if (this.base.username || this.base.password) {
+      const credentials = `${decodeURIComponent(this.base.username)}:${decodeURIComponent(this.base.password)}`;
+      this.headers.authorization = `Basic ${Buffer.from(credentials).toString('base64')}`;
+      this.base.username = '';
+      this.base.password = '';
+    }
   }
 
   async search(request: SearchRequest, signal: AbortSignal): Promise<SearchOutcome> {
@@ -95,28 +107,28 @@ export class SearxngSearchProvider implements SearchProvider {
     let body: string;
     let status: number;
     try {
-      const response = await fetch(url, { signal: AbortSignal.any([signal, timeout]), headers: { accept: 'application/json' } });
+      const response = await fetch(url, { signal: AbortSignal.any([signal, timeout]), headers: this.headers });
       status = response.status;
       body = await response.text();
     } catch (error) {
-      if (timeout.aborted) throw new ApiError('timeout', `SearXNG at ${this.options.url} did not answer within ${this.options.timeoutMs} ms.`);
+      if (timeout.aborted) throw new ApiError('timeout', `SearXNG at ${this.shown} did not answer within ${this.options.timeoutMs} ms.`);
       if (signal.aborted) throw signal.reason;
       const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-      throw new ApiError('upstream_error', `SearXNG at ${this.options.url} could not be reached: ${cause?.code ?? cause?.message ?? (error as Error).message}.`);
+      throw new ApiError('upstream_error', `SearXNG at ${this.shown} could not be reached: ${cause?.code ?? cause?.message ?? (error as Error).message}.`);
     }
     if (status === 403) {
-      throw new ApiError('upstream_error', `SearXNG at ${this.options.url} refused the JSON format (403): add "json" to search.formats in its settings.yml.`);
+      throw new ApiError('upstream_error', `SearXNG at ${this.shown} refused the JSON format (403): add "json" to search.formats in its settings.yml.`);
     }
-    if (status === 429) throw new ApiError('upstream_error', `SearXNG at ${this.options.url} is limiting requests (429): disable its limiter for this client or retry later.`);
-    if (status < 200 || status >= 300) throw new ApiError('upstream_error', `SearXNG at ${this.options.url} answered HTTP ${status}.`);
+    if (status === 429) throw new ApiError('upstream_error', `SearXNG at ${this.shown} is limiting requests (429): disable its limiter for this client or retry later.`);
+    if (status < 200 || status >= 300) throw new ApiError('upstream_error', `SearXNG at ${this.shown} answered HTTP ${status}.`);
     let parsed: SearxngResponse;
     try {
       parsed = JSON.parse(body) as SearxngResponse;
     } catch {
-      throw new ApiError('upstream_error', `SearXNG at ${this.options.url} did not answer JSON; is the URL that of a SearXNG instance?`);
+      throw new ApiError('upstream_error', `SearXNG at ${this.shown} did not answer JSON; is the URL that of a SearXNG instance?`);
     }
     if (typeof parsed !== 'object' || parsed === null || !Array.isArray(parsed.results)) {
-      throw new ApiError('upstream_error', `SearXNG at ${this.options.url} answered JSON without a results list.`);
+      throw new ApiError('upstream_error', `SearXNG at ${this.shown} answered JSON without a results list.`);
     }
     const failed = Array.isArray(parsed.unresponsive_engines) ? parsed.unresponsive_engines : [];
     if (parsed.results.length === 0 && failed.length > 0) {
