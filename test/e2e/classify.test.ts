@@ -167,6 +167,12 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
       expectPredictions(one, sorted(pairs[0]!, pairs[0]!.scores), 'one pair');
       const many = (await post('/predict', { inputs: pairs.map((p) => [p.text, p.text_pair]) })).json();
       pairs.forEach((pair, i) => expectPredictions(many[i], sorted(pair, pair.scores), pair.text));
+      // TEI's batch form: a text as a list of one string, beside pairs.
+      const text = gold().classify[0]!;
+      const mixed = await post('/predict', { inputs: [[text.text], [pairs[0]!.text, pairs[0]!.text_pair]] });
+      expect(mixed.statusCode, mixed.body).toBe(200);
+      expectPredictions(mixed.json()[0], sorted(text, text.scores), text.text);
+      expectPredictions(mixed.json()[1], sorted(pairs[0]!, pairs[0]!.scores), 'pair in a batch');
       // The same pair's texts alone score otherwise: the pair is not read as two inputs.
       expect(one.map((p: { score: number }) => p.score)).not.toEqual(sorted(pairs[0]!, gold().classify[0]!.scores).map((p) => p.score));
     });
@@ -234,7 +240,7 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
     ['/v1/classify', { input: 'a', model: 'nope/nope' }, 'model_not_found'],
     ['/v1/classify', { input: 'word '.repeat(600), truncate: false }, 'input_too_long'],
     ['/predict', { inputs: [] }, 'invalid_request'],
-    ['/predict', { inputs: [['a']] }, 'invalid_request'],
+    ['/predict', { inputs: [['a', 'b', 'c']] }, 'invalid_request'],
     ['/predict', { inputs: ['a', ''] }, 'invalid_request'],
     ['/predict', { inputs: 7 }, 'invalid_request'],
     ['/v1/moderations', { input: [] }, 'invalid_request'],

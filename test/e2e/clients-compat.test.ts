@@ -83,12 +83,24 @@ describe('@huggingface/inference (TEI)', () => {
     expectClose(vectors[0]!, await v1Embedding('hello world'));
   });
 
-  it("shows the server's message on bad input", async () => {
+  it("shows the server's message on bad input, with TEI's status", async () => {
     const client = new InferenceClient(testKey).endpoint(`${base}/embed`);
     const error = await client.featureExtraction({ inputs: [] as string[] }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InferenceClientProviderApiError);
-    expect((error as Error).message).toMatch(/must not be an empty array/);
+    expect((error as Error).message).toMatch(/cannot be empty/);
     expect((error as InferenceClientProviderApiError).httpResponse.status).toBe(400);
+    const long = await client.featureExtraction({ inputs: 'word '.repeat(200), truncate: false }).catch((e: unknown) => e);
+    expect((long as InferenceClientProviderApiError).httpResponse.status).toBe(422);
+    expect((long as Error).message).toMatch(/tokens/);
+  });
+
+  it('sentenceSimilarity at /similarity: the cosines of the /v1 vectors', async () => {
+    const client = new InferenceClient(testKey).endpoint(`${base}/similarity`);
+    const scores = await client.sentenceSimilarity({ inputs: { source_sentence: 'hello world', sentences: ['hello world', 'paris'] } });
+    const [a, b] = [await v1Embedding('hello world'), await v1Embedding('paris')];
+    expect(scores).toHaveLength(2);
+    expect(scores[0]).toBeCloseTo(1, 5);
+    expect(scores[1]).toBeCloseTo(a.reduce((sum, x, i) => sum + x * b[i]!, 0), 5);
   });
 });
 

@@ -151,6 +151,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       expect(topKOfFloat.json().error.param).toBe('top_k');
       const empty = await post('/embed_sparse', { inputs: [''] });
       expect(empty.statusCode).toBe(400);
+      expect(empty.json()).toMatchObject({ error_type: 'Empty' });
       const ids = await post('/v1/embeddings', { model: SPLADE, input: [[101, 99999999]], encoding_format: 'sparse' });
       expect(ids.statusCode).toBe(400);
       // The worker is alive after all that.
@@ -209,12 +210,13 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       const dense = await post('/v1/embeddings', { model: COLBERT, input: 'hello' });
       expect(dense.statusCode).toBe(400);
       expect(dense.json().error.message).toMatch(/gives tokens/);
+      // TEI's statuses on TEI's routes: bad input is 422 Validation.
       const ids = await post('/embed_all', { inputs: [[101, 102]] });
-      expect(ids.statusCode).toBe(400);
+      expect(ids.statusCode).toBe(422);
       const long = golden.documents.find((d) => d.input_ids.length === 300)!.text;
       const untruncated = await post('/embed_all', { inputs: long, truncate: false });
-      expect(untruncated.statusCode).toBe(400);
-      expect(untruncated.json()).toMatchObject({ code: 'input_too_long' });
+      expect(untruncated.statusCode).toBe(422);
+      expect(untruncated.json()).toMatchObject({ code: 'input_too_long', error_type: 'Validation' });
       const query = await post('/embed_all', { inputs: 'a short query', prompt_name: 'query', truncate: false });
       expect(query.statusCode).toBe(200);
       expect(query.json()[0]).toHaveLength(32);

@@ -74,8 +74,22 @@ describe('TEI POST /embed', () => {
     expect(right).not.toEqual(left);
 
     const refused = await post('/embed', { inputs: text, truncate: false });
-    expect(refused.statusCode).toBe(400);
+    expect(refused.statusCode).toBe(422);
     expect(refused.json()).toMatchObject({ error_type: 'Validation', code: 'input_too_long' });
+  });
+});
+
+describe('TEI POST /similarity', () => {
+  it('answers the cosine of the source sentence with each sentence, with the prompt and truncation parameters', async () => {
+    const sentences = ['hello world', 'the quick brown fox', 'paris'];
+    const res = await post('/similarity', { inputs: { source_sentence: 'hello world', sentences }, parameters: { truncate: true, truncation_direction: 'Right' } });
+    expect(res.statusCode, res.body).toBe(200);
+    const scores: number[] = res.json();
+    const [source, ...others] = await v1Vectors(['hello world', ...sentences]);
+    const dot = (a: number[], b: number[]) => a.reduce((sum, x, i) => sum + x * b[i]!, 0);
+    expectClose(scores, others.map((v) => dot(source!, v)));
+    expect(scores[0]).toBeCloseTo(1, 5);
+    expect(res.headers['server-timing']).toMatch(/inference;dur=/);
   });
 });
 
@@ -97,6 +111,23 @@ describe('TEI POST /rerank', () => {
 
     const v1 = (await post('/v1/rerank', { query: 'cat', documents: texts })).json().results as { index: number; relevance_score: number }[];
     expect(v1.map((r) => r.index)).toEqual(ranks.map((r) => r.index));
+  });
+});
+
+describe('TEI POST /predict on a cross-encoder (no classifier served)', () => {
+  it("answers a pair with the reranker's label and its /rerank score, and TEI's batch form", async () => {
+    const texts = ['the cat sat on the mat', 'quantum field theory'];
+    const ranks: { index: number; score: number }[] = (await post('/rerank', { query: 'cat', texts })).json();
+    const score = (i: number) => ranks.find((r) => r.index === i)!.score;
+    // The tiny reranker's config.json names its one label LABEL_0.
+    const label = 'LABEL_0';
+    const one = await post('/predict', { inputs: ['cat', texts[0]] });
+    expect(one.statusCode, one.body).toBe(200);
+    expect(one.json()).toEqual([{ label, score: expect.closeTo(score(0), 6) }]);
+    const batch: { label: string; score: number }[][] = (await post('/predict', { inputs: [['cat', texts[1]], ['cat', texts[0]]] })).json();
+    expect(batch.map((p) => p[0]!.score)).toEqual([expect.closeTo(score(1), 6), expect.closeTo(score(0), 6)]);
+    const raw: { score: number }[] = (await post('/predict', { inputs: ['cat', texts[0]], raw_scores: true })).json();
+    expect(sigmoid(raw[0]!.score)).toBeCloseTo(score(0), 6);
   });
 });
 
@@ -138,6 +169,7 @@ describe('TEI GET /info', () => {
     expect(res.json()).toMatchObject({
       model_id: 'tiny-embedder',
       model_dtype: 'float32',
+      served_model_name: 'tiny-embedder',
       model_type: { embedding: { pooling: 'mean' } },
       max_input_length: 64,
       max_client_batch_size: 2048,

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { clsPool, cutDimensions, float32ToBase64, float32ToJson, l2NormalizeRows, meanPool, pool, sigmoid } from '../../src/vectors/index.js';
+import { clsPool, cosine, cutDimensions, float32ToBase64, float32ToJson, l2NormalizeRows, meanPool, pool, sigmoid } from '../../src/vectors/index.js';
 import { missing } from '../helpers/resources.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -136,6 +136,16 @@ describe('sigmoid', () => {
     expect(sigmoid(-50) / 1.928749847963918e-22).toBeCloseTo(1, 12);
     expect(sigmoid(-700)).toBeGreaterThan(0);
     for (const x of [-30, -2.5, -0.1, 0.1, 2.5, 30]) expect(sigmoid(x) + sigmoid(-x)).toBeCloseTo(1, 15);
+  });
+});
+
+describe('cosine', () => {
+  it('is the cosine of the angle, whatever the lengths, and 0 against a zero vector', () => {
+    expect(cosine(new Float32Array([1, 0]), new Float32Array([0, 3]))).toBe(0);
+    expect(cosine(new Float32Array([1, 1]), new Float32Array([2, 2]))).toBeCloseTo(1, 6);
+    expect(cosine(new Float32Array([1, 2]), new Float32Array([-2, -4]))).toBeCloseTo(-1, 6);
+    expect(cosine(new Float32Array([3, 4]), new Float32Array([4, 3]))).toBeCloseTo(24 / 25, 6);
+    expect(cosine(new Float32Array([0, 0]), new Float32Array([1, 2]))).toBe(0);
   });
 });
 
