@@ -54,6 +54,38 @@ describe('cohere-ai', () => {
     expect(response.results.map((r) => r.index)).toEqual(v1.results.map((r) => r.index));
   });
 
+  it('v2 client: embed in every embedding type, each agreeing with the float answer of the same texts', async () => {
+    const cohere = new CohereClientV2({ token: testKey, baseUrl: base });
+    const texts = ['hello world', 'the quick brown fox', 'paris'];
+    const response = await cohere.embed({
+      model: 'tiny-embedder',
+      texts,
+      inputType: 'search_query',
+      embeddingTypes: ['float', 'int8', 'uint8', 'binary', 'ubinary', 'base64'],
+      outputDimension: 12,
+    });
+    expect(response.responseType).toBe('embeddings_by_type');
+    expect(response.texts).toEqual(texts);
+    expect(response.meta?.billedUnits?.inputTokens).toBeGreaterThan(0);
+    const { float, int8, uint8, binary, ubinary, base64 } = response.embeddings;
+    expect(float).toHaveLength(3);
+    float!.forEach((vector, row) => {
+      expect(vector).toHaveLength(12);
+      // Every bit of ubinary is the sign of the float component (big-endian within a byte; 12 dimensions: 2 bytes).
+      expect(ubinary![row]).toHaveLength(2);
+      vector.forEach((x, d) => expect((ubinary![row]![d >> 3]! >> (7 - (d & 7))) & 1, `row ${row} dimension ${d}`).toBe(x > 0 ? 1 : 0));
+      expect(binary![row]).toEqual(ubinary![row]!.map((byte) => byte - 128));
+      // int8 and uint8 are the same levels, 128 apart (int8 truncates toward zero, so below the middle it can be one higher).
+      vector.forEach((_, d) => expect(int8![row]![d]! - (uint8![row]![d]! - 128)).toBeGreaterThanOrEqual(0));
+      vector.forEach((_, d) => expect(int8![row]![d]! - (uint8![row]![d]! - 128)).toBeLessThanOrEqual(1));
+      const bytes = Buffer.from(base64![row]!, 'base64');
+      expectClose(Array.from(new Float32Array(Uint8Array.from(bytes).buffer)), vector);
+    });
+    // The float answer is /v1's with the same cut.
+    const v1 = await fetch(`${base}/v1/embeddings`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny-embedder', input: texts[2], dimensions: 12, input_type: 'query' }) });
+    expectClose(float![2]!, ((await v1.json()) as { data: { embedding: number[] }[] }).data[0]!.embedding);
+  });
+
   it('v2 client: an unknown model is a 404 the client reports', async () => {
     const cohere = new CohereClientV2({ token: testKey, baseUrl: base, maxRetries: 0 });
     const error = await cohere.rerank({ model: 'rerank-v3.5', query: 'cat', documents }).catch((e: unknown) => e);

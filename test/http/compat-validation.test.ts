@@ -182,6 +182,20 @@ describe('a TEI reranker server', () => {
   });
 });
 
+describe('quantized embeddings under a small input limit', () => {
+  const small = useFakeApp({ maxInputs: 16 });
+
+  it('calibrates int8 on the 65 calibration texts in requests within the limit', async () => {
+    for (const [url, body] of [
+      ['/v1/embeddings', { input: ['a', 'b'], encoding_format: 'int8' }],
+      ['/v2/embed', { model: 'tiny-embedder', texts: ['a', 'b'], embedding_types: ['uint8'] }],
+    ] as const) {
+      const res = await small.post(url, body);
+      expect(res.statusCode, res.body).toBe(200);
+    }
+  });
+});
+
 describe('Cohere POST /v2/rerank', () => {
   it.each([
     [{ query: 'q', documents: [] }, 400, 'invalid_request'],

@@ -126,7 +126,7 @@ describe('GET /openapi.json', () => {
     for (const [path, operations] of Object.entries(doc.paths)) {
       for (const method of Object.keys(operations)) expect(successHeaders(path, method)['x-request-id']?.schema.type, `${method} ${path}`).toBe('string');
     }
-    const dense = ['/v1/embeddings', '/v1/engines/{model}/embeddings', '/v1/engines/{owner}/{name}/embeddings', '/embed', '/api/embed', '/api/embeddings'];
+    const dense = ['/v1/embeddings', '/v1/engines/{model}/embeddings', '/v1/engines/{owner}/{name}/embeddings', '/embed', '/api/embed', '/api/embeddings', '/v2/embed'];
     const timed = [...dense, '/v1/rerank', '/v2/rerank', '/rerank', '/v1/classify', '/v1/moderations', '/v1/images/edits', '/predict', '/embed_sparse', '/embed_all', '/similarity'];
     for (const path of Object.keys(doc.paths)) {
       const headers = successHeaders(path, Object.keys(doc.paths[path]!)[0]!);
