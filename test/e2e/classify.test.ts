@@ -19,6 +19,7 @@ import { commitSha } from '../fixtures/hub-repos.js';
 import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
 import { missing } from '../helpers/resources.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
+import { expectConforms, specDocument } from '../helpers/specs.js';
 
 interface ClassifyItem {
   text: string;
@@ -140,6 +141,7 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
       const res = await post('/predict', { inputs: item.text });
       expect(res.statusCode, res.body).toBe(200);
       expectPredictions(res.json(), sorted(item, item.scores), item.text);
+      expectConforms('tei', 'PredictResponse', res.json());
     });
 
     it('answers a batch with a list per input, and raw_scores with the logits', async () => {
@@ -223,6 +225,19 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
       });
       // Some texts are flagged and some not, so both verdicts are checked.
       expect(new Set(response.results.map((r) => r.flagged))).toEqual(new Set([true, false]));
+    });
+
+    it("answers OpenAI's CreateModerationResponse (openapi.yaml 2.3.0), for its own example input and the other input shapes", async () => {
+      const input = specDocument('openai').components.schemas.CreateModerationRequest!.properties as { input: { oneOf: Array<{ example?: string }> } };
+      const example = input.input.oneOf[0]!.example!;
+      for (const body of [{ input: example }, { input: [example, 'have a nice day'], model: 'omni-moderation-latest' }, { input: [{ type: 'text', text: example }] }]) {
+        const res = await post('/v1/moderations', body);
+        expect(res.statusCode, res.body).toBe(200);
+        expectConforms('openai', 'CreateModerationResponse', res.json(), JSON.stringify(body));
+      }
+      const refused = await post('/v1/moderations', { input: [{ type: 'image_url', image_url: { url: 'https://example.com/image.jpg' } }] });
+      expect(refused.statusCode).toBe(400);
+      expectConforms('openai', 'ErrorResponse', refused.json());
     });
 
     it('takes a single string, and text content parts as one input', async () => {

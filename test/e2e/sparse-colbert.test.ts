@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Server } from '../../src/main.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
 import { missing } from '../helpers/resources.js';
+import { expectConforms } from '../helpers/specs.js';
 
 const SPLADE = 'prithivida/Splade_PP_en_v1';
 const COLBERT = 'answerdotai/answerai-colbert-small-v1';
@@ -74,6 +75,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
     it('matches the golden weights through TEI\'s /embed_sparse, all inputs in one request, nonzeros only, by index', async () => {
       const res = await post('/embed_sparse', { inputs: golden.sparse.map((item) => item.text) });
       expect(res.statusCode, res.body).toBe(200);
+      expectConforms('tei', 'EmbedSparseResponse', res.json());
       const body = res.json() as Array<Array<{ index: number; value: number }>>;
       golden.sparse.forEach((item, i) => {
         const row = body[i]!;
@@ -176,6 +178,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
     it('matches the golden token vectors through TEI\'s /embed_all (prompt_name query / document)', async () => {
       const queries = await post('/embed_all', { inputs: golden.queries.map((q) => q.text), prompt_name: 'query' });
       expect(queries.statusCode, queries.body).toBe(200);
+      expectConforms('tei', 'EmbedAllResponse', queries.json());
       golden.queries.forEach((query, i) => expect(matrixDifference(queries.json()[i], query.vectors), query.text).toBeLessThanOrEqual(golden.tolerance));
       const documents = await post('/embed_all', { inputs: golden.documents.map((d) => d.text) });
       expect(documents.statusCode, documents.body).toBe(200);
