@@ -1,16 +1,21 @@
 /**
  * The moderation operation: texts in, OpenAI's moderation verdict out, from a served moderation
  * classifier: a classify model whose manifest has a moderation table (models/catalogue.ts) mapping
- * its labels to OpenAI's categories. Labels the table leaves out are returned under their own
- * names; labels mapped to null (a classifier's "OK") are no harm and never flag. An input is flagged
- * when any category scores at or above the table's threshold (default 0.5).
+ * its labels to OpenAI's categories. Every one of OpenAI's categories is in the verdict, as its
+ * clients expect: those the model does not judge are false with score 0, and are not in `judged`.
+ * Labels the table leaves out are returned under their own names too; labels mapped to null (a
+ * classifier's "OK") are no harm and never flag. An input is flagged when any category scores at
+ * or above the table's threshold (default 0.5).
  */
 import { ApiError } from '../errors.js';
+import { moderationCategories } from '../models/catalogue.js';
 import type { ServedModel } from '../models/registry.js';
 import { classifyWith } from './classify.js';
 import type { CoreContext, Timings } from './context.js';
 
 export const defaultModerationThreshold = 0.5;
+
+const notJudged: Record<string, number> = Object.fromEntries(moderationCategories.map((category) => [category, 0]));
 
 export interface ModerateRequest {
   /** A served moderation classifier, or one of OpenAI's names (omni-moderation-latest, text-moderation-*): the first served one. */
@@ -20,8 +25,11 @@ export interface ModerateRequest {
 
 export interface ModerationVerdict {
   flagged: boolean;
+  /** Every OpenAI category, then the model's labels that map to none. */
   categories: Record<string, boolean>;
   categoryScores: Record<string, number>;
+  /** The keys the model scored (the rest are OpenAI categories it does not judge). */
+  judged: string[];
 }
 
 export interface ModerateResult {
@@ -63,15 +71,17 @@ export async function moderate(ctx: CoreContext, request: ModerateRequest, signa
   const result = await classifyWith(ctx, model, { inputs: request.inputs, param: 'input' }, signal);
   const width = result.labels.length;
   const results = request.inputs.map((_, row) => {
-    const categoryScores: Record<string, number> = {};
+    const given: Record<string, number> = {};
     keys.forEach((key, label) => {
       if (key === null) return;
       const score = result.scores[row * width + label]!;
       // Several labels on one category (toxic and insult on harassment): the strongest speaks for it.
-      categoryScores[key] = Math.max(categoryScores[key] ?? 0, score);
+      given[key] = Math.max(given[key] ?? -Infinity, score);
     });
-    const categories = Object.fromEntries(Object.entries(categoryScores).map(([key, score]) => [key, score >= threshold]));
-    return { flagged: Object.values(categories).some(Boolean), categories, categoryScores };
+    // OpenAI's categories first, in its order: the model's scores, 0 for those it does not judge.
+    const categoryScores: Record<string, number> = { ...notJudged, ...given };
+    const categories = Object.fromEntries(Object.entries(categoryScores).map(([key, score]) => [key, Object.hasOwn(given, key) && score >= threshold]));
+    return { flagged: Object.values(categories).some(Boolean), categories, categoryScores, judged: Object.keys(given) };
   });
   return { model: model.id, results, promptTokens: result.promptTokens, timings: result.timings };
 }

@@ -1,14 +1,17 @@
 /**
  * POST /v1/embeddings and POST /v1/engines/{model}/embeddings (OpenAI's shape).
  * The response is written straight from the Float32Array: float JSON per vector, or base64 of
- * the vector's little-endian bytes. Our extension: `"encoding_format": "sparse"` answers a sparse
- * model's vectors as `{"indices": [...], "values": [...]}`, optionally cut to the `top_k` largest.
+ * the vector's little-endian bytes. Our extensions: `"encoding_format"` int8, uint8, binary or
+ * ubinary answers quantized vectors (core/quantized-embeddings.ts) as arrays of integers, and
+ * `"sparse"` a sparse model's vectors as `{"indices": [...], "values": [...]}`, optionally cut to
+ * the `top_k` largest.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import type { FastifyReply } from 'fastify';
 import { reportCacheHits } from './cache-hits.js';
 import { embed, type EmbedResult } from '../core/embeddings.js';
+import { quantizeEmbeddings, type QuantizedEmbeddings } from '../core/quantized-embeddings.js';
 import { invalid } from '../errors.js';
 import { embedSparse, type SparseEmbedResult } from '../core/sparse.js';
 import { float32ToBase64, float32ToJson } from '../vectors/encoding.js';
@@ -30,9 +33,10 @@ const EmbeddingsBody = Type.Object(
     ),
     model: Type.Optional(Type.String({ description: 'A served embedding model id (GET /v1/models). Absent: the first served embedder.' })),
     encoding_format: Type.Optional(
-      Type.Union([Type.Literal('float'), Type.Literal('base64'), Type.Literal('sparse')], {
+      Type.Union([Type.Literal('float'), Type.Literal('base64'), Type.Literal('int8'), Type.Literal('uint8'), Type.Literal('binary'), Type.Literal('ubinary'), Type.Literal('sparse')], {
         default: 'float',
-        description: 'sparse (an extension): a sparse model\'s vectors as {"indices", "values"}, the nonzero weights by vocabulary id.',
+        description:
+          'Extensions: int8 / uint8 (each dimension on 256 levels over its range on the shipped calibration text), binary / ubinary (a sign bit per dimension, 8 to a byte, first dimension in the high bit; binary is the byte minus 128), as sentence-transformers\' quantize_embeddings, after the dimensions cut; sparse: a sparse model\'s vectors as {"indices", "values"}, the nonzero weights by vocabulary id.',
       }),
     ),
     top_k: Type.Optional(Type.Integer({ minimum: 1, description: 'With encoding_format sparse: keep each vector\'s top_k largest weights.' })),
@@ -53,6 +57,7 @@ const EmbeddingsResponse = Type.Object({
       embedding: Type.Union([
         Type.Array(Type.Number()),
         Type.String({ description: 'base64 of little-endian float32' }),
+        Type.Array(Type.Integer(), { description: 'int8, uint8, binary, ubinary: integers' }),
         Type.Object(
           { indices: Type.Array(Type.Integer()), values: Type.Array(Type.Number()) },
           { description: 'encoding_format sparse: vocabulary ids, ascending, and their weights' },
@@ -64,14 +69,23 @@ const EmbeddingsResponse = Type.Object({
   usage: Type.Object({ prompt_tokens: Type.Integer(), total_tokens: Type.Integer() }),
 });
 
-export function serializeEmbeddings(result: EmbedResult, format: 'float' | 'base64'): string {
+/** Each vector as JSON: float numbers, base64 of the float32 bytes, or the quantized integers. */
+export function vectorsJson(result: EmbedResult, format: 'float' | 'base64' | QuantizedEmbeddings): string[] {
   const { vectors, dimensions, count } = result;
-  const parts: string[] = new Array(count);
+  const out: string[] = new Array(count);
   for (let i = 0; i < count; i++) {
+    if (typeof format === 'object') {
+      out[i] = `[${format.rows.subarray(i * format.width, (i + 1) * format.width).join(',')}]`;
+      continue;
+    }
     const row = vectors.subarray(i * dimensions, (i + 1) * dimensions);
-    const value = format === 'base64' ? `"${float32ToBase64(row)}"` : float32ToJson(row);
-    parts[i] = `{"object":"embedding","index":${i},"embedding":${value}}`;
+    out[i] = format === 'base64' ? `"${float32ToBase64(row)}"` : float32ToJson(row);
   }
+  return out;
+}
+
+export function serializeEmbeddings(result: EmbedResult, format: 'float' | 'base64' | QuantizedEmbeddings): string {
+  const parts = vectorsJson(result, format).map((value, i) => `{"object":"embedding","index":${i},"embedding":${value}}`);
   return `{"object":"list","data":[${parts.join(',')}],"model":${JSON.stringify(result.model)},"usage":{"prompt_tokens":${result.promptTokens},"total_tokens":${result.promptTokens}}}`;
 }
 
@@ -93,8 +107,10 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
       return { result, payload: serializeSparseEmbeddings(result) };
     }
     if (body.top_k !== undefined) throw invalid('top_k', 'top_k applies to sparse vectors only: send "encoding_format": "sparse".');
-    const result = await embed(core, { model, input: body.input, dimensions: body.dimensions, inputType: body.input_type }, signal);
-    return { result, payload: serializeEmbeddings(result, format) };
+    const request = { model, input: body.input, dimensions: body.dimensions, inputType: body.input_type };
+    const result = await embed(core, request, signal);
+    if (format === 'float' || format === 'base64') return { result, payload: serializeEmbeddings(result, format) };
+    return { result, payload: serializeEmbeddings(result, await quantizeEmbeddings(core, request, result, format)) };
   };
 
   app.post('/v1/embeddings', { schema: { ...schema, summary: 'Create embeddings' } }, async (request, reply) => {

@@ -43,28 +43,33 @@ function fromFastifyError(error: FastifyError): ApiError {
   return new ApiError('internal', undefined, { cause: error });
 }
 
-/** Renders an error as a response body: the catalogue's shape, or a compatibility route's own. */
+/** Renders an error as a response body: the catalogue's shape, or a compatibility route's own (undefined: no body). */
 export type ErrorRenderer = (error: ApiError) => unknown;
+/** The status an error answers with: the catalogue's, or, on a route group whose API says otherwise, that API's. */
+export type ErrorStatus = (error: ApiError) => number;
 
 const catalogueShape: ErrorRenderer = (error) => error.toBody();
+const catalogueStatus: ErrorStatus = (error) => error.status;
 
-export function sendError(reply: FastifyReply, error: ApiError, render: ErrorRenderer = catalogueShape): FastifyReply {
+export function sendError(reply: FastifyReply, error: ApiError, render: ErrorRenderer = catalogueShape, statusOf: ErrorStatus = catalogueStatus): FastifyReply {
   for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
   // The OpenAI SDK's header (others read it too): without it every 5xx is retried, twice by default.
   if (error.permanent && error.status >= 500) reply.header('x-should-retry', 'false');
   if (error.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
-  return reply.code(error.status).type('application/json').send(render(error));
+  const body = render(error);
+  reply.code(statusOf(error));
+  return body === undefined ? reply.send() : reply.type('application/json').send(body);
 }
 
-/** The error handler of the app; a route group that speaks another API's error shape sets its own with that renderer. */
-export function errorHandler(render: ErrorRenderer = catalogueShape) {
+/** The error handler of the app; a route group that speaks another API's errors sets its own renderer (and statuses). */
+export function errorHandler(render: ErrorRenderer = catalogueShape, statusOf: ErrorStatus = catalogueStatus) {
   return (raw: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) => {
     const error = raw instanceof ApiError ? raw : fromFastifyError(raw);
     if (error.code === 'internal') request.log.error({ err: raw.cause ?? raw }, 'internal error');
     else if (error.code === 'client_closed') request.log.info('client closed the request');
     // What the answer leaves out on purpose (where a refused address resolves to, say).
     else if (error.cause instanceof Error) request.log.info({ detail: error.cause.message }, error.message);
-    return sendError(reply, error, render);
+    return sendError(reply, error, render, statusOf);
   };
 }
 

@@ -1,15 +1,17 @@
 /**
  * POST /v1/moderations in OpenAI's shape, answered by a served moderation classifier
  * (core/moderation.ts); without one, a 501 as for the other operations this server does not offer.
- * `categories` and `category_scores` hold the categories the model's labels map to (and labels with
- * no OpenAI category under their own names), not all of OpenAI's: what the model does not judge is
- * not reported as judged safe.
+ * `categories`, `category_scores` and `category_applied_input_types` hold all of OpenAI's categories,
+ * as its specification requires (and labels with no OpenAI category under their own names). A
+ * category the model does not judge is false with score 0, and applies to no input type (`[]`), so
+ * that a client can tell it from one judged safe.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { randomUUID } from 'node:crypto';
-import { Type } from 'typebox';
+import { Type, type TSchema } from 'typebox';
 import { moderate, moderationModel } from '../core/moderation.js';
 import { ApiError, invalid } from '../errors.js';
+import { moderationCategories } from '../models/catalogue.js';
 import type { HttpServices } from './services.js';
 import { ErrorResponse, errorResponses, responseHeaders, withHeaders } from './schemas.js';
 import { operationPhases, reportTimings } from './timing.js';
@@ -34,15 +36,22 @@ const ModerationsBody = Type.Object(
   { additionalProperties: true },
 );
 
+/** Every one of OpenAI's categories, and the model's labels that map to none under their own names. */
+const EveryCategory = (value: TSchema, description: string) =>
+  Type.Object(Object.fromEntries(moderationCategories.map((category) => [category, value])), { additionalProperties: value, description });
+
 const ModerationsResponse = Type.Object({
   id: Type.String(),
   model: Type.String(),
   results: Type.Array(
     Type.Object({
       flagged: Type.Boolean({ description: 'Any category at or above the model\'s threshold (default 0.5)' }),
-      categories: Type.Record(Type.String(), Type.Boolean()),
-      category_scores: Type.Record(Type.String(), Type.Number()),
-      category_applied_input_types: Type.Record(Type.String(), Type.Array(Type.String())),
+      categories: EveryCategory(Type.Boolean(), 'Scored at or above the threshold; false for a category the model does not judge.'),
+      category_scores: EveryCategory(Type.Number(), 'The model\'s score; 0 for a category it does not judge.'),
+      category_applied_input_types: EveryCategory(
+        Type.Array(Type.Literal('text')),
+        '["text"] for a category the model judges, [] for one it does not.',
+      ),
     }),
   ),
 });
@@ -86,7 +95,7 @@ export const moderationsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async 
           flagged: verdict.flagged,
           categories: verdict.categories,
           category_scores: verdict.categoryScores,
-          category_applied_input_types: Object.fromEntries(Object.keys(verdict.categories).map((key) => [key, ['text']])),
+          category_applied_input_types: Object.fromEntries(Object.keys(verdict.categories).map((key) => [key, verdict.judged.includes(key) ? ['text'] : []])),
         })),
       };
     },

@@ -148,7 +148,8 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
     prompts: promptsOf(stConfig),
     defaultPromptName: typeof stConfig?.default_prompt_name === 'string' ? stConfig.default_prompt_name : undefined,
     rerankScoring: task === 'rerank' ? scoringOf(width, id2label, label) : { kind: 'sigmoid' },
-    activation: activationOf(config, width),
+    // A cross-encoder's scores are its rerank scores: the sigmoid of its one logit, or the softmax of two.
+    activation: task === 'rerank' ? (width === 1 ? 'sigmoid' : 'softmax') : activationOf(config, width),
     declared: { pooling: pooling !== undefined, normalize: modules.length > 0, prompts: Object.keys(promptsOf(stConfig)).length > 0 },
     id2label,
     vocabSize: Number(config.vocab_size ?? 0),

@@ -85,7 +85,7 @@ export interface ServedModel extends ModelLoadSpec {
   rerankScoring: RerankScoring;
   /** Set for ColBERT models: they rerank by MaxSim over token vectors. */
   lateInteraction?: LateInteraction;
-  /** A classifier's labels in logit order, and how its logits become scores. */
+  /** A classifier's (or a cross-encoder's) labels in logit order, and how its logits become scores. */
   labels: string[];
   activation: ClassifyActivation;
   /** A moderation classifier's table (its manifest's): how its labels answer /v1/moderations. */
@@ -189,7 +189,8 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
     prompts: facts.declared.prompts ? facts.prompts : (manifest?.prompts ?? {}),
     defaultPromptName: facts.defaultPromptName,
     rerankScoring: facts.rerankScoring,
-    labels: facts.task === 'classify' ? Array.from({ length: facts.width }, (_, i) => facts.id2label[String(i)] ?? `LABEL_${i}`) : [],
+    // A cross-encoder's labels too: TEI's /predict answers it as a classifier of its one (or two) labels.
+    labels: facts.task !== 'embedding' ? Array.from({ length: facts.width }, (_, i) => facts.id2label[String(i)] ?? `LABEL_${i}`) : [],
     activation: facts.activation,
     moderation: facts.task === 'classify' ? manifest?.moderation : undefined,
     vocabSize: facts.vocabSize,

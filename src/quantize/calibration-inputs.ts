@@ -9,13 +9,12 @@
  * positions would otherwise count as calibration rows, and few runs (each returns K x K matrices).
  */
 import { readFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
+import { loadCalibrationTexts } from '../models/calibration-text.js';
 import { TextTokenizer } from '../text/tokenizer.js';
 
-/** The shipped calibration text: varied everyday and technical English, written for this project. */
-export const DEFAULT_CALIBRATION_FILE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'models', 'calibration', 'english.txt');
+export { DEFAULT_CALIBRATION_FILE, loadCalibrationTexts, readCalibrationTexts } from '../models/calibration-text.js';
 
 /** Lines of at most this many words are a cross-encoder's queries; longer ones its passages. */
 const QUERY_WORDS = 16;
@@ -37,14 +36,6 @@ export interface CalibrationSet {
 }
 
 export type Sequence = { ids: Int32Array; typeIds?: Uint8Array };
-
-/** The texts of a calibration file: its non-blank lines. */
-export function readCalibrationTexts(content: string): string[] {
-  return content
-    .split(/\r?\n/)
-    .map((line) => line.trim())
-    .filter((line) => line.length > 0);
-}
 
 /**
  * The calibration inputs for a model: texts alone (`embedding`) or (query, passage) pairs
@@ -150,13 +141,6 @@ function concat(parts: Int32Array[]): Int32Array {
 }
 
 /** Reads a calibration file; `undefined` for the shipped one. */
-export async function loadCalibrationTexts(file?: string): Promise<{ source: string; texts: string[] }> {
-  const path = file ?? DEFAULT_CALIBRATION_FILE;
-  const texts = readCalibrationTexts(await readFile(path, 'utf8'));
-  if (texts.length === 0) throw new Error(`${path} holds no text (one calibration text per line)`);
-  return { source: path, texts };
-}
-
 /**
  * The calibration set for the model whose tokenizer files are in `dir` and whose graph declares
  * `graphInputs` / `graphOutputs`: from `file`, or the shipped text.

@@ -12,13 +12,14 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Server } from '../../src/main.js';
-import { Catalogue } from '../../src/models/catalogue.js';
+import { Catalogue, moderationCategories } from '../../src/models/catalogue.js';
 import { pullModel, pullTarget } from '../../src/models/download.js';
 import { Hub } from '../../src/models/hub.js';
 import { commitSha } from '../fixtures/hub-repos.js';
 import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
 import { missing } from '../helpers/resources.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
+import { expectConforms, specDocument } from '../helpers/specs.js';
 
 interface ClassifyItem {
   text: string;
@@ -140,6 +141,7 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
       const res = await post('/predict', { inputs: item.text });
       expect(res.statusCode, res.body).toBe(200);
       expectPredictions(res.json(), sorted(item, item.scores), item.text);
+      expectConforms('tei', 'PredictResponse', res.json());
     });
 
     it('answers a batch with a list per input, and raw_scores with the logits', async () => {
@@ -167,6 +169,12 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
       expectPredictions(one, sorted(pairs[0]!, pairs[0]!.scores), 'one pair');
       const many = (await post('/predict', { inputs: pairs.map((p) => [p.text, p.text_pair]) })).json();
       pairs.forEach((pair, i) => expectPredictions(many[i], sorted(pair, pair.scores), pair.text));
+      // TEI's batch form: a text as a list of one string, beside pairs.
+      const text = gold().classify[0]!;
+      const mixed = await post('/predict', { inputs: [[text.text], [pairs[0]!.text, pairs[0]!.text_pair]] });
+      expect(mixed.statusCode, mixed.body).toBe(200);
+      expectPredictions(mixed.json()[0], sorted(text, text.scores), text.text);
+      expectPredictions(mixed.json()[1], sorted(pairs[0]!, pairs[0]!.scores), 'pair in a batch');
       // The same pair's texts alone score otherwise: the pair is not read as two inputs.
       expect(one.map((p: { score: number }) => p.score)).not.toEqual(sorted(pairs[0]!, gold().classify[0]!.scores).map((p) => p.score));
     });
@@ -199,15 +207,37 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
           severe_toxic: score(item, 'severe_toxic'),
           obscene: score(item, 'obscene'),
         };
-        expect(Object.keys(scores).sort(), item.text).toEqual(Object.keys(expected).sort());
+        // All 13 of OpenAI's categories, as its clients' types promise, then the labels without one.
+        expect(Object.keys(scores).sort(), item.text).toEqual([...moderationCategories, 'toxic', 'severe_toxic', 'obscene'].sort());
         for (const [key, value] of Object.entries(expected)) expect(Math.abs(scores[key]! - value), `${item.text}: ${key}`).toBeLessThanOrEqual(tolerance);
         const categories = result.categories as unknown as Record<string, boolean>;
         for (const [key, value] of Object.entries(expected)) expect(categories[key], `${item.text}: ${key}`).toBe(value >= threshold);
         expect(result.flagged).toBe(Object.values(expected).some((value) => value >= threshold));
-        expect(result.category_applied_input_types).toMatchObject({ harassment: ['text'] });
+        const applied = result.category_applied_input_types as unknown as Record<string, string[]>;
+        for (const category of moderationCategories) {
+          const judged = Object.hasOwn(expected, category);
+          expect(applied[category], category).toEqual(judged ? ['text'] : []);
+          // What toxic-bert does not judge is false with score 0.
+          if (!judged) expect([categories[category], scores[category]], category).toEqual([false, 0]);
+        }
+        expect(result.categories.hate).toBe(categories.hate);
+        expect(typeof result.categories['self-harm']).toBe('boolean');
       });
       // Some texts are flagged and some not, so both verdicts are checked.
       expect(new Set(response.results.map((r) => r.flagged))).toEqual(new Set([true, false]));
+    });
+
+    it("answers OpenAI's CreateModerationResponse (openapi.yaml 2.3.0), for its own example input and the other input shapes", async () => {
+      const input = specDocument('openai').components.schemas.CreateModerationRequest!.properties as { input: { oneOf: Array<{ example?: string }> } };
+      const example = input.input.oneOf[0]!.example!;
+      for (const body of [{ input: example }, { input: [example, 'have a nice day'], model: 'omni-moderation-latest' }, { input: [{ type: 'text', text: example }] }]) {
+        const res = await post('/v1/moderations', body);
+        expect(res.statusCode, res.body).toBe(200);
+        expectConforms('openai', 'CreateModerationResponse', res.json(), JSON.stringify(body));
+      }
+      const refused = await post('/v1/moderations', { input: [{ type: 'image_url', image_url: { url: 'https://example.com/image.jpg' } }] });
+      expect(refused.statusCode).toBe(400);
+      expectConforms('openai', 'ErrorResponse', refused.json());
     });
 
     it('takes a single string, and text content parts as one input', async () => {
@@ -234,7 +264,7 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
     ['/v1/classify', { input: 'a', model: 'nope/nope' }, 'model_not_found'],
     ['/v1/classify', { input: 'word '.repeat(600), truncate: false }, 'input_too_long'],
     ['/predict', { inputs: [] }, 'invalid_request'],
-    ['/predict', { inputs: [['a']] }, 'invalid_request'],
+    ['/predict', { inputs: [['a', 'b', 'c']] }, 'invalid_request'],
     ['/predict', { inputs: ['a', ''] }, 'invalid_request'],
     ['/predict', { inputs: 7 }, 'invalid_request'],
     ['/v1/moderations', { input: [] }, 'invalid_request'],

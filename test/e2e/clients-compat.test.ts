@@ -54,6 +54,38 @@ describe('cohere-ai', () => {
     expect(response.results.map((r) => r.index)).toEqual(v1.results.map((r) => r.index));
   });
 
+  it('v2 client: embed in every embedding type, each agreeing with the float answer of the same texts', async () => {
+    const cohere = new CohereClientV2({ token: testKey, baseUrl: base });
+    const texts = ['hello world', 'the quick brown fox', 'paris'];
+    const response = await cohere.embed({
+      model: 'tiny-embedder',
+      texts,
+      inputType: 'search_query',
+      embeddingTypes: ['float', 'int8', 'uint8', 'binary', 'ubinary', 'base64'],
+      outputDimension: 12,
+    });
+    expect(response.responseType).toBe('embeddings_by_type');
+    expect(response.texts).toEqual(texts);
+    expect(response.meta?.billedUnits?.inputTokens).toBeGreaterThan(0);
+    const { float, int8, uint8, binary, ubinary, base64 } = response.embeddings;
+    expect(float).toHaveLength(3);
+    float!.forEach((vector, row) => {
+      expect(vector).toHaveLength(12);
+      // Every bit of ubinary is the sign of the float component (big-endian within a byte; 12 dimensions: 2 bytes).
+      expect(ubinary![row]).toHaveLength(2);
+      vector.forEach((x, d) => expect((ubinary![row]![d >> 3]! >> (7 - (d & 7))) & 1, `row ${row} dimension ${d}`).toBe(x > 0 ? 1 : 0));
+      expect(binary![row]).toEqual(ubinary![row]!.map((byte) => byte - 128));
+      // int8 and uint8 are the same levels, 128 apart (int8 truncates toward zero, so below the middle it can be one higher).
+      vector.forEach((_, d) => expect(int8![row]![d]! - (uint8![row]![d]! - 128)).toBeGreaterThanOrEqual(0));
+      vector.forEach((_, d) => expect(int8![row]![d]! - (uint8![row]![d]! - 128)).toBeLessThanOrEqual(1));
+      const bytes = Buffer.from(base64![row]!, 'base64');
+      expectClose(Array.from(new Float32Array(Uint8Array.from(bytes).buffer)), vector);
+    });
+    // The float answer is /v1's with the same cut.
+    const v1 = await fetch(`${base}/v1/embeddings`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny-embedder', input: texts[2], dimensions: 12, input_type: 'query' }) });
+    expectClose(float![2]!, ((await v1.json()) as { data: { embedding: number[] }[] }).data[0]!.embedding);
+  });
+
   it('v2 client: an unknown model is a 404 the client reports', async () => {
     const cohere = new CohereClientV2({ token: testKey, baseUrl: base, maxRetries: 0 });
     const error = await cohere.rerank({ model: 'rerank-v3.5', query: 'cat', documents }).catch((e: unknown) => e);
@@ -83,12 +115,24 @@ describe('@huggingface/inference (TEI)', () => {
     expectClose(vectors[0]!, await v1Embedding('hello world'));
   });
 
-  it("shows the server's message on bad input", async () => {
+  it("shows the server's message on bad input, with TEI's status", async () => {
     const client = new InferenceClient(testKey).endpoint(`${base}/embed`);
     const error = await client.featureExtraction({ inputs: [] as string[] }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InferenceClientProviderApiError);
-    expect((error as Error).message).toMatch(/must not be an empty array/);
+    expect((error as Error).message).toMatch(/cannot be empty/);
     expect((error as InferenceClientProviderApiError).httpResponse.status).toBe(400);
+    const long = await client.featureExtraction({ inputs: 'word '.repeat(200), truncate: false }).catch((e: unknown) => e);
+    expect((long as InferenceClientProviderApiError).httpResponse.status).toBe(422);
+    expect((long as Error).message).toMatch(/tokens/);
+  });
+
+  it('sentenceSimilarity at /similarity: the cosines of the /v1 vectors', async () => {
+    const client = new InferenceClient(testKey).endpoint(`${base}/similarity`);
+    const scores = await client.sentenceSimilarity({ inputs: { source_sentence: 'hello world', sentences: ['hello world', 'paris'] } });
+    const [a, b] = [await v1Embedding('hello world'), await v1Embedding('paris')];
+    expect(scores).toHaveLength(2);
+    expect(scores[0]).toBeCloseTo(1, 5);
+    expect(scores[1]).toBeCloseTo(a.reduce((sum, x, i) => sum + x * b[i]!, 0), 5);
   });
 });
 

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Server } from '../../src/main.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
 import { missing } from '../helpers/resources.js';
+import { expectConforms } from '../helpers/specs.js';
 
 const SPLADE = 'prithivida/Splade_PP_en_v1';
 const COLBERT = 'answerdotai/answerai-colbert-small-v1';
@@ -74,6 +75,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
     it('matches the golden weights through TEI\'s /embed_sparse, all inputs in one request, nonzeros only, by index', async () => {
       const res = await post('/embed_sparse', { inputs: golden.sparse.map((item) => item.text) });
       expect(res.statusCode, res.body).toBe(200);
+      expectConforms('tei', 'EmbedSparseResponse', res.json());
       const body = res.json() as Array<Array<{ index: number; value: number }>>;
       golden.sparse.forEach((item, i) => {
         const row = body[i]!;
@@ -151,6 +153,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       expect(topKOfFloat.json().error.param).toBe('top_k');
       const empty = await post('/embed_sparse', { inputs: [''] });
       expect(empty.statusCode).toBe(400);
+      expect(empty.json()).toMatchObject({ error_type: 'Empty' });
       const ids = await post('/v1/embeddings', { model: SPLADE, input: [[101, 99999999]], encoding_format: 'sparse' });
       expect(ids.statusCode).toBe(400);
       // The worker is alive after all that.
@@ -175,6 +178,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
     it('matches the golden token vectors through TEI\'s /embed_all (prompt_name query / document)', async () => {
       const queries = await post('/embed_all', { inputs: golden.queries.map((q) => q.text), prompt_name: 'query' });
       expect(queries.statusCode, queries.body).toBe(200);
+      expectConforms('tei', 'EmbedAllResponse', queries.json());
       golden.queries.forEach((query, i) => expect(matrixDifference(queries.json()[i], query.vectors), query.text).toBeLessThanOrEqual(golden.tolerance));
       const documents = await post('/embed_all', { inputs: golden.documents.map((d) => d.text) });
       expect(documents.statusCode, documents.body).toBe(200);
@@ -209,12 +213,13 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       const dense = await post('/v1/embeddings', { model: COLBERT, input: 'hello' });
       expect(dense.statusCode).toBe(400);
       expect(dense.json().error.message).toMatch(/gives tokens/);
+      // TEI's statuses on TEI's routes: bad input is 422 Validation.
       const ids = await post('/embed_all', { inputs: [[101, 102]] });
-      expect(ids.statusCode).toBe(400);
+      expect(ids.statusCode).toBe(422);
       const long = golden.documents.find((d) => d.input_ids.length === 300)!.text;
       const untruncated = await post('/embed_all', { inputs: long, truncate: false });
-      expect(untruncated.statusCode).toBe(400);
-      expect(untruncated.json()).toMatchObject({ code: 'input_too_long' });
+      expect(untruncated.statusCode).toBe(422);
+      expect(untruncated.json()).toMatchObject({ code: 'input_too_long', error_type: 'Validation' });
       const query = await post('/embed_all', { inputs: 'a short query', prompt_name: 'query', truncate: false });
       expect(query.statusCode).toBe(200);
       expect(query.json()[0]).toHaveLength(32);

@@ -13,23 +13,22 @@ import { auth } from '../helpers/server.js';
 
 const { app, post, get } = useFakeApp();
 
-describe('TEI errors', () => {
+describe('TEI errors: TEI\'s statuses and error types', () => {
+  const many = (n: number) => Array.from({ length: n }, () => 'a');
   it.each([
-    ['/embed', { inputs: [] }],
     ['/embed', { inputs: 5 }],
-    ['/embed', { inputs: [''] }],
     ['/embed', { inputs: ['a', 1] }],
     ['/embed', {}],
     ['/embed', { inputs: 'a', dimensions: 33 }],
     ['/embed', { inputs: 'a', normalize: 'yes' }],
     ['/embed', { inputs: 'a', truncation_direction: 'up' }],
     ['/embed', { inputs: [[7, 10_000_000]] }],
-    ['/embed', { inputs: Array.from({ length: 2049 }, () => 'a') }],
-    ['/rerank', { query: 'q', texts: [] }],
     ['/rerank', { query: '', texts: ['a'] }],
     ['/rerank', { query: 'q', texts: [1] }],
     ['/rerank', { texts: ['a'] }],
-    ['/tokenize', { inputs: [] }],
+    ['/predict', { inputs: [['a', 'b', 'c']] }],
+    ['/similarity', { inputs: { source_sentence: 'a' } }],
+    ['/similarity', { inputs: { source_sentence: 'a', sentences: ['b'] }, parameters: { prompt_name: 'nope' } }],
     ['/tokenize', { inputs: 'a', prompt_name: 'nope' }],
     // Names every object has (`in` finds them): the first would put a function's source before the input.
     ['/tokenize', { inputs: 'a', prompt_name: 'constructor' }],
@@ -38,35 +37,91 @@ describe('TEI errors', () => {
     ['/decode', { ids: [-1] }],
     ['/decode', { ids: [100_000] }],
     ['/decode', { ids: 'a' }],
-  ])('answers %s %j with 400 in TEI\'s error shape', async (url, body) => {
+  ])('answers %s %j with 422 Validation, as TEI', async (url, body) => {
     const res = await post(url, body);
-    expect(res.statusCode).toBe(400);
+    expect(res.statusCode, res.body).toBe(422);
     const error = res.json();
     expect(typeof error.error).toBe('string');
     expect(error.error_type).toBe('Validation');
     expect(error.code).toBe('invalid_request');
   });
 
-  it('answers a missing key with 401 and a body TEI clients can read', async () => {
-    const res = await post('/embed', { inputs: 'a' }, {});
-    expect(res.statusCode).toBe(401);
-    expect(res.headers['www-authenticate']).toBe('Bearer');
-    expect(res.json()).toMatchObject({ error_type: 'Unauthorized', code: 'unauthorized' });
+  it.each([
+    ['/embed', { inputs: [] }],
+    ['/embed', { inputs: [''] }],
+    ['/embed', { inputs: '' }],
+    ['/embed', { inputs: [[]] }],
+    ['/embed_all', { inputs: [] }],
+    ['/rerank', { query: 'q', texts: [] }],
+    ['/predict', { inputs: [] }],
+    ['/predict', { inputs: [['a'], ['']] }],
+    ['/similarity', { inputs: { source_sentence: 'a', sentences: [] } }],
+    ['/tokenize', { inputs: [] }],
+  ])('answers %s %j, an empty batch or text, with 400 Empty, as TEI', async (url, body) => {
+    const res = await post(url, body);
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toMatchObject({ error_type: 'Empty', code: 'invalid_request', error: expect.stringMatching(/cannot be empty/) });
+  });
+
+  it.each([
+    ['/embed', { inputs: many(2049) }],
+    ['/rerank', { query: 'q', texts: many(2049) }],
+    ['/predict', { inputs: many(2049) }],
+    ['/similarity', { inputs: { source_sentence: 'a', sentences: many(2048) } }],
+  ])('answers %s over the batch limit with 413 Validation, as TEI', async (url, body) => {
+    const res = await post(url, body);
+    expect(res.statusCode, res.body).toBe(413);
+    expect(res.json()).toMatchObject({ error_type: 'Validation', error: expect.stringMatching(/^batch size \d+ > maximum allowed batch size 2048$/) });
+  });
+
+  it('answers a missing or wrong key with a bare 401, as TEI', async () => {
+    for (const headers of [{}, { authorization: 'Bearer wrong' }] as Record<string, string>[]) {
+      const res = await post('/embed', { inputs: 'a' }, headers);
+      expect(res.statusCode).toBe(401);
+      expect(res.headers['www-authenticate']).toBe('Bearer');
+      expect(res.body).toBe('');
+    }
     expect((await get('/info', {})).statusCode).toBe(401);
   });
 
-  it('answers bad JSON and TEI operations it does not offer', async () => {
+  it('answers a body that is not JSON with 400, as TEI\'s HTTP layer', async () => {
     const bad = await app().inject({ method: 'POST', url: '/embed', payload: '{"inputs":', headers: { ...auth, 'content-type': 'application/json' } });
     expect(bad.statusCode).toBe(400);
     expect(bad.json()).toMatchObject({ code: 'invalid_json', error_type: 'Validation' });
-    const similarity = await post('/similarity', { inputs: { source_sentence: 'a', sentences: ['b'] } });
-    expect(similarity.statusCode).toBe(501);
-    expect(similarity.json().error).toMatch(/not supported/);
-    // /predict is offered, but no classifier is served here.
-    const predict = await post('/predict', { inputs: 'a' });
-    expect(predict.statusCode).toBe(404);
-    expect(predict.json()).toMatchObject({ code: 'model_not_found', error_type: 'Validation' });
-    expect(predict.json().error).toMatch(/No classify model answers the TEI routes/);
+  });
+});
+
+describe('a TEI embedder server', () => {
+  const embedderOnly = useFakeApp({ teiModels: ['tiny-embedder'] });
+
+  it('answers the routes its model can not serve with 424 Backend, as TEI', async () => {
+    for (const [url, body] of [
+      ['/predict', { inputs: 'a' }],
+      ['/rerank', { query: 'q', texts: ['a'] }],
+      ['/embed_sparse', { inputs: 'a' }],
+    ] as const) {
+      const res = await embedderOnly.post(url, body);
+      expect(res.statusCode, url).toBe(424);
+      expect(res.json(), url).toMatchObject({ error_type: 'Backend', code: 'model_not_found', error: expect.stringMatching(/TEI_MODELS/) });
+    }
+  });
+
+  it('answers /similarity: the cosine of the source sentence with each sentence, from the /embed vectors', async () => {
+    const sentences = ['hello world', 'paris', 'the quick brown fox'];
+    const res = await embedderOnly.post('/similarity', { inputs: { source_sentence: 'hello world', sentences } });
+    expect(res.statusCode, res.body).toBe(200);
+    const scores: number[] = res.json();
+    const [source, ...others]: number[][] = (await embedderOnly.post('/embed', { inputs: ['hello world', ...sentences] })).json();
+    const dot = (a: number[], b: number[]) => a.reduce((sum, x, i) => sum + x * b[i]!, 0);
+    expect(scores).toHaveLength(3);
+    scores.forEach((score, i) => expect(score).toBeCloseTo(dot(source!, others[i]!), 5));
+    expect(scores[0]).toBeCloseTo(1, 5);
+    expect(new Set(scores.map((s) => s.toFixed(4))).size).toBe(3);
+  });
+
+  it('describes its model in /info with the served model name', async () => {
+    const info = (await embedderOnly.get('/info')).json();
+    expect(info).toMatchObject({ model_id: 'tiny-embedder', served_model_name: 'tiny-embedder', model_type: { embedding: { pooling: 'mean' } } });
   });
 });
 
@@ -106,8 +161,41 @@ describe('a TEI reranker server', () => {
     const info = (await rerankOnly.get('/info')).json();
     expect(info).toMatchObject({ model_id: 'tiny-reranker', model_type: { reranker: { id2label: { 0: expect.any(String) } } } });
     const embed = await rerankOnly.post('/embed', { inputs: 'a' });
-    expect(embed.statusCode).toBe(404);
-    expect(embed.json()).toMatchObject({ code: 'model_not_found', error: expect.stringMatching(/TEI_MODELS/) });
+    expect(embed.statusCode).toBe(424);
+    expect(embed.json()).toMatchObject({ code: 'model_not_found', error_type: 'Backend', error: expect.stringMatching(/TEI_MODELS/) });
+  });
+
+  it('answers /predict with the cross-encoder as TEI does: its label and the score /rerank gives, for texts, pairs and batches', async () => {
+    const label = (await rerankOnly.get('/info')).json().model_type.reranker.id2label[0];
+    const ranks: Array<{ index: number; score: number }> = (await rerankOnly.post('/rerank', { query: 'cat', texts: ['a cat', 'a dog'] })).json();
+    const byIndex = (i: number) => ranks.find((r) => r.index === i)!.score;
+    const pair = await rerankOnly.post('/predict', { inputs: ['cat', 'a cat'] });
+    expect(pair.statusCode, pair.body).toBe(200);
+    expect(pair.json()).toEqual([{ label, score: expect.closeTo(byIndex(0), 6) }]);
+    // TEI's batch form: items of one string (a text) or two (a pair).
+    const batch = await rerankOnly.post('/predict', { inputs: [['cat', 'a dog'], ['a cat'], ['cat', 'a cat']] });
+    expect(batch.statusCode, batch.body).toBe(200);
+    const [dog, text, cat] = batch.json() as Array<Array<{ label: string; score: number }>>;
+    expect(dog![0]!.score).toBeCloseTo(byIndex(1), 6);
+    expect(cat![0]!.score).toBeCloseTo(byIndex(0), 6);
+    expect(text).toEqual([{ label, score: expect.any(Number) }]);
+    // A list of one string is one text, answered as a single input.
+    const one = (await rerankOnly.post('/predict', { inputs: ['a cat'] })).json();
+    expect(one).toEqual(text);
+  });
+});
+
+describe('quantized embeddings under a small input limit', () => {
+  const small = useFakeApp({ maxInputs: 16 });
+
+  it('calibrates int8 on the 65 calibration texts in requests within the limit', async () => {
+    for (const [url, body] of [
+      ['/v1/embeddings', { input: ['a', 'b'], encoding_format: 'int8' }],
+      ['/v2/embed', { model: 'tiny-embedder', texts: ['a', 'b'], embedding_types: ['uint8'] }],
+    ] as const) {
+      const res = await small.post(url, body);
+      expect(res.statusCode, res.body).toBe(200);
+    }
   });
 });
 

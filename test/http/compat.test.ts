@@ -3,8 +3,11 @@
  * shape what /v1 answers for the same input. What they refuse, and how, is in
  * compat-validation.test.ts, over a fake core.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from '../../src/main.js';
+import { DEFAULT_CALIBRATION_FILE, readCalibrationTexts } from '../../src/models/calibration-text.js';
+import { calibrationRanges, quantize } from '../../src/vectors/index.js';
 import { auth, startServer } from '../helpers/server.js';
 
 let server: Server;
@@ -74,8 +77,104 @@ describe('TEI POST /embed', () => {
     expect(right).not.toEqual(left);
 
     const refused = await post('/embed', { inputs: text, truncate: false });
-    expect(refused.statusCode).toBe(400);
+    expect(refused.statusCode).toBe(422);
     expect(refused.json()).toMatchObject({ error_type: 'Validation', code: 'input_too_long' });
+  });
+});
+
+/** Whether bit `d` of a row packed big-endian, 8 dimensions to a byte, is set. */
+const bit = (bytes: number[], d: number) => ((bytes[d >> 3]! & 0xff) >> (7 - (d & 7))) & 1;
+
+describe('quantized embeddings: encoding_format int8, uint8, binary, ubinary on /v1/embeddings', () => {
+  const texts = ['hello world', 'the quick brown fox', 'paris'];
+  const vectorsOf = async (format: string, dimensions?: number) => {
+    const res = await post('/v1/embeddings', { model: 'tiny-embedder', input: texts, encoding_format: format, dimensions });
+    expect(res.statusCode, res.body).toBe(200);
+    return (res.json().data as { embedding: number[] }[]).map((d) => d.embedding);
+  };
+
+  it('answers ubinary with a bit per dimension that is the sign of the float component, binary as the byte minus 128', async () => {
+    for (const dimensions of [undefined, 12]) {
+      const floats = await vectorsOf('float', dimensions);
+      const ubinary = await vectorsOf('ubinary', dimensions);
+      const binary = await vectorsOf('binary', dimensions);
+      floats.forEach((float, row) => {
+        expect(ubinary[row]).toHaveLength(Math.ceil(float.length / 8));
+        float.forEach((x, d) => expect(bit(ubinary[row]!, d), `row ${row} dimension ${d}`).toBe(x > 0 ? 1 : 0));
+        // The padding bits of a width that is no multiple of 8 are 0.
+        for (let d = float.length; d < ubinary[row]!.length * 8; d++) expect(bit(ubinary[row]!, d)).toBe(0);
+        expect(binary[row]).toEqual(ubinary[row]!.map((byte) => byte - 128));
+      });
+    }
+  });
+
+  it('answers int8 and uint8 over the ranges of the shipped calibration text, embedded as the request is (after the dimensions cut)', async () => {
+    const calibration = readCalibrationTexts(readFileSync(DEFAULT_CALIBRATION_FILE, 'utf8'));
+    for (const dimensions of [undefined, 8]) {
+      const res = await post('/v1/embeddings', { model: 'tiny-embedder', input: calibration, dimensions });
+      const rows = Float32Array.from((res.json().data as { embedding: number[] }[]).flatMap((d) => d.embedding));
+      const width = rows.length / calibration.length;
+      const ranges = calibrationRanges(rows, width);
+      const floats = Float32Array.from((await vectorsOf('float', dimensions)).flat());
+      for (const precision of ['int8', 'uint8'] as const) {
+        const answered = (await vectorsOf(precision, dimensions)).flat();
+        expect(answered, `${precision} ${dimensions}`).toEqual(Array.from(quantize(floats, width, precision, ranges)));
+        expect(Math.min(...answered)).toBeGreaterThanOrEqual(precision === 'int8' ? -128 : 0);
+        expect(Math.max(...answered)).toBeLessThanOrEqual(precision === 'int8' ? 127 : 255);
+      }
+    }
+  });
+});
+
+describe('Cohere POST /v2/embed', () => {
+  it("answers every requested type in Cohere v2's shape, from the vectors of /v1", async () => {
+    const res = await post('/v2/embed', { model: 'tiny-embedder', texts: ['hello world', 'paris'], input_type: 'search_document', embedding_types: ['float', 'base64', 'ubinary'] });
+    expect(res.statusCode, res.body).toBe(200);
+    const body = res.json();
+    expect(Object.keys(body).sort()).toEqual(['embeddings', 'id', 'meta', 'response_type', 'texts']);
+    expect(body.response_type).toBe('embeddings_by_type');
+    expect(Object.keys(body.embeddings).sort()).toEqual(['base64', 'float', 'ubinary']);
+    expect(body.texts).toEqual(['hello world', 'paris']);
+    expect(body.meta).toEqual({ api_version: { version: '2' }, billed_units: { input_tokens: 4 + 3 } });
+    const reference = await v1Vectors(['hello world', 'paris']);
+    expectClose(body.embeddings.float[1], reference[1]!);
+    const decoded = new Float32Array(Uint8Array.from(Buffer.from(body.embeddings.base64[0], 'base64')).buffer);
+    expectClose(Array.from(decoded), reference[0]!);
+  });
+
+  it('takes inputs of text parts, output_dimension and truncate, and refuses images and NONE over the window', async () => {
+    const parts = await post('/v2/embed', { model: 'tiny-embedder', inputs: [{ content: [{ type: 'text', text: 'hello world' }] }], output_dimension: 8 });
+    expect(parts.statusCode, parts.body).toBe(200);
+    expect(parts.json().embeddings.float[0]).toHaveLength(8);
+    const long = 'word '.repeat(200);
+    expect((await post('/v2/embed', { model: 'tiny-embedder', texts: [long], truncate: 'NONE' })).json().error.code).toBe('input_too_long');
+    expect((await post('/v2/embed', { model: 'tiny-embedder', texts: [long], truncate: 'START' })).statusCode).toBe(200);
+    for (const body of [
+      { model: 'tiny-embedder', images: ['data:image/png;base64,AAAA'], input_type: 'image' },
+      { model: 'tiny-embedder', inputs: [{ content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] },
+      { model: 'tiny-embedder', texts: ['a'], max_tokens: 8 },
+      { model: 'tiny-embedder', texts: ['a'], embedding_types: ['int4'] },
+      { model: 'tiny-embedder' },
+    ]) {
+      const res = await post('/v2/embed', body);
+      expect(res.statusCode, JSON.stringify(body)).toBe(400);
+      expect(res.json().error.code).toBe('invalid_request');
+    }
+    expect((await post('/v2/embed', { model: 'embed-v4.0', texts: ['a'] })).statusCode).toBe(404);
+  });
+});
+
+describe('TEI POST /similarity', () => {
+  it('answers the cosine of the source sentence with each sentence, with the prompt and truncation parameters', async () => {
+    const sentences = ['hello world', 'the quick brown fox', 'paris'];
+    const res = await post('/similarity', { inputs: { source_sentence: 'hello world', sentences }, parameters: { truncate: true, truncation_direction: 'Right' } });
+    expect(res.statusCode, res.body).toBe(200);
+    const scores: number[] = res.json();
+    const [source, ...others] = await v1Vectors(['hello world', ...sentences]);
+    const dot = (a: number[], b: number[]) => a.reduce((sum, x, i) => sum + x * b[i]!, 0);
+    expectClose(scores, others.map((v) => dot(source!, v)));
+    expect(scores[0]).toBeCloseTo(1, 5);
+    expect(res.headers['server-timing']).toMatch(/inference;dur=/);
   });
 });
 
@@ -97,6 +196,23 @@ describe('TEI POST /rerank', () => {
 
     const v1 = (await post('/v1/rerank', { query: 'cat', documents: texts })).json().results as { index: number; relevance_score: number }[];
     expect(v1.map((r) => r.index)).toEqual(ranks.map((r) => r.index));
+  });
+});
+
+describe('TEI POST /predict on a cross-encoder (no classifier served)', () => {
+  it("answers a pair with the reranker's label and its /rerank score, and TEI's batch form", async () => {
+    const texts = ['the cat sat on the mat', 'quantum field theory'];
+    const ranks: { index: number; score: number }[] = (await post('/rerank', { query: 'cat', texts })).json();
+    const score = (i: number) => ranks.find((r) => r.index === i)!.score;
+    // The tiny reranker's config.json names its one label LABEL_0.
+    const label = 'LABEL_0';
+    const one = await post('/predict', { inputs: ['cat', texts[0]] });
+    expect(one.statusCode, one.body).toBe(200);
+    expect(one.json()).toEqual([{ label, score: expect.closeTo(score(0), 6) }]);
+    const batch: { label: string; score: number }[][] = (await post('/predict', { inputs: [['cat', texts[1]], ['cat', texts[0]]] })).json();
+    expect(batch.map((p) => p[0]!.score)).toEqual([expect.closeTo(score(1), 6), expect.closeTo(score(0), 6)]);
+    const raw: { score: number }[] = (await post('/predict', { inputs: ['cat', texts[0]], raw_scores: true })).json();
+    expect(sigmoid(raw[0]!.score)).toBeCloseTo(score(0), 6);
   });
 });
 
@@ -138,6 +254,7 @@ describe('TEI GET /info', () => {
     expect(res.json()).toMatchObject({
       model_id: 'tiny-embedder',
       model_dtype: 'float32',
+      served_model_name: 'tiny-embedder',
       model_type: { embedding: { pooling: 'mean' } },
       max_input_length: 64,
       max_client_batch_size: 2048,

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { catalogueTable } from '../../src/cli/models-list.js';
-import { Catalogue } from '../../src/models/catalogue.js';
+import { Catalogue, moderationCategories } from '../../src/models/catalogue.js';
 
 describe('the shipped catalogue', () => {
   const catalogue = Catalogue.load();
@@ -22,6 +22,17 @@ describe('the shipped catalogue', () => {
     expect(moderation.map((m) => m.id).sort()).toEqual(['text-moderation', 'toxic-bert']);
     expect(catalogue.get('text-moderation')!.moderation!.categories).toMatchObject({ S: 'sexual', S3: 'sexual/minors', V2: 'violence/graphic', OK: null });
     for (const m of hub.filter((m) => (m.source as { revision?: string }).revision === undefined)) expect(m.verified, m.id).toBe('none');
+  });
+
+  it("documents in README, per moderation classifier, the OpenAI categories it does not judge", () => {
+    const readme = readFileSync('README.md', 'utf8');
+    for (const m of hub.filter((m) => m.moderation)) {
+      const row = readme.split('\n').find((line) => line.trimStart().startsWith(`| \`${m.id}\``));
+      expect(row, m.id).toBeDefined();
+      const mapped = new Set(Object.values(m.moderation!.categories));
+      const notJudged = moderationCategories.filter((category) => !mapped.has(category));
+      expect(row!.split('|').at(-2)!.split(',').map((c) => c.trim()).filter(Boolean).sort(), m.id).toEqual([...notJudged].sort());
+    }
   });
 
   it('refuses a moderation table naming a category OpenAI does not have, or on a model that is no classifier', () => {

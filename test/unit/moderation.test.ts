@@ -9,7 +9,7 @@ import { describe, expect, inject, it } from 'vitest';
 import type { CoreContext } from '../../src/core/context.js';
 import { moderate } from '../../src/core/moderation.js';
 import type { EngineInput } from '../../src/engine/scheduler.js';
-import type { ModerationTable } from '../../src/models/catalogue.js';
+import { moderationCategories, type ModerationTable } from '../../src/models/catalogue.js';
 import { Registry, type ServedModel } from '../../src/models/registry.js';
 import { TextTokenizer } from '../../src/text/tokenizer.js';
 
@@ -43,14 +43,27 @@ describe('moderation verdicts from a classifier', () => {
     const { results, model } = await moderate(ctx, { inputs: ['a text'] });
     expect(model).toBe('mod');
     const [verdict] = results;
-    expect(Object.keys(verdict!.categoryScores).sort()).toEqual(['harassment', 'hate', 'sexual', 'spam']);
+    // Every OpenAI category, in OpenAI's order, then the label without a category.
+    expect(Object.keys(verdict!.categoryScores)).toEqual([...moderationCategories, 'spam']);
+    expect(verdict!.judged.sort()).toEqual(['harassment', 'hate', 'sexual', 'spam']);
     expect(verdict!.categoryScores.sexual).toBeCloseTo(0.7, 6);
     // HR (0.3) and insult (0.65) both map to harassment: the higher speaks for it.
     expect(verdict!.categoryScores.harassment).toBeCloseTo(0.65, 6);
     expect(verdict!.categoryScores.spam).toBeCloseTo(0.2, 6);
     // OK scored 0.9 but is no harm: it neither appears nor flags.
-    expect(verdict!.categories).toEqual({ sexual: true, hate: false, harassment: true, spam: false });
+    expect(Object.entries(verdict!.categories).filter(([, flagged]) => flagged).map(([key]) => key).sort()).toEqual(['harassment', 'sexual']);
+    expect(verdict!.categories.hate).toBe(false);
     expect(verdict!.flagged).toBe(true);
+  });
+
+  it('answers the categories the model does not judge as false with score 0, outside `judged`', async () => {
+    const ctx = await context([[0.1, 0.1, 0.1, 0.1, 0.1, 0.1]]);
+    const [verdict] = (await moderate(ctx, { inputs: ['a text'] })).results;
+    for (const category of ['illicit', 'illicit/violent', 'self-harm', 'self-harm/intent', 'self-harm/instructions', 'violence', 'violence/graphic', 'sexual/minors']) {
+      expect(verdict!.categories[category], category).toBe(false);
+      expect(verdict!.categoryScores[category], category).toBe(0);
+      expect(verdict!.judged).not.toContain(category);
+    }
   });
 
   it('flags at the threshold, not below it', async () => {

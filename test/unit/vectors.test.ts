@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { clsPool, cutDimensions, float32ToBase64, float32ToJson, l2NormalizeRows, meanPool, pool, sigmoid } from '../../src/vectors/index.js';
+import { calibrationRanges, clsPool, cosine, cutDimensions, packSignBits, quantize, quantizedWidth, float32ToBase64, float32ToJson, l2NormalizeRows, meanPool, pool, sigmoid } from '../../src/vectors/index.js';
 import { missing } from '../helpers/resources.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -136,6 +136,42 @@ describe('sigmoid', () => {
     expect(sigmoid(-50) / 1.928749847963918e-22).toBeCloseTo(1, 12);
     expect(sigmoid(-700)).toBeGreaterThan(0);
     for (const x of [-30, -2.5, -0.1, 0.1, 2.5, 30]) expect(sigmoid(x) + sigmoid(-x)).toBeCloseTo(1, 15);
+  });
+});
+
+describe('cosine', () => {
+  it('is the cosine of the angle, whatever the lengths, and 0 against a zero vector', () => {
+    expect(cosine(new Float32Array([1, 0]), new Float32Array([0, 3]))).toBe(0);
+    expect(cosine(new Float32Array([1, 1]), new Float32Array([2, 2]))).toBeCloseTo(1, 6);
+    expect(cosine(new Float32Array([1, 2]), new Float32Array([-2, -4]))).toBeCloseTo(-1, 6);
+    expect(cosine(new Float32Array([3, 4]), new Float32Array([4, 3]))).toBeCloseTo(24 / 25, 6);
+    expect(cosine(new Float32Array([0, 0]), new Float32Array([1, 2]))).toBe(0);
+  });
+});
+
+describe('quantize (as sentence-transformers\' quantize_embeddings)', () => {
+  it('packs sign bits big-endian, 8 to a byte, the last byte padded with 0 bits; binary is the byte minus 128', () => {
+    // > 0 sets the bit: 0 and negative values do not.
+    const rows = Float32Array.from([1, -1, 0, 2, 0.5, -0.1, 3, 1e-9, /* byte 2: */ 7, -2, /* row 2 */ -1, -1, -1, -1, -1, -1, -1, -1, -1, 4]);
+    const packed = packSignBits(rows, 10);
+    expect(Array.from(packed)).toEqual([0b10011011, 0b10000000, 0b00000000, 0b01000000]);
+    expect(quantizedWidth('ubinary', 10)).toBe(2);
+    expect(Array.from(quantize(rows, 10, 'ubinary'))).toEqual(Array.from(packed));
+    expect(Array.from(quantize(rows, 10, 'binary'))).toEqual([0b10011011 - 128, 0, -128, 64 - 128]);
+  });
+
+  it('maps each dimension\'s calibrated range onto 256 levels, truncating toward zero, clamping outside the range', () => {
+    // Calibration: dimension 0 spans [0, 1], dimension 1 [-1, 1], dimension 2 is constant.
+    const ranges = calibrationRanges(Float32Array.from([0, -1, 5, 1, 1, 5, 0.5, 0, 5]), 3);
+    expect(Array.from(ranges.starts)).toEqual([0, -1, 5]);
+    expect(ranges.steps[0]).toBeCloseTo(1 / 255, 9);
+    expect(ranges.steps[2]).toBe(0);
+    const rows = Float32Array.from([0.5, 0, 5, 1, 1, 9, 2, -3, 5, 0.001, -0.99, 5]);
+    // In the range, numpy's values (its float32 arithmetic: the top of the range is 254.99998, so 254; 127.49999 - 128
+    // truncates toward zero, to 0); outside it, clamped (numpy wraps), and a constant dimension at the bottom (numpy: NaN).
+    expect(Array.from(quantize(rows, 3, 'uint8', ranges))).toEqual([127, 127, 0, 254, 254, 0, 255, 0, 0, 0, 1, 0]);
+    expect(Array.from(quantize(rows, 3, 'int8', ranges))).toEqual([0, 0, -128, 126, 126, -128, 127, -128, -128, -127, -126, -128]);
+    expect(() => quantize(rows, 3, 'int8')).toThrow(RangeError);
   });
 });
 

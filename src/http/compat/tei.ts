@@ -1,16 +1,17 @@
 /**
  * Hugging Face text-embeddings-inference (TEI) routes, at TEI's paths (no /v1): POST /embed,
- * /embed_sparse, /embed_all, /rerank, /predict, /tokenize, /decode, GET /info, and POST / (TEI's default route: embed, or
- * rerank or predict when the first TEI model is a reranker or a classifier). A TEI process serves one model, so its requests name none;
- * the teiModels setting says which served models answer.
+ * /embed_sparse, /embed_all, /rerank, /predict, /similarity, /tokenize, /decode, GET /info, and POST / (TEI's
+ * default route: embed, or rerank or predict when the first TEI model is a reranker or a classifier). A TEI process
+ * serves one model, so its requests name none; the teiModels setting says which served models answer.
  *
- * Errors keep the catalogue's statuses (400 where TEI says 413 or 422 for bad input) and take
- * TEI's body, `{error, error_type}`, plus the catalogue's stable `code`.
+ * Errors are TEI's: its body, `{error, error_type}` (plus the catalogue's stable `code`), and the status TEI gives
+ * that type (an empty batch 400, a batch over the limit 413, other bad input 422, a model that can not serve
+ * the route 424); a missing key is a 401 without a body, as TEI's.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ConfigError } from '../../config.js';
-import { classify, type ClassifyInput } from '../../core/classify.js';
+import { classifyWith, type ClassifyInput } from '../../core/classify.js';
 import { embed } from '../../core/embeddings.js';
 import { rerank } from '../../core/rerank.js';
 import { embedSparse } from '../../core/sparse.js';
@@ -20,38 +21,89 @@ import { ApiError, type ErrorCode } from '../../errors.js';
 import type { Registry, ServedModel } from '../../models/registry.js';
 import { version } from '../../version.js';
 import { reportCacheHits } from '../cache-hits.js';
-import { errorHandler, type ErrorRenderer } from '../errors.js';
+import { errorHandler, type ErrorRenderer, type ErrorStatus } from '../errors.js';
 import { sendJsonText } from '../json-text.js';
 import { responseHeaders, withHeaders } from '../schemas.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
-import { errorResponsesOf } from './errors.js';
 import { float32ToJson } from '../../vectors/encoding.js';
+import { cosine } from '../../vectors/scores.js';
 import { vectorsToJson } from './vectors.js';
 
 const tags = ['TEI compatibility'];
 
-const TeiError = Type.Object(
-  {
-    error: Type.String(),
-    error_type: Type.String({ description: 'Validation, Overloaded, Unhealthy, Unauthorized or Backend' }),
-    code: Type.String({ description: "The error catalogue's stable code" }),
-  },
-  { description: "TEI's error shape, with the catalogue's status and code." },
-);
-const errorResponses = errorResponsesOf(TeiError);
+/** TEI's error types (its ErrorType), each with the status TEI answers it with. */
+const teiStatuses = { Empty: 400, Validation: 422, Tokenizer: 422, Backend: 424, Overloaded: 429, Unhealthy: 503 } as const;
+type TeiErrorType = keyof typeof teiStatuses;
 
-const errorTypes: Partial<Record<ErrorCode, string>> = {
-  unauthorized: 'Unauthorized',
+/** A refusal of TEI's router before the operation runs (an empty batch, one over the limit): TEI's type and status. */
+class TeiRejection extends ApiError {
+  constructor(
+    readonly errorType: TeiErrorType,
+    readonly teiStatus: number,
+    message: string,
+    param: string,
+  ) {
+    super('invalid_request', message, { param });
+  }
+}
+
+const errorTypes: Partial<Record<ErrorCode, TeiErrorType>> = {
   overloaded: 'Overloaded',
   not_ready: 'Unhealthy',
   shutting_down: 'Unhealthy',
+  model_not_found: 'Backend',
   internal: 'Backend',
   upstream_error: 'Backend',
   timeout: 'Backend',
   unsupported_operation: 'Backend',
 };
-const teiError: ErrorRenderer = (error) => ({ error: error.message, error_type: errorTypes[error.code] ?? 'Validation', code: error.code });
+const errorType = (error: ApiError): TeiErrorType => (error instanceof TeiRejection ? error.errorType : (errorTypes[error.code] ?? 'Validation'));
+
+/**
+ * TEI's status: its type's where TEI's router answers (bad input 422, a model that can not serve the route 424), the
+ * catalogue's where TEI's HTTP layer answers before the router (a body that is not JSON, too large, of another type)
+ * and for the failures TEI has no status of its own for (a bug, a timeout, a server still starting).
+ */
+const teiStatus: ErrorStatus = (error) => {
+  if (error instanceof TeiRejection) return error.teiStatus;
+  if (error.code === 'invalid_request' || error.code === 'input_too_long') return teiStatuses.Validation;
+  if (error.code === 'model_not_found') return teiStatuses.Backend;
+  return error.status;
+};
+// TEI answers a missing or wrong key with a bare 401.
+const teiError: ErrorRenderer = (error) => (error.code === 'unauthorized' ? undefined : { error: error.message, error_type: errorType(error), code: error.code });
+
+const TeiError = Type.Object(
+  {
+    error: Type.String(),
+    error_type: Type.Unsafe<TeiErrorType>({ type: 'string', enum: Object.keys(teiStatuses), description: "TEI's error type" }),
+    code: Type.String({ description: "The error catalogue's stable code" }),
+  },
+  { description: "TEI's error shape, with the catalogue's code." },
+);
+const errorResponses = {
+  400: { ...TeiError, description: 'Empty: an empty batch or text; Validation: a body that is not JSON' },
+  401: Type.Null({ description: 'A missing or wrong API key: no body, as TEI answers' }),
+  413: { ...TeiError, description: 'Validation: a batch over the limit, or a body over the body limit' },
+  415: TeiError,
+  422: { ...TeiError, description: 'Validation: a bad input, or one over the window with truncate false' },
+  424: { ...TeiError, description: 'Backend: no TEI model here serves the route' },
+  429: TeiError,
+  503: TeiError,
+};
+
+/** TEI's checks of a batch before it runs: no item, or an empty one, is `Empty`; more than the limit, a 413. */
+function checkBatch(items: readonly unknown[], limit: number, param = 'inputs', extra = 0): void {
+  const empty = (item: unknown) => item === '' || (Array.isArray(item) && (item.length === 0 || item.includes('')));
+  if (items.length === 0 || items.some(empty)) throw new TeiRejection('Empty', teiStatuses.Empty, `\`${param}\` cannot be empty`, param);
+  const size = items.length + extra;
+  if (size > limit) throw new TeiRejection('Validation', 413, `batch size ${size} > maximum allowed batch size ${limit}`, param);
+}
+
+/** /embed's inputs as a batch: a text or one list of token ids is one input. */
+const embedBatch = (inputs: string | string[] | number[] | number[][]): unknown[] =>
+  typeof inputs === 'string' || typeof inputs[0] === 'number' ? [inputs] : inputs;
 
 const OptionalBoolean = (description: string) => Type.Optional(Type.Union([Type.Boolean(), Type.Null()], { description }));
 /** A string of a few values; validation errors list them (a union of literals says "must be equal to constant"). */
@@ -103,15 +155,36 @@ const RerankBody = Type.Object(
   { additionalProperties: true },
 );
 
-const Sequence = Type.Union([Type.String(), Type.Tuple([Type.String(), Type.String()])]);
+/** In a batch, TEI writes a text as a list of one: [text] or [text, text_pair]; a bare text is taken too. */
+const Sequence = Type.Union([Type.String(), Type.Tuple([Type.String()]), Type.Tuple([Type.String(), Type.String()])]);
 const PredictBody = Type.Object(
   {
-    inputs: Type.Union([Sequence, Type.Array(Sequence)], {
-      description: 'A text, a pair [text, text_pair], or a list of texts and pairs. As in TEI, an array of exactly two strings is one pair.',
+    inputs: Type.Union([Type.String(), Type.Array(Sequence)], {
+      description:
+        'A text, a pair [text, text_pair], or a batch [[text], [text, text_pair], ...]. As in TEI, a list of one or two strings is one input (a text, a pair); a list of more strings is a batch of texts.',
     }),
     raw_scores: Type.Optional(Type.Boolean({ default: false, description: "The head's logits instead of its scores (softmax, or sigmoid per label)." })),
     truncate: OptionalBoolean("Cut inputs longer than the model's window (absent or null: the server's truncate setting)."),
     truncation_direction: TruncationDirection,
+  },
+  { additionalProperties: true },
+);
+
+const SimilarityBody = Type.Object(
+  {
+    inputs: Type.Object({
+      source_sentence: Type.String({ description: 'The text the others are compared with.' }),
+      sentences: Type.Array(Type.String(), { description: 'The texts compared with source_sentence.' }),
+    }),
+    parameters: Type.Optional(
+      Type.Union([
+        Type.Object(
+          { truncate: OptionalBoolean("Cut inputs longer than the model's window (absent or null: the server's truncate setting)."), truncation_direction: TruncationDirection, prompt_name: PromptName },
+          { additionalProperties: true },
+        ),
+        Type.Null(),
+      ]),
+    ),
   },
   { additionalProperties: true },
 );
@@ -144,8 +217,9 @@ const SimpleToken = Type.Object({
 });
 const Info = Type.Object({
   model_id: Type.String(),
-  model_sha: Type.Null(),
+  model_sha: Type.Union([Type.String(), Type.Null()], { description: 'The Hub commit the files came from, when known.' }),
   model_dtype: Type.String(),
+  served_model_name: Type.String({ description: 'The id requests elsewhere on this server name the model by.' }),
   model_type: Type.Union([
     Type.Object({ embedding: Type.Object({ pooling: Type.String() }) }),
     Type.Object({ reranker: Type.Object({ id2label: Type.Record(Type.String(), Type.String()), label2id: Type.Record(Type.String(), Type.Integer()) }) }),
@@ -206,13 +280,15 @@ const direction = (value: string | null | undefined): 'left' | 'right' | undefin
 
 export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, registry, config }) => {
   const models = pickTeiModels(registry, config.teiModels);
-  app.setErrorHandler(errorHandler(teiError));
+  app.setErrorHandler(errorHandler(teiError, teiStatus));
+  const limit = core.limits.maxInputs;
 
   const embedSchema = { tags, summary: 'Embed (TEI)', body: EmbedBody, response: { 200: withHeaders(Type.Array(Type.Array(Type.Number())), responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses } };
   const serveEmbed = (url: string, hide: boolean) =>
     app.post(url, { schema: { ...embedSchema, hide } }, async (request, reply) => {
       if (!models.embedder) throw none('embedding');
       const body = request.body;
+      checkBatch(embedBatch(body.inputs), limit);
       const result = await embed(
         core,
         {
@@ -236,6 +312,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     app.post(url, { schema: { ...rerankSchema, hide } }, async (request, reply) => {
       if (!models.reranker) throw none('rerank');
       const { query, texts, raw_scores: raw, return_text: withText } = request.body;
+      checkBatch(texts, limit, 'texts');
       const result = await rerank(core, { model: models.reranker.id, query, documents: texts }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       return result.results.map(({ index, score, logit }) => ({ index, score: raw ? logit : score, ...(withText ? { text: texts[index]! } : {}) }));
@@ -249,14 +326,19 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   };
   const servePredict = (url: string, hide: boolean) =>
     app.post(url, { schema: { ...predictSchema, hide } }, async (request, reply) => {
-      if (!models.classifier) throw none('classify');
+      // As TEI's, /predict answers a cross-encoder too: its logit's sigmoid (two logits: their softmax) under its label.
+      const model = models.classifier ?? models.reranker;
+      if (!model) throw none('classify');
       const { inputs, raw_scores: raw, truncate, truncation_direction: cut } = request.body;
-      // TEI's untagged enum: a text or a two-string pair is one input; any other array is a batch.
-      const single = typeof inputs === 'string' || (inputs.length === 2 && inputs.every((item) => typeof item === 'string'));
-      const batch = (single ? [inputs] : inputs) as ClassifyInput[];
-      const result = await classify(
+      // As TEI reads them: a text, or a list of one or two strings, is one input (a text, a pair); other lists are batches.
+      const single = typeof inputs === 'string' || (inputs.length > 0 && inputs.length <= 2 && inputs.every((item) => typeof item === 'string'));
+      const sequences = single ? [inputs] : (inputs as Array<string | string[]>);
+      checkBatch(sequences, limit);
+      const batch = sequences.map((item): ClassifyInput => (typeof item === 'string' ? item : item.length === 1 ? item[0]! : [item[0]!, item[1]!]));
+      const result = await classifyWith(
         core,
-        { model: models.classifier.id, inputs: batch, truncate: truncate ?? undefined, truncationDirection: direction(cut), param: 'inputs' },
+        model,
+        { inputs: batch, truncate: truncate ?? undefined, truncationDirection: direction(cut), param: 'inputs' },
         request.clientSignal,
       );
       reportTimings(reply, operationPhases(result.timings));
@@ -281,6 +363,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     { schema: { tags, summary: 'Tokenize (TEI)', body: TokenizeBody, response: { 200: Type.Array(Type.Array(SimpleToken)), ...errorResponses } } },
     async (request) => {
       const { inputs, add_special_tokens: addSpecialTokens, prompt_name: promptName } = request.body;
+      checkBatch(typeof inputs === 'string' ? [inputs] : inputs, limit);
       const result = await tokenize(
         core,
         { model: models.primary?.id, inputs: typeof inputs === 'string' ? [inputs] : inputs, addSpecialTokens, inputType: promptName ?? undefined },
@@ -310,6 +393,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       model_id: model.id,
       model_sha: model.revision ?? null,
       model_dtype: model.variant === 'int8' ? 'int8' : 'float32',
+      served_model_name: model.id,
       model_type:
         model.task === 'embedding'
           ? // TEI names a SPLADE model's pooling "splade".
@@ -341,6 +425,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     { schema: { tags, summary: 'Sparse embeddings (TEI)', body: PerTokenBody, response: { 200: withHeaders(Type.Array(Type.Array(SparseValue)), responseHeaders.timing), ...errorResponses } } },
     async (request, reply) => {
       if (!models.sparse) throw none('sparse embedding');
+      checkBatch(embedBatch(request.body.inputs), limit);
       const result = await embedSparse(core, { model: models.sparse.id, ...perToken(request.body) }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       // TEI's shape: per input, its nonzero weights as {index, value}, by index.
@@ -358,6 +443,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     },
     async (request, reply) => {
       if (!models.tokens) throw none('token embedding');
+      checkBatch(embedBatch(request.body.inputs), limit);
       const result = await embedTokens(core, { model: models.tokens.id, ...perToken(request.body) }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       const { width } = result;
@@ -370,10 +456,36 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     },
   );
 
-  // TEI's other operations: a clear 501 rather than a 404 that looks like a wrong base URL.
-  for (const path of ['/similarity']) {
-    app.post(path, { schema: { hide: true } }, async () => {
-      throw new ApiError('unsupported_operation', `TEI's ${path} is not supported by this server; it serves /embed, /embed_sparse, /embed_all, /rerank, /predict, /tokenize, /decode and /info.`);
-    });
-  }
+  app.post(
+    '/similarity',
+    {
+      schema: {
+        tags,
+        summary: 'Sentence similarity (TEI)',
+        body: SimilarityBody,
+        response: { 200: withHeaders(Type.Array(Type.Number(), { description: 'The cosine of source_sentence with each sentence, in order.' }), responseHeaders.timing), ...errorResponses },
+      },
+    },
+    async (request, reply) => {
+      if (!models.embedder) throw none('embedding');
+      const { inputs, parameters } = request.body;
+      // TEI counts the source sentence in the batch.
+      checkBatch(inputs.sentences, limit, 'inputs.sentences', 1);
+      const result = await embed(
+        core,
+        {
+          model: models.embedder.id,
+          input: [inputs.source_sentence, ...inputs.sentences],
+          truncate: parameters?.truncate ?? undefined,
+          truncationDirection: direction(parameters?.truncation_direction),
+          inputType: parameters?.prompt_name ?? undefined,
+        },
+        request.clientSignal,
+      );
+      reportTimings(reply, operationPhases(result.timings));
+      const { vectors, dimensions: width } = result;
+      const row = (i: number) => vectors.subarray(i * width, (i + 1) * width);
+      return inputs.sentences.map((_, i) => cosine(row(0), row(i + 1)));
+    },
+  );
 };
