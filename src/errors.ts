@@ -19,6 +19,7 @@ export const catalogue = {
   page_too_complex: { status: 422, type: 'invalid_request_error', message: 'The page is too complex for the web reader to read within its limits.' },
   overloaded: { status: 429, type: 'rate_limit_error', message: 'The server is overloaded: retry after the time in Retry-After.' },
   client_closed: { status: 499, type: 'invalid_request_error', message: 'The client closed the request.' },
+  model_load_failed: { status: 500, type: 'server_error', message: 'The model could not be loaded.', permanent: true },
   internal: { status: 500, type: 'server_error', message: 'Internal error.' },
   unsupported_operation: { status: 501, type: 'invalid_request_error', message: 'This operation is not supported by this server.', permanent: true },
   upstream_error: { status: 502, type: 'server_error', message: 'An upstream service failed.' },

@@ -141,7 +141,11 @@ export class Engine implements Lanes {
   wanted(model: string): void {
     const entry = this.entries.get(model);
     if (!entry || entry.status !== 'unloaded' || this.closed) return;
-    this.load(model).catch((error: unknown) => this.scheduler.failWaiting(model, error));
+    this.load(model).catch((error: unknown) => {
+      // Its waiting requests learn why; the files' problem itself is for the log (model_load_failed).
+      const failure = error instanceof ApiError ? error : new ApiError('model_load_failed', `The model "${model}" could not be loaded: ${(error as Error).message}`, { cause: error });
+      this.scheduler.failWaiting(model, failure);
+    });
   }
 
   /** A model's last waiting or running item is done (Lanes): its keep-alive starts. */
@@ -287,6 +291,8 @@ export class Engine implements Lanes {
   }
 
   private noRoom(error: PlacementError): ApiError {
+    // Larger than the whole budget: no wait makes it fit.
+    if (error.sessionBytes > error.budgetBytes) return new ApiError('insufficient_memory', error.message, { permanent: true });
     const message = `${error.message} No loaded model is idle to make room.`;
     return new ApiError('insufficient_memory', message, { headers: { 'retry-after': String(retryAfterSeconds) } });
   }

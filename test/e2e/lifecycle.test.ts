@@ -5,7 +5,7 @@
  * and reload with the same vectors, least recently used eviction, 503 when nothing can make room,
  * keep-alive.
  */
-import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -37,7 +37,10 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-lifecycle-'));
   await cp(inject('tinyModelsDir'), dir, { recursive: true });
   await cp(join(dir, 'tiny-embedder'), join(dir, 'tiny-embedder-copy'), { recursive: true });
-  all = (await Registry.load(['tiny-embedder', 'tiny-reranker', 'tiny-embedder-copy'], dir, loadCatalogue())).list();
+  await cp(join(dir, 'tiny-embedder'), join(dir, 'tiny-embedder-broken'), { recursive: true });
+  all = (await Registry.load(['tiny-embedder', 'tiny-reranker', 'tiny-embedder-copy', 'tiny-embedder-broken'], dir, loadCatalogue())).list();
+  // Its graph breaks after the registry read it: the load on demand fails.
+  await writeFile(join(dir, 'tiny-embedder-broken', 'onnx', 'model.onnx'), 'not a graph');
 });
 afterEach(async () => {
   await engine?.close();
@@ -130,6 +133,16 @@ describe('model lifecycle', () => {
     expect(error.message).toMatch(/"tiny-reranker" needs 60 MB for one session, but the memory budget is 100 MB/);
     await busy;
     expect(engine.state('tiny-reranker')!.status).toBe('unloaded');
+  });
+
+  it('answers a model larger than the whole budget at once, with no retry-after, and a model that fails to open with model_load_failed', async () => {
+    const engine = await start({}, { 'tiny-embedder': 150, 'tiny-embedder-broken': 10 });
+    const tooLarge = (await engine.scheduler.submit('tiny-embedder', input).catch((e: unknown) => e)) as ApiError;
+    expect(tooLarge).toMatchObject({ code: 'insufficient_memory', status: 503, permanent: true, headers: {} });
+    const broken = (await engine.scheduler.submit('tiny-embedder-broken', input).catch((e: unknown) => e)) as ApiError;
+    expect(broken).toMatchObject({ code: 'model_load_failed', status: 500, permanent: true });
+    expect(broken.message).toMatch(/"tiny-embedder-broken" could not be loaded/);
+    expect(engine.state('tiny-embedder-broken')!.status).toBe('unloaded');
   });
 
   it('refuses at start a listed model that does not fit even as one session', async () => {
