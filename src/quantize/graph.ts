@@ -19,9 +19,8 @@
  * batch included, an int8 result depends on the other inputs of its batch:
  * run int8 models one input per batch where results must be reproducible.
  *
- * Caveat: on x86 CPUs without VNNI, onnxruntime's u8 x s8 kernels add pairs
- * of products in int16 and can saturate; onnxruntime's own quantizer offers
- * `reduce_range` (7-bit weights) for that case.
+ * Weights are 7-bit (int8-grid.ts): on x86 CPUs without VNNI, onnxruntime's
+ * u8 x s8 kernels add pairs of products in int16, which 8-bit weights overflow.
  */
 import { randomBytes } from 'node:crypto';
 import { open, readFile, rename, rm } from 'node:fs/promises';
@@ -113,9 +112,9 @@ export function calibrationTargets(model: OnnxModel): Map<string, number> {
 // --- weights -----------------------------------------------------------------------
 
 export interface QuantizedWeight {
-  /** Row-major [K, N], in [-127, 127]. */
+  /** Row-major [K, N], in [-QMAX, QMAX] (int8-grid.ts). */
   values: Int8Array;
-  /** One per column: max |w| / 127 (1 for an all-zero column). */
+  /** One per column: max |w| / QMAX (1 for an all-zero column). */
   scales: Float32Array;
 }
 

@@ -1,11 +1,14 @@
 /**
- * The int8 grid that weights are rounded onto: symmetric, one scale per output column,
- * values in [-127, 127] (no -128, so that w and -w quantize to opposite values).
+ * The grid that weights are rounded onto: symmetric, one scale per output column, values in
+ * [-63, 63] (7 bits, onnxruntime's `reduce_range`; no -64, so that w and -w quantize to opposite
+ * values). On x86 CPUs without VNNI (AVX2 alone), onnxruntime's u8 x s8 kernels add pairs of
+ * products in int16: 2 x 255 x 127 overflows it and the results are wrong (relative errors of 0.5
+ * measured on a column), while 2 x 255 x 63 = 32,130 fits. The file must run right on any CPU.
  */
 
-export const QMAX = 127;
+export const QMAX = 63;
 
-/** One scale per column of a row-major [k, n] matrix: max |w| / 127 (1 for an all-zero column); undefined if it holds NaN or infinity. */
+/** One scale per column of a row-major [k, n] matrix: max |w| / QMAX (1 for an all-zero column); undefined if it holds NaN or infinity. */
 export function columnScales(w: Float32Array, k: number, n: number): Float32Array | undefined {
   const scales = new Float32Array(n);
   for (let i = 0; i < k * n; i++) {
@@ -17,7 +20,7 @@ export function columnScales(w: Float32Array, k: number, n: number): Float32Arra
   return scales.map((max) => (max > 0 ? max / QMAX : 1));
 }
 
-/** The grid value nearest to x / scale, clamped to [-127, 127]. */
+/** The grid value nearest to x / scale, clamped to [-QMAX, QMAX]. */
 export function toGrid(x: number, scale: number): number {
   // Divide by the stored (float32) scale, so that q * scale is what the kernel computes with.
   const q = roundHalfToEven(x / scale);

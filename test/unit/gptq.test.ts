@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { calibrationRuns, calibrationSequences, readCalibrationTexts, DEFAULT_CALIBRATION_FILE, loadCalibrationTexts } from '../../src/quantize/calibration-inputs.js';
 import { collectInputStats } from '../../src/quantize/calibration-stats.js';
 import { gptqRound } from '../../src/quantize/gptq.js';
-import { columnScales, toGrid } from '../../src/quantize/int8-grid.js';
+import { columnScales, QMAX, toGrid } from '../../src/quantize/int8-grid.js';
 import { initializerToFloat32, writeModel } from '../../src/onnx/model.js';
 import { DataType } from '../../src/onnx/proto.js';
 import { calibrationTargets, quantizeModel, quantizeWeight } from '../../src/quantize/graph.js';
@@ -80,13 +80,13 @@ describe('gptqRound', () => {
     expect(eg).toBeLessThan(en * 0.5);
     // It moves values away from the nearest grid point (by a step or so), never off the grid.
     expect(gptq.some((v, i) => v !== nearest.values[i])).toBe(true);
-    for (const v of gptq) expect(Math.abs(v)).toBeLessThanOrEqual(127);
+    for (const v of gptq) expect(Math.abs(v)).toBeLessThanOrEqual(QMAX);
   });
 
   it('is exact on a matrix already on the grid, whatever the inputs', () => {
-    // Powers of two as scales, so that q * scale and max / 127 are exact in float32.
-    const q = Int8Array.from({ length: k * n }, () => Math.round(next() * 127));
-    for (let c = 0; c < n; c++) q[c] = 127; // the first row holds each column's maximum
+    // Powers of two as scales, so that q * scale and max / QMAX are exact in float32.
+    const q = Int8Array.from({ length: k * n }, () => Math.round(next() * QMAX));
+    for (let c = 0; c < n; c++) q[c] = QMAX; // the first row holds each column's maximum
     const s = Float32Array.from({ length: n }, (_, c) => 2 ** -(c + 3));
     const onGrid = Float32Array.from(q, (v, i) => v * s[i % n]!);
     expect([...columnScales(onGrid, k, n)!]).toEqual([...s]);
@@ -110,11 +110,11 @@ describe('gptqRound', () => {
     expect([...gptqRound(w, k, n, scales, new Float64Array(k * k))]).toEqual([...quantizeWeight(w, k, n)!.values]);
   });
 
-  it('keeps to [-127, 127] when compensation pushes past the end of the grid', () => {
+  it('keeps to [-QMAX, QMAX] when compensation pushes past the end of the grid', () => {
     // Every weight near the column maximum, so that pushed errors would overflow.
     const big = Float32Array.from({ length: k * n }, (_, i) => (i % 3 === 0 ? 1 : 0.995) * (i % 2 ? 1 : -1));
     const values = gptqRound(big, k, n, columnScales(big, k, n)!, h);
-    for (const v of values) expect(Math.abs(v)).toBeLessThanOrEqual(127);
+    for (const v of values) expect(Math.abs(v)).toBeLessThanOrEqual(QMAX);
   });
 
   it('rejects statistics that are not a covariance', () => {

@@ -18,6 +18,7 @@ import {
 } from '../../src/onnx/model.js';
 import { DataLocation, DataType, type NodeProto, type TensorProto } from '../../src/onnx/proto.js';
 import { MS_DOMAIN, quantizeFile, quantizeModel, quantizeWeight } from '../../src/quantize/graph.js';
+import { QMAX } from '../../src/quantize/int8-grid.js';
 import { formatQuantizeReport } from '../../src/quantize/report.js';
 import { buildTinyBert, TINY_BERT, TINY_VOCAB, type TinyModelKind } from '../fixtures/tiny-models.js';
 import { output } from '../helpers/ort.js';
@@ -217,26 +218,27 @@ describe('quantizeModel on the tiny BERT models', () => {
 // --- quantization arithmetic -------------------------------------------------------
 
 describe('quantizeWeight', () => {
-  it('is symmetric per column, max |w| maps to 127', () => {
+  it('is symmetric per column, max |w| maps to 63 (7 bits: no int16 overflow in AVX2 kernels)', () => {
     // [3, 3]: columns with maxima 2, 0.5 and 0 (an all-zero column)
     const w = Float32Array.from([2, -0.5, 0, -1.1, 0.3, 0, 0.5, 0.1, 0]);
     const q = quantizeWeight(w, 3, 3)!;
-    expect([...q.scales]).toEqual([Math.fround(2 / 127), Math.fround(0.5 / 127), 1]);
-    expect([...q.values]).toEqual([127, -127, 0, -70, 76, 0, 32, 25, 0]);
+    expect(QMAX).toBe(63);
+    expect([...q.scales]).toEqual([Math.fround(2 / 63), Math.fround(0.5 / 63), 1]);
+    expect([...q.values]).toEqual([63, -63, 0, -35, 38, 0, 16, 13, 0]);
   });
 
-  it('rounds half to even and never leaves [-127, 127]', () => {
+  it('rounds half to even and never leaves [-63, 63]', () => {
     const k = 2000;
     const w = floats(k * 3, 3, 10);
     const q = quantizeWeight(w, k, 3)!;
     for (let i = 0; i < w.length; i++) {
       const scale = q.scales[i % 3]!;
-      expect(Math.abs(q.values[i]!)).toBeLessThanOrEqual(127);
+      expect(Math.abs(q.values[i]!)).toBeLessThanOrEqual(63);
       expect(Math.abs(q.values[i]! * scale - w[i]!)).toBeLessThanOrEqual(scale / 2 + 1e-7);
     }
-    // 254 and 253 times the scale: 127 exactly, and a tie between 126 and 127 that goes to 126
-    const ties = quantizeWeight(Float32Array.from([254, 253]), 2, 1)!;
-    expect([...ties.values]).toEqual([127, 126]);
+    // 126 and 125 times the scale: 63 exactly, and a tie between 62 and 63 that goes to 62
+    const ties = quantizeWeight(Float32Array.from([126, 125]), 2, 1)!;
+    expect([...ties.values]).toEqual([63, 62]);
   });
 
   it('declines NaN and infinite weights', () => {
