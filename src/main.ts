@@ -11,7 +11,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import pino, { type DestinationStream, type Logger } from 'pino';
-import type { Config } from './config.js';
+import { unknownVariables, type Config } from './config.js';
 import { createEmbeddingCache } from './core/cache/embedding-cache.js';
 import type { CoreContext } from './core/context.js';
 import type { EditAdmission } from './core/images/admission.js';
@@ -204,6 +204,7 @@ function logDestination() {
  */
 export async function serve(config: Config): Promise<void> {
   const logger = createLogger(config);
+  for (const warning of unknownVariables()) logger.warn(warning);
   setServerFlags();
   // Missing catalogue models are fetched before the registry looks for their files. Start-up
   // errors (errors.ts) go to the command, which says what they were and exits.
