@@ -25,7 +25,7 @@ import { buildApp } from './http/app.js';
 import { Metrics } from './http/metrics.js';
 import { loadCatalogue } from './models/catalogue.js';
 import { downloadConfiguredModels } from './models/download.js';
-import { ImageRegistry } from './models/image-catalogue.js';
+import { ImageRegistry } from './models/image-registry.js';
 import { loadServedModel, Registry } from './models/registry.js';
 import { parseVariant } from './models/variants.js';
 import { commandLineFlags, flagsNotGiven, setServerFlags } from './v8-flags.js';
