@@ -11,8 +11,11 @@ WORKDIR /app
 RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ \
   && rm -rf /var/lib/apt/lists/*
-COPY package.json package-lock.json .npmrc ./
-RUN npm ci
+COPY package.json package-lock.json ./
+# onnxruntime-node's postinstall would download the CUDA provider (its default on linux/x64), which
+# this image does not use. package.json's allowScripts skips it from npm 11.16; the npm of node 20
+# images is older and reads only this variable.
+RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build && npm prune --omit=dev

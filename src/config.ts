@@ -2,7 +2,9 @@
  * The one typed configuration. Each setting is declared once below with its default, unit and
  * description; values come from (lowest to highest precedence) the defaults, a JSON file named by
  * ONNX_GATEWAY_CONFIG, environment variables, and CLI flags. README's configuration table is
- * generated from these declarations (`npm run docs`), and a test keeps it in step.
+ * generated from these declarations (`npm run docs`), and a test keeps it in step. A key of the
+ * config file that is no setting stops the start; an `ONNX_GATEWAY_*` variable that is none is
+ * warned about (unknownVariables).
  */
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -410,12 +412,63 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
   return config;
 }
 
+/** The config file: a JSON object of settings by name. A key that is no setting stops the start. */
 function readConfigFile(path: string): RawConfig {
+  let values: unknown;
   try {
-    return JSON.parse(readFileSync(path, 'utf8')) as RawConfig;
+    values = JSON.parse(readFileSync(path, 'utf8'));
   } catch (error) {
     throw new ConfigError(`ONNX_GATEWAY_CONFIG: can not read ${path}: ${(error as Error).message}`);
   }
+  if (typeof values !== 'object' || values === null || Array.isArray(values)) {
+    throw new ConfigError(`ONNX_GATEWAY_CONFIG: ${path} must hold a JSON object of settings by name.`);
+  }
+  const unknown = Object.keys(values).find((key) => !Object.hasOwn(settings, key));
+  if (unknown !== undefined) {
+    const near = nearest(unknown, Object.keys(settings));
+    throw new ConfigError(`ONNX_GATEWAY_CONFIG: ${path} sets "${unknown}", which is not a setting${near ? `; did you mean ${near}?` : ' (README: Configuration lists them).'}`);
+  }
+  return values as RawConfig;
+}
+
+const prefix = 'ONNX_GATEWAY_';
+/** Variables of ours that are no setting: the config file, and the bench's own (its server's key, its python). */
+const otherVariables = ['ONNX_GATEWAY_CONFIG', 'ONNX_GATEWAY_API_KEY', 'ONNX_GATEWAY_PYTHON'];
+
+/**
+ * One warning for each `ONNX_GATEWAY_*` variable in `env` that nothing reads, naming it and the
+ * nearest setting's variable: a mistyped name would otherwise leave its setting at the default.
+ */
+export function unknownVariables(env: NodeJS.ProcessEnv = process.env): string[] {
+  const known = [...Object.values(settings).map((spec) => spec.env), ...otherVariables];
+  return Object.keys(env)
+    .filter((name) => name.startsWith(prefix) && !known.includes(name))
+    .map((name) => {
+      const near = nearest(name, known);
+      return `${name} is not a setting and is ignored${near ? `; did you mean ${near}?` : ' (README: Configuration lists them)'}`;
+    });
+}
+
+/** The candidate nearest to `name` (edit distance, any case), if it is near enough to be a typo of it. */
+function nearest(name: string, candidates: string[]): string | undefined {
+  let best: { candidate: string; distance: number } | undefined;
+  for (const candidate of candidates) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (!best || distance < best.distance) best = { candidate, distance };
+  }
+  const bare = name.startsWith(prefix) ? name.length - prefix.length : name.length;
+  return best && best.distance <= Math.max(2, Math.floor(bare / 4)) ? best.candidate : undefined;
+}
+
+/** Levenshtein distance: insertions, deletions and substitutions. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = row;
+  }
+  return previous[b.length]!;
 }
 
 function isOrigin(text: string): boolean {

@@ -9,9 +9,9 @@
  * `onnx-gateway serve` (cli/serve.ts) runs serve(); the tests run createServer(), the same wiring
  * without signals or a port; `index add` and `bench` run startCore(), the models without HTTP.
  */
-import type { FastifyInstance, FastifyServerOptions } from 'fastify';
-import pino from 'pino';
-import type { Config } from './config.js';
+import type { FastifyInstance } from 'fastify';
+import pino, { type DestinationStream, type Logger } from 'pino';
+import { unknownVariables, type Config } from './config.js';
 import { createEmbeddingCache } from './core/cache/embedding-cache.js';
 import type { CoreContext } from './core/context.js';
 import type { EditAdmission } from './core/images/admission.js';
@@ -25,7 +25,7 @@ import { buildApp } from './http/app.js';
 import { Metrics } from './http/metrics.js';
 import { loadCatalogue } from './models/catalogue.js';
 import { downloadConfiguredModels } from './models/download.js';
-import { ImageRegistry } from './models/image-catalogue.js';
+import { ImageRegistry } from './models/image-registry.js';
 import { loadServedModel, Registry } from './models/registry.js';
 import { parseVariant } from './models/variants.js';
 import { commandLineFlags, flagsNotGiven, setServerFlags } from './v8-flags.js';
@@ -64,7 +64,11 @@ export async function startCore(
   return { core, engine, registry, ready };
 }
 
-export async function createServer(config: Config, logger: FastifyServerOptions['logger'] = false): Promise<Server> {
+/**
+ * The server over `config`. `logger` is the one logger of the process: fastify logs through it
+ * (its requests' children) and so does every service, from the moment each opens.
+ */
+export async function createServer(config: Config, logger: Logger = pino({ enabled: false })): Promise<Server> {
   const metrics = new Metrics();
   // Image pipelines' files are checked before any worker starts, so a missing one stops the start cleanly.
   const pipelines = ImageRegistry.load(config.imageModels, config.imageModelsDir);
@@ -89,12 +93,7 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
   });
 
   // Core services: the embedding cache under embed, images and search (rerank runs on `core` as it is).
-  let app: FastifyInstance | undefined;
-  const log = {
-    warn: (message: string) => app?.log.warn(message),
-    info: (message: string) => app?.log.info(message),
-  };
-  const core: CoreContext = { ...textCore, embeddingCache: createEmbeddingCache(config, log) };
+  const core: CoreContext = { ...textCore, embeddingCache: createEmbeddingCache(config, logger) };
   metrics.watchCache(core.embeddingCache);
   const images = imagesContext(config, pipelines, imageLane, registry);
   const closeLanes = async () => {
@@ -105,7 +104,7 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
   };
   let search: SearchService;
   try {
-    search = await SearchService.open(core, config, { error: (object, message) => app?.log.error(object, message), info: (object, message) => app?.log.info(object, message) });
+    search = await SearchService.open(core, config, logger);
   } catch (error) {
     // E.g. Redis unreachable: stop the workers before the error ends the process.
     await closeLanes();
@@ -116,6 +115,7 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
   if (replication) metrics.watchIndexReplication(() => replication.status());
 
   // HTTP: the routes over the core services.
+  let app: FastifyInstance;
   try {
     // A model pulled over HTTP is served from then on, loaded on its first request.
     const onModelPulled = async (id: string) => {
@@ -156,10 +156,18 @@ export async function createServer(config: Config, logger: FastifyServerOptions[
 }
 
 /**
+ * The process's logger, made before anything starts: JSON lines to `destination` (stdout in
+ * blocks, below, unless told otherwise) at the configured level.
+ */
+export function createLogger(config: Pick<Config, 'logLevel'>, destination: DestinationStream = logDestination()): Logger {
+  return pino(loggerOptions(config), destination);
+}
+
+/**
  * The server's pino options. Request logs carry no headers and no bodies (fastify logs method,
  * URL and status); credentials are redacted all the same in case a log call includes headers.
  */
-export function loggerOptions(config: Pick<Config, 'logLevel'>) {
+function loggerOptions(config: Pick<Config, 'logLevel'>) {
   return {
     level: config.logLevel,
     redact: {
@@ -195,23 +203,25 @@ function logDestination() {
  * SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the lanes.
  */
 export async function serve(config: Config): Promise<void> {
+  const logger = createLogger(config);
+  for (const warning of unknownVariables()) logger.warn(warning);
   setServerFlags();
   // Missing catalogue models are fetched before the registry looks for their files. Start-up
   // errors (errors.ts) go to the command, which says what they were and exits.
   if (config.download) await downloadConfiguredModels(config);
-  const server = await createServer(config, { ...loggerOptions(config), stream: logDestination() });
+  const server = await createServer(config, logger);
   const { app } = server;
   if (config.keys.length === 0) {
-    app.log.warn(`NO API KEYS CONFIGURED: the API is open to anyone who can reach ${config.host}, so the server listens on loopback only. Set ONNX_GATEWAY_API_KEYS to serve beyond this machine.`);
+    logger.warn(`NO API KEYS CONFIGURED: the API is open to anyone who can reach ${config.host}, so the server listens on loopback only. Set ONNX_GATEWAY_API_KEYS to serve beyond this machine.`);
   }
   const missing = flagsNotGiven(commandLineFlags);
   if (missing.length > 0) {
-    app.log.info(`node was started without ${missing.join(' ')}: after each idle spell the request path runs unoptimised for a while (more CPU per request). npm start and the image pass it (README: Running it in production).`);
+    logger.info(`node was started without ${missing.join(' ')}: after each idle spell the request path runs unoptimised for a while (more CPU per request). npm start and the image pass it (README: Running it in production).`);
   }
   server.ready.then(
-    () => app.log.info({ models: server.registry.list().map((m) => m.id), workers: config.workers }, 'models warm: ready'),
+    () => logger.info({ models: server.registry.list().map((m) => m.id), workers: config.workers }, 'models warm: ready'),
     (error: Error) => {
-      app.log.fatal(`a worker could not load the models: ${error.message}`);
+      logger.fatal(`a worker could not load the models: ${error.message}`);
       process.exit(1);
     },
   );
@@ -220,16 +230,16 @@ export async function serve(config: Config): Promise<void> {
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    app.log.info({ signal }, 'shutting down: draining in-flight requests');
+    logger.info({ signal }, 'shutting down: draining in-flight requests');
     const timer = setTimeout(() => {
-      app.log.error(`shutdown took longer than ${config.shutdownTimeout} ms: exiting`);
+      logger.error(`shutdown took longer than ${config.shutdownTimeout} ms: exiting`);
       process.exit(1);
     }, config.shutdownTimeout);
     timer.unref();
     server.close().then(
       () => process.exit(0),
       (error: Error) => {
-        app.log.error({ err: error }, 'error while shutting down');
+        logger.error({ err: error }, 'error while shutting down');
         process.exit(1);
       },
     );

@@ -2,11 +2,12 @@
  * What the models dir holds, next to what the catalogue knows: for `onnx-gateway models list`.
  * A model is present when the registry could load it (config, tokenizer and a graph).
  */
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Catalogue, Manifest, Task } from '../models/catalogue.js';
 import { formatBytes } from '../models/download-progress.js';
-import { taskFromConfig as taskOfConfig } from '../models/facts.js';
+import { readModelFile, taskFromConfig as taskOfConfig } from '../models/facts.js';
+import { ModelConfig, SentenceTransformersConfig } from '../models/file-schemas.js';
 import { readLock, type ModelLock } from '../models/lock.js';
 import { filesIn, modelDir, stagingDirOf } from '../models/paths.js';
 import { variantsIn, type Variant } from '../models/variants.js';
@@ -93,9 +94,9 @@ function lockIn(dir: string): ModelLock | undefined {
 /** As the registry decides for folders without a manifest. */
 function taskFromConfig(dir: string): Task | 'unknown' {
   try {
-    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
-    const stConfig = existsSync(join(dir, 'config_sentence_transformers.json')) ? JSON.parse(readFileSync(join(dir, 'config_sentence_transformers.json'), 'utf8')) : undefined;
-    return taskOfConfig(config, stConfig);
+    const config = readModelFile(join(dir, 'config.json'), ModelConfig);
+    if (!config) return 'unknown';
+    return taskOfConfig(config, readModelFile(join(dir, 'config_sentence_transformers.json'), SentenceTransformersConfig));
   } catch {
     return 'unknown';
   }

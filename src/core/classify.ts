@@ -11,7 +11,7 @@ import type { ServedModel } from '../models/registry.js';
 import { sigmoid } from '../vectors/scores.js';
 import type { CoreContext, Timings } from './context.js';
 import { fit } from './embeddings.js';
-import { mapInSlices } from './tokenize.js';
+import { mapInSlices } from './map-in-slices.js';
 
 /** A text, or a text and its pair (premise and hypothesis, question and answer). */
 export type ClassifyInput = string | readonly [string, string];

@@ -8,7 +8,7 @@ import { cutDimensions, l2NormalizeRows } from '../vectors/normalize.js';
 import type { CachedJob } from './cache/embedding-cache.js';
 import type { CoreContext, Timings } from './context.js';
 import { promptFor } from './prompts.js';
-import { mapInSlices } from './tokenize.js';
+import { mapInSlices } from './map-in-slices.js';
 
 export type EmbeddingInput = string | string[] | number[] | number[][];
 
@@ -153,10 +153,11 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
   const compute = (missing: Int32Array[]) => ctx.scheduler.submit(model.id, missing.map((ids) => ({ ids })), signal);
   const job: Omit<CachedJob, 'hits'> & { hits?: number } = ctx.embeddingCache ? await ctx.embeddingCache.run(model, sequences, compute) : await compute(sequences);
   let vectors = job.output;
-  // Asking for a width asks for Matryoshka vectors: cut, then normalised, even at the full width.
+  // Asking for a width asks for Matryoshka vectors: cut, then normalised (cutDimensions does both),
+  // and normalised even when the width asked for is the full one.
   const cut = request.dimensions !== undefined && request.dimensions !== 0;
-  if (request.normalize ?? (model.normalize || cut)) l2NormalizeRows(vectors, job.width);
   if (dimensions !== job.width) vectors = cutDimensions(vectors, job.width, dimensions);
+  else if (request.normalize ?? (model.normalize || cut)) l2NormalizeRows(vectors, job.width);
   return {
     model: model.id,
     vectors,

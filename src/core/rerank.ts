@@ -16,7 +16,7 @@ import { chunkPair } from '../text/chunking.js';
 import { sigmoid } from '../vectors/scores.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeDocument, encodeQuery, maxSim, tokenVectors } from './late-interaction.js';
-import { mapInSlices } from './tokenize.js';
+import { mapInSlices } from './map-in-slices.js';
 
 export interface RerankRequest {
   model?: string;

@@ -8,7 +8,7 @@ import { ApiError, invalid } from '../errors.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeInputs, normaliseInput, resolveWithKind, type EmbedRequest } from './embeddings.js';
 import { encodeDocument, encodeQuery, tokenVectors } from './late-interaction.js';
-import { mapInSlices } from './tokenize.js';
+import { mapInSlices } from './map-in-slices.js';
 
 export type TokenEmbedRequest = Pick<EmbedRequest, 'model' | 'input' | 'inputType' | 'truncate' | 'truncationDirection'>;
 

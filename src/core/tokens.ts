@@ -7,7 +7,7 @@ import type { ServedModel } from '../models/registry.js';
 import { alignTokens } from '../text/alignment.js';
 import type { CoreContext } from './context.js';
 import { promptFor } from './prompts.js';
-import { mapInSlices } from './tokenize.js';
+import { mapInSlices } from './map-in-slices.js';
 
 export interface TokenizeRequest {
   /** Absent: the first served model. */

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ApiError } from '../errors.js';
 import { clientSignal } from './client-signal.js';
 import { version } from '../version.js';
@@ -28,13 +28,13 @@ import type { HttpServices } from './services.js';
 import { unsupportedRoutes } from './unsupported.js';
 
 export interface AppOptions {
-  /** pino logger options, or false for none (tests). */
-  logger?: FastifyServerOptions['logger'];
+  /** The process's pino logger (main.ts makes it before anything starts); none logs nothing. */
+  logger?: FastifyBaseLogger;
 }
 
 export async function buildApp(services: HttpServices, options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logger ?? false,
+    loggerInstance: options.logger,
     // The request's pino child is made only when the request logs something (http/request-logger.ts).
     ...(options.logger ? { childLoggerFactory: requestLoggerFactory } : {}),
     bodyLimit: services.config.bodyLimit,

@@ -10,9 +10,21 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Static, TSchema } from 'typebox';
+import { Value } from 'typebox/value';
 import { StartupError } from '../errors.js';
 import { readGraphInterface, type ElementType, type TensorInfo } from '../onnx/interface.js';
 import { poolings, type Pooling } from '../vectors/pooling.js';
+import {
+  DenseConfig,
+  ModelConfig,
+  PoolingConfig,
+  SentenceBertConfig,
+  SentenceTransformersConfig,
+  SpladePoolingConfig,
+  StModules,
+  TokenizerConfig,
+} from './file-schemas.js';
 import {
   checkSpladePooling,
   isLateInteraction,
@@ -87,22 +99,29 @@ export interface ModelFacts {
   externalData: string[];
 }
 
-type Json = Record<string, any>;
-
-function readJson(path: string): Json | undefined {
+/**
+ * A JSON file of the model folder, checked against its schema (file-schemas.ts); undefined when the
+ * folder has no such file. A value of the wrong type is refused, naming the file and the field.
+ */
+export function readModelFile<S extends TSchema>(path: string, schema: S): Static<S> | undefined {
   if (!existsSync(path)) return undefined;
+  let value: unknown;
   try {
-    return JSON.parse(readFileSync(path, 'utf8'));
+    // A null is absent, as the Python that wrote the file means it (None).
+    value = JSON.parse(readFileSync(path, 'utf8'), (_key, item: unknown) => (item === null ? undefined : item));
   } catch (error) {
     throw new ModelFilesError(`${path} is not valid JSON: ${(error as Error).message}`);
   }
-}
-
-interface StModule {
-  idx?: number;
-  name?: string;
-  path?: string;
-  type?: string;
+  const errors = [...Value.Errors(schema, value)];
+  if (errors.length === 0) return value as Static<S>;
+  // The outermost failure: where a value may take several forms, the union's own error rather than a form's.
+  const depth = (error: (typeof errors)[number]) => error.instancePath.split('/').length;
+  const outermost = errors.filter((error) => depth(error) === Math.min(...errors.map(depth)));
+  const error = outermost.find((error) => error.keyword === 'anyOf') ?? outermost[0]!;
+  const field = error.instancePath.slice(1).replaceAll('/', '.');
+  const got = JSON.stringify(field === '' ? value : Value.Pointer.Get(value, error.instancePath));
+  const problem = error.keyword === 'anyOf' ? 'is none of the forms it may take' : error.message;
+  throw new ModelFilesError(`${path}: ${field === '' ? 'the file' : `"${field}"`} ${problem}; got ${got ?? 'nothing'}.`);
 }
 
 // `dense_vecs`: bge-m3 exports that give its three outputs (dense, token weights, ColBERT vectors).
@@ -111,11 +130,11 @@ const tokenOutputs = ['last_hidden_state', 'token_embeddings'];
 
 /** Reads the facts of the model in `dir` whose graph is `onnxPath`; `label` names it in messages. */
 export async function readModelFacts(dir: string, onnxPath: string, label: string, taskHint?: Task): Promise<ModelFacts> {
-  const config = readJson(join(dir, 'config.json')) ?? {};
-  const tokenizerConfig = readJson(join(dir, 'tokenizer_config.json')) ?? {};
-  const sbertConfig = readJson(join(dir, 'sentence_bert_config.json'));
-  const stConfig = readJson(join(dir, 'config_sentence_transformers.json'));
-  const modules = (readJson(join(dir, 'modules.json')) as StModule[] | undefined) ?? [];
+  const config = readModelFile(join(dir, 'config.json'), ModelConfig) ?? {};
+  const tokenizerConfig = readModelFile(join(dir, 'tokenizer_config.json'), TokenizerConfig) ?? {};
+  const sbertConfig = readModelFile(join(dir, 'sentence_bert_config.json'), SentenceBertConfig);
+  const stConfig = readModelFile(join(dir, 'config_sentence_transformers.json'), SentenceTransformersConfig);
+  const modules = readModelFile(join(dir, 'modules.json'), StModules) ?? [];
   let graph;
   try {
     graph = await readGraphInterface(onnxPath);
@@ -140,21 +159,21 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
   const id2label = labelsOf(config, headTasks.includes(task) ? width : 1);
   return {
     task,
-    family: typeof config.model_type === 'string' ? config.model_type : 'unknown',
+    family: config.model_type ?? 'unknown',
     maxTokens: windowOf(config, tokenizerConfig, sbertConfig, label),
     width,
     pooling: pooling ?? 'mean',
     normalize: special ? special.normalize : modules.length > 0 ? modules.some((m) => m.type?.endsWith('.Normalize')) : true,
     prompts: promptsOf(stConfig),
-    defaultPromptName: typeof stConfig?.default_prompt_name === 'string' ? stConfig.default_prompt_name : undefined,
+    defaultPromptName: stConfig?.default_prompt_name,
     rerankScoring: task === 'rerank' ? scoringOf(width, id2label, label) : { kind: 'sigmoid' },
     // A cross-encoder's scores are its rerank scores: the sigmoid of its one logit, or the softmax of two.
     activation: task === 'rerank' ? (width === 1 ? 'sigmoid' : 'softmax') : activationOf(config, width),
     declared: { pooling: pooling !== undefined, normalize: modules.length > 0, prompts: Object.keys(promptsOf(stConfig)).length > 0 },
     id2label,
-    vocabSize: Number(config.vocab_size ?? 0),
+    vocabSize: config.vocab_size ?? 0,
     output: { name: output.info.name, pooled: output.pooled, type: output.info.type },
-    heads: special?.heads ?? headsOf(task, output, graph.outputs, Number(config.vocab_size ?? 0)),
+    heads: special?.heads ?? headsOf(task, output, graph.outputs, config.vocab_size ?? 0),
     lateInteraction: special?.lateInteraction,
     feeds: feedsOf(graph.inputs, label),
     externalData: graph.externalData,
@@ -171,20 +190,19 @@ const relevanceLabel = /^(0|1|label_0|label_1|true|false|yes|no|relevant|irrelev
  * it is a classifier when `problem_type` is multi-label, or it has three labels or more, or two
  * with names of their own (NEGATIVE / POSITIVE). Anything else is an embedder.
  */
-export function taskFromConfig(config: Json, stConfig: Json | undefined): Task {
-  const architectures: string[] = Array.isArray(config.architectures) ? config.architectures : [];
-  if (!architectures.some((a) => a.endsWith('ForSequenceClassification'))) return 'embedding';
+export function taskFromConfig(config: ModelConfig, stConfig: SentenceTransformersConfig | undefined): Task {
+  if (!(config.architectures ?? []).some((a) => a.endsWith('ForSequenceClassification'))) return 'embedding';
   // sentence-transformers 4+ writes its CrossEncoder settings into config.json; older versions into their own file.
   if (config.sentence_transformers || stConfig?.model_type === 'CrossEncoder') return 'rerank';
   if (config.problem_type === 'multi_label_classification') return 'classify';
-  const labels = Object.values((config.id2label ?? {}) as Json).map(String);
-  const count = Math.max(labels.length, Number(config.num_labels ?? 0));
+  const labels = Object.values(config.id2label ?? {});
+  const count = Math.max(labels.length, config.num_labels ?? 0);
   if (count <= 1) return 'rerank';
   if (count === 2 && (labels.length < 2 || labels.every((name) => relevanceLabel.test(name.trim())))) return 'rerank';
   return 'classify';
 }
 
-function activationOf(config: Json, width: number): ClassifyActivation {
+function activationOf(config: ModelConfig, width: number): ClassifyActivation {
   if (config.problem_type === 'regression') return 'none';
   if (config.problem_type === 'multi_label_classification' || width === 1) return 'sigmoid';
   return 'softmax';
@@ -210,21 +228,29 @@ interface SpecialOutputs {
 }
 
 /** A SPLADE model's logits, or a ColBERT model's projected token vectors; undefined for other models. */
-function specialModelOutputs(dir: string, config: Json, modules: StModule[], stConfig: Json | undefined, tokenizerConfig: Json, outputs: TensorInfo[], label: string): SpecialOutputs | undefined {
+function specialModelOutputs(
+  dir: string,
+  config: ModelConfig,
+  modules: StModules,
+  stConfig: SentenceTransformersConfig | undefined,
+  tokenizerConfig: TokenizerConfig,
+  outputs: TensorInfo[],
+  label: string,
+): SpecialOutputs | undefined {
   const names = outputs.map((o) => `"${o.name}"`).join(', ');
   if (isSplade(config, modules, outputs)) {
     const logits = outputs.find((o) => o.name === 'logits');
     if (!logits) throw new ModelFilesError(`Model "${label}": a SPLADE (masked-LM) model needs its graph to output "logits" [batch, sequence, vocabulary]; the graph has ${names}. Export it with optimum-cli export onnx --task fill-mask.`);
     const module = modules.find((m) => m.type?.endsWith('SpladePooling'));
-    const refused = checkSpladePooling(readJson(join(dir, module?.path ?? '1_SpladePooling', 'config.json')));
+    const refused = checkSpladePooling(readModelFile(join(dir, module?.path ?? '1_SpladePooling', 'config.json'), SpladePoolingConfig));
     if (refused) throw new ModelFilesError(`Model "${label}": ${refused}.`);
-    const dimension = lastDim(logits) ?? Number(config.vocab_size ?? 0);
+    const dimension = lastDim(logits) ?? config.vocab_size ?? 0;
     return { output: { info: logits, pooled: false }, width: dimension, normalize: false, heads: { kinds: ['sparse'], sparse: { pooling: 'mlm', output: 'logits', dimension } } };
   }
   if (isLateInteraction(modules, stConfig)) {
     const module = modules.find((m) => m.type?.endsWith('.Dense'));
-    const projection = module ? readJson(join(dir, module.path ?? '1_Dense', 'config.json')) : undefined;
-    const width = Number(projection?.out_features ?? config.hidden_size ?? 0);
+    const projection = module ? readModelFile(join(dir, module.path ?? '1_Dense', 'config.json'), DenseConfig) : undefined;
+    const width = projection?.out_features ?? config.hidden_size ?? 0;
     const candidates = ['colbert_vecs', 'token_embeddings', 'last_hidden_state'].map((name) => outputs.find((o) => o.name === name)).filter((o): o is TensorInfo => o !== undefined);
     const tokens = candidates.find((o) => lastDim(o) === width);
     if (!tokens) {
@@ -233,7 +259,7 @@ function specialModelOutputs(dir: string, config: Json, modules: StModule[], stC
       );
     }
     const mask = tokenizerConfig.mask_token;
-    const maskToken = typeof mask === 'string' ? mask : typeof mask?.content === 'string' ? mask.content : undefined;
+    const maskToken = typeof mask === 'string' ? mask : mask?.content;
     return {
       output: { info: tokens, pooled: false },
       width,
@@ -264,13 +290,13 @@ function headsOf(task: Task, output: { info: TensorInfo; pooled: boolean }, outp
 }
 
 /** The pooling of `1_Pooling/config.json` (the Pooling module's folder), if the model has one. */
-function readPooling(dir: string, modules: StModule[], label: string): Pooling | undefined {
+function readPooling(dir: string, modules: StModules, label: string): Pooling | undefined {
   const module = modules.find((m) => m.type?.endsWith('.Pooling'));
-  const poolingConfig = readJson(join(dir, module?.path ?? '1_Pooling', 'config.json'));
+  const poolingConfig = readModelFile(join(dir, module?.path ?? '1_Pooling', 'config.json'), PoolingConfig);
   if (!poolingConfig) return undefined;
   // Newer files name the mode; older ones set one flag per mode, and several flags concatenate.
   const modes = new Set<string>();
-  if (typeof poolingConfig.pooling_mode === 'string') modes.add(poolingConfig.pooling_mode);
+  if (poolingConfig.pooling_mode !== undefined) modes.add(poolingConfig.pooling_mode);
   for (const [key, value] of Object.entries(poolingConfig)) {
     const match = /^pooling_mode_(.+?)(?:_tokens?|_token)?$/.exec(key);
     if (match && value === true) modes.add(match[1]!);
@@ -292,31 +318,28 @@ function readPooling(dir: string, modules: StModule[], label: string): Pooling |
 }
 
 /** The window: the tightest of what the files declare. */
-function windowOf(config: Json, tokenizerConfig: Json, sbertConfig: Json | undefined, label: string): number {
+function windowOf(config: ModelConfig, tokenizerConfig: TokenizerConfig, sbertConfig: SentenceBertConfig | undefined, label: string): number {
   // RoBERTa-family position tables reserve padding_idx + 1 slots, so 514 positions hold 512 tokens.
-  const positionOffset = ['roberta', 'xlm-roberta', 'camembert', 'mpnet'].includes(config.model_type) ? 2 : 0;
+  const positionOffset = ['roberta', 'xlm-roberta', 'camembert', 'mpnet'].includes(config.model_type ?? '') ? 2 : 0;
   const positions = config.max_position_embeddings ?? config.n_positions;
   const windows = [
     sbertConfig?.max_seq_length,
-    typeof tokenizerConfig.model_max_length === 'number' && tokenizerConfig.model_max_length < 1e6 ? tokenizerConfig.model_max_length : undefined,
-    typeof positions === 'number' ? positions - positionOffset : undefined,
-  ].filter((n): n is number => typeof n === 'number' && Number.isInteger(n) && n > 0);
+    tokenizerConfig.model_max_length !== undefined && tokenizerConfig.model_max_length < 1e6 ? tokenizerConfig.model_max_length : undefined,
+    positions !== undefined ? positions - positionOffset : undefined,
+  ].filter((n): n is number => n !== undefined && Number.isInteger(n) && n > 0);
   if (windows.length === 0) throw new ModelFilesError(`Model "${label}": neither config.json nor the tokenizer files say how many tokens it takes.`);
   return Math.min(...windows);
 }
 
-function outputWidth(output: TensorInfo, config: Json, task: Task): number {
+function outputWidth(output: TensorInfo, config: ModelConfig, task: Task): number {
   const last = output.shape[output.shape.length - 1];
   if (typeof last === 'number' && last > 0) return last;
   if (headTasks.includes(task)) return Object.keys(config.id2label ?? { 0: '' }).length || 1;
-  return Number(config.hidden_size ?? config.n_embd ?? config.d_model ?? 0);
+  return config.hidden_size ?? config.n_embd ?? config.d_model ?? 0;
 }
 
-function labelsOf(config: Json, count: number): Record<string, string> {
-  if (config.id2label && typeof config.id2label === 'object') {
-    return Object.fromEntries(Object.entries(config.id2label as Json).map(([k, v]) => [k, String(v)]));
-  }
-  return Object.fromEntries(Array.from({ length: count }, (_, i) => [String(i), `LABEL_${i}`]));
+function labelsOf(config: ModelConfig, count: number): Record<string, string> {
+  return config.id2label ?? Object.fromEntries(Array.from({ length: count }, (_, i) => [String(i), `LABEL_${i}`]));
 }
 
 /**
@@ -335,11 +358,9 @@ function scoringOf(width: number, id2label: Record<string, string>, label: strin
   );
 }
 
-/** `prompts` of config_sentence_transformers.json, empty prompts left out. */
-function promptsOf(stConfig: Json | undefined): Record<string, string> {
-  const prompts = stConfig?.prompts;
-  if (!prompts || typeof prompts !== 'object') return {};
-  return Object.fromEntries(Object.entries(prompts as Json).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
+/** `prompts` of config_sentence_transformers.json. */
+function promptsOf(stConfig: SentenceTransformersConfig | undefined): Record<string, string> {
+  return stConfig?.prompts ?? {};
 }
 
 function feedsOf(inputs: TensorInfo[], label: string): GraphFeeds {

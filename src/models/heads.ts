@@ -14,6 +14,7 @@
  *   projection (its width is the Dense module's out_features).
  */
 import type { ElementType, TensorInfo } from '../onnx/interface.js';
+import type { ModelConfig, SentenceTransformersConfig, SpladePoolingConfig, StModules } from './file-schemas.js';
 
 export type OutputKind = 'dense' | 'sparse' | 'tokens';
 export const outputKinds: readonly OutputKind[] = ['dense', 'sparse', 'tokens'];
@@ -54,9 +55,6 @@ export interface LateInteractionFacts {
   maskToken: string;
 }
 
-type Json = Record<string, any>;
-type Modules = Array<{ type?: string; path?: string }>;
-
 export const tokenWeightOutputs = ['sparse_vecs', 'sparse_weights', 'token_weights'];
 
 /**
@@ -65,36 +63,35 @@ export const tokenWeightOutputs = ['sparse_vecs', 'sparse_weights', 'token_weigh
  * whose graph outputs `logits`. Many dense embedders keep the *ForMaskedLM of the checkpoint they
  * were trained from (all-mpnet-base-v2), so the architecture alone does not decide.
  */
-export function isSplade(config: Json, modules: Modules, outputs: TensorInfo[]): boolean {
+export function isSplade(config: ModelConfig, modules: StModules, outputs: TensorInfo[]): boolean {
   if (modules.some((m) => /SpladePooling|MLMTransformer/.test(m.type ?? ''))) return true;
-  const architectures: string[] = Array.isArray(config.architectures) ? config.architectures : [];
   const pooled = modules.some((m) => m.type?.endsWith('.Pooling'));
-  return !pooled && architectures.some((a) => a.endsWith('ForMaskedLM')) && outputs.some((o) => o.name === 'logits');
+  return !pooled && (config.architectures ?? []).some((a) => a.endsWith('ForMaskedLM')) && outputs.some((o) => o.name === 'logits');
 }
 
 /** Whether the files describe a PyLate ColBERT model. */
-export function isLateInteraction(modules: Modules, stConfig: Json | undefined): boolean {
-  return modules.some((m) => m.type?.startsWith('pylate.')) || (typeof stConfig?.query_length === 'number' && typeof stConfig?.document_length === 'number');
+export function isLateInteraction(modules: StModules, stConfig: SentenceTransformersConfig | undefined): boolean {
+  return modules.some((m) => m.type?.startsWith('pylate.')) || (stConfig?.query_length !== undefined && stConfig.document_length !== undefined);
 }
 
 /** What SpladePooling's config says, refused where it is not the max of log(1 + relu). */
-export function checkSpladePooling(pooling: Json | undefined): string | undefined {
+export function checkSpladePooling(pooling: SpladePoolingConfig | undefined): string | undefined {
   if (!pooling) return undefined;
   if (pooling.pooling_strategy !== undefined && pooling.pooling_strategy !== 'max') return `its SpladePooling uses pooling_strategy "${pooling.pooling_strategy}"; only "max" is served`;
   if (pooling.activation_function !== undefined && pooling.activation_function !== 'relu') return `its SpladePooling uses activation_function "${pooling.activation_function}"; only "relu" is served`;
   return undefined;
 }
 
-export function lateInteractionFacts(stConfig: Json | undefined, maskToken: string | undefined): LateInteractionFacts {
+export function lateInteractionFacts(stConfig: SentenceTransformersConfig | undefined, maskToken: string | undefined): LateInteractionFacts {
   const st = stConfig ?? {};
   return {
-    queryPrefix: typeof st.query_prefix === 'string' ? st.query_prefix : '[Q] ',
-    documentPrefix: typeof st.document_prefix === 'string' ? st.document_prefix : '[D] ',
-    queryLength: Number.isInteger(st.query_length) ? st.query_length : 32,
-    documentLength: Number.isInteger(st.document_length) ? st.document_length : 180,
+    queryPrefix: st.query_prefix ?? '[Q] ',
+    documentPrefix: st.document_prefix ?? '[D] ',
+    queryLength: st.query_length ?? 32,
+    documentLength: st.document_length ?? 180,
     attendToExpansion: st.attend_to_expansion_tokens === true,
     queryExpansion: st.do_query_expansion !== false,
-    skiplistWords: Array.isArray(st.skiplist_words) ? st.skiplist_words.filter((w: unknown): w is string => typeof w === 'string') : [...'!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'],
+    skiplistWords: st.skiplist_words ?? [...'!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'],
     maskToken: maskToken ?? '[MASK]',
   };
 }

@@ -16,7 +16,6 @@ import { readLock, type ModelLock } from './lock.js';
 import { filesIn, modelDir } from './paths.js';
 import { externalDataFiles, findVariantGraph, parseServedId, variantCandidates, VariantError, type Variant } from './variants.js';
 
-export { ModelFilesError } from './facts.js';
 export type { Task } from './facts.js';
 
 export type { Variant } from './variants.js';

@@ -1,5 +1,6 @@
 /**
- * BertNormalizer for @huggingface/tokenizers, as HF tokenizers (Rust) does it, and faster.
+ * BertNormalizer as HF tokenizers (Rust) does it, and faster than @huggingface/tokenizers' own,
+ * whose `normalize` this replaces (library-patches.ts).
  *
  * The library cleans the text and spaces out CJK characters one character at a time, running a
  * regex or two per character: about a fifth of all tokenising time. The same edits as whole-string
@@ -11,18 +12,6 @@
  * - Lowercasing is per character: a final capital sigma becomes σ, not the ς of JavaScript's
  *   context-sensitive toLowerCase. Accents are stripped before lowercasing, in Rust's order.
  */
-import * as tokenizers from '@huggingface/tokenizers';
-
-/** The parts of the library's BertNormalizer replaced or read here. */
-interface BertNormalizerSteps {
-  config: { clean_text?: boolean; handle_chinese_chars?: boolean; lowercase?: boolean; strip_accents?: boolean | null };
-  normalize(text: string): string;
-}
-
-// The package's type declarations re-export without file extensions, which NodeNext resolution
-// does not follow, so the class is not typed: describe the part we use.
-const { BertNormalizer } = tokenizers as unknown as { BertNormalizer: abstract new (...args: never[]) => BertNormalizerSteps };
-
 // clean_text drops NUL, U+FFFD and every control, format, private-use or lone surrogate code
 // point except tab, LF and CR, then turns each remaining whitespace character into a space.
 // Dropping comes first: \v, \f and U+FEFF are both, and are dropped.
@@ -35,17 +24,21 @@ const NONSPACING_MARKS = /\p{Mn}/gu;
 // The one context-sensitive mapping of toLowerCase that is not language-specific (Final_Sigma).
 const CAPITAL_SIGMA = /\u03A3/g;
 
-/** Replaces `normalize` of a library BertNormalizer (`tokenizer.normalizer`) in place; false if it is not one. */
-export function accelerateBertNormalizer(normalizer: unknown): boolean {
-  if (!(normalizer instanceof BertNormalizer)) return false;
-  const { clean_text: clean, handle_chinese_chars: chinese, lowercase } = normalizer.config;
-  const stripAccents = normalizer.config.strip_accents ?? lowercase;
-  normalizer.normalize = (text) => {
+/** BertNormalizer's options: tokenizer.json's clean_text, handle_chinese_chars, strip_accents (defaulting to lowercase), lowercase. */
+export interface BertNormalizerOptions {
+  clean?: boolean;
+  chinese?: boolean;
+  stripAccents?: boolean;
+  lowercase?: boolean;
+}
+
+/** The normalisation of a BertNormalizer with these options. */
+export function bertNormalizer({ clean, chinese, stripAccents, lowercase }: BertNormalizerOptions): (text: string) => string {
+  return (text) => {
     if (clean) text = text.replace(DROPPED, '').replace(WHITESPACE, ' ');
     if (chinese) text = text.replace(CJK, ' $& ');
     if (stripAccents) text = text.normalize('NFD').replace(NONSPACING_MARKS, '');
     if (lowercase) text = text.replace(CAPITAL_SIGMA, '\u03C3').toLowerCase();
     return text;
   };
-  return true;
 }

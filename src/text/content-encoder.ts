@@ -12,23 +12,8 @@
  * the legacy `remove_space` options) goes through the library as before, and the tests compare both
  * paths on multilingual edge cases.
  */
-
-/** The parts of the library's Tokenizer read here (untyped in its declarations; see tokenizer.ts). */
-import * as tokenizers from '@huggingface/tokenizers';
 import { ChunkTable, type IdSink } from './chunk-table.js';
-
-export interface LibraryInternals {
-  normalizer: ((text: string) => string) | null;
-  pre_tokenizer: ((text: string, options: { section_index: number }) => string[]) | null;
-  model: ((words: string[]) => string[]) & { tokens_to_ids: Map<string, number>; unk_token_id?: number; fuse_unk?: boolean };
-  added_tokens: Array<{ content: string; normalized: boolean }>;
-  remove_space?: unknown;
-  do_lowercase_and_remove_accent?: unknown;
-}
-
-// The package's type declarations re-export without file extensions, which NodeNext resolution
-// does not follow: the classes are only compared against.
-const { BertNormalizer, BertPreTokenizer } = tokenizers as unknown as Record<'BertNormalizer' | 'BertPreTokenizer', abstract new (...args: never[]) => unknown>;
+import { isBertLike, type LibraryTokenizer } from './library-patches.js';
 
 /** Longer words are not cached (a text's rare long strings would fill the cache). */
 const CACHED_WORD_LENGTH = 48;
@@ -38,7 +23,7 @@ const CACHED_WORDS = 100_000;
 export type ContentEncoder = (text: string) => Int32Array | undefined;
 
 /** A fast encoder for `tokenizer`, or undefined when its configuration needs the library's own path. */
-export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | undefined {
+export function contentEncoder(tokenizer: LibraryTokenizer): ContentEncoder | undefined {
   const { normalizer, pre_tokenizer: preTokenizer, model } = tokenizer;
   if (tokenizer.remove_space === true || tokenizer.do_lowercase_and_remove_accent === true) return undefined;
   // The library fuses unknown tokens across a section's words, not per word: no per-word cache then.
@@ -83,8 +68,7 @@ export function contentEncoder(tokenizer: LibraryInternals): ContentEncoder | un
   // ids are the ids of its whitespace-separated chunks, each normalized and pre-tokenized alone.
   // The cache then holds raw chunks, and a cached chunk skips normalizing and pre-tokenizing too.
   // (An added token matched after normalizing is looked for in each chunk, so it must not span one.)
-  const local = (normalizer === null || normalizer instanceof BertNormalizer) && preTokenizer instanceof BertPreTokenizer
-    && !normalizedContents.some((content) => /\s/.test(content));
+  const local = isBertLike(tokenizer) && !normalizedContents.some((content) => /\s/.test(content));
   const chunkIds = (chunk: string): Int32Array | undefined => {
     const normalized = normalizer ? normalizer(chunk) : chunk;
     if (normalizedAdded?.test(normalized)) return undefined;

@@ -13,7 +13,6 @@
  * some key prefixes is replaced whole by the replacement of the SHORTEST such key; otherwise each
  * character is looked up alone and kept unchanged when no key matches it.
  */
-import * as tokenizers from '@huggingface/tokenizers';
 
 const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
 /** Code units segmented at a time (see clusters()). */
@@ -186,40 +185,4 @@ function utf8Length(text: string): number {
     } else n += 3;
   }
   return n;
-}
-
-/** The parts of the library's normalizers used here. */
-interface LibraryNormalizer {
-  charsmap?: string | null;
-  normalizers?: unknown[];
-  normalize(text: string): string;
-}
-
-// The package's type declarations re-export without file extensions, which NodeNext resolution
-// does not follow, so the classes are not typed: describe the part we use.
-const { PrecompiledNormalizer, SequenceNormalizer } = tokenizers as unknown as {
-  PrecompiledNormalizer: abstract new (...args: never[]) => LibraryNormalizer;
-  SequenceNormalizer: abstract new (...args: never[]) => LibraryNormalizer;
-};
-
-/**
- * Replaces `normalize` of every library Precompiled normalizer in `normalizer` (itself, or inside
- * a Sequence) with the exact charsmap; returns how many it replaced.
- */
-export function exactPrecompiled(normalizer: unknown): number {
-  if (normalizer instanceof SequenceNormalizer) {
-    let n = 0;
-    for (const inner of normalizer.normalizers ?? []) n += exactPrecompiled(inner);
-    return n;
-  }
-  if (!(normalizer instanceof PrecompiledNormalizer)) return 0;
-  const { charsmap } = normalizer;
-  if (charsmap) {
-    const exact = PrecompiledCharsmap.fromBase64(charsmap);
-    normalizer.normalize = (text) => exact.normalize(text);
-  } else {
-    // No rules: HF tokenizers leaves the text as it is.
-    normalizer.normalize = (text) => text;
-  }
-  return 1;
 }

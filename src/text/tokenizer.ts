@@ -6,30 +6,12 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Tokenizer } from '@huggingface/tokenizers';
-import { accelerateBertNormalizer } from './bert-normalizer.js';
-import { exactByteLevel } from './byte-level.js';
-import { exactPrecompiled } from './precompiled.js';
-import { type ContentEncoder, contentEncoder, type LibraryInternals } from './content-encoder.js';
+import { type ContentEncoder, contentEncoder } from './content-encoder.js';
+import { loadLibraryTokenizer, type LibraryTokenizer } from './library-patches.js';
 import { countSpecials, readTemplate, type SpecialRun, type SpecialTemplate } from './template.js';
 import { longestFirst } from './truncation.js';
-import { exactUnigram } from './unigram.js';
-import { accelerateWordPiece } from './wordpiece.js';
 
 export type { SpecialRun, SpecialTemplate } from './template.js';
-
-/**
- * The parts of the library's Tokenizer used here. Its type declarations re-export without file
- * extensions, which NodeNext resolution does not follow, so the class comes in untyped.
- */
-interface LibraryTokenizer {
-  normalizer: unknown;
-  pre_tokenizer: unknown;
-  model: unknown;
-  encode(text: string, options: { add_special_tokens: boolean }): { ids: number[] };
-  decode(ids: number[], options: { skip_special_tokens: boolean }): string;
-  token_to_id(token: string): number | undefined;
-}
 
 /** Shared so that the hot path allocates no options object. */
 const CONTENT_ONLY = Object.freeze({ add_special_tokens: false });
@@ -52,7 +34,7 @@ export class TextTokenizer {
 
   private constructor(tokenizer: LibraryTokenizer, template: SpecialTemplate, padId: number) {
     this.tokenizer = tokenizer;
-    this.fast = contentEncoder(tokenizer as unknown as LibraryInternals);
+    this.fast = contentEncoder(tokenizer);
     this.template = template;
     this.padId = padId;
     const { single, pair } = template;
@@ -78,16 +60,8 @@ export class TextTokenizer {
   static fromJson(tokenizerJson: object, tokenizerConfig: object = {}): TextTokenizer {
     // The library insists on these keys being present, even when null.
     const json: Record<string, unknown> = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, added_tokens: [], ...tokenizerJson };
-    const tokenizer: LibraryTokenizer = new Tokenizer(json, tokenizerConfig);
-    // Same output, faster: the library's per-character loops dominate tokenising time.
-    accelerateBertNormalizer(tokenizer.normalizer);
-    // The library only approximates SentencePiece's charsmap.
-    exactPrecompiled(tokenizer.normalizer);
-    // The library's GPT-2 split regex uses JavaScript's whitespace, not Unicode's.
-    exactByteLevel(tokenizer.pre_tokenizer);
-    accelerateWordPiece(tokenizer.model);
-    // The library breaks ties between equal segmentations otherwise than HF tokenizers.
-    exactUnigram(tokenizer.model);
+    // The library's tokenizer with its parts made exact or faster (library-patches.ts).
+    const { tokenizer } = loadLibraryTokenizer(json, tokenizerConfig);
     return new TextTokenizer(tokenizer, readTemplate(json.post_processor), padIdOf(json, tokenizerConfig as Record<string, unknown>, tokenizer));
   }
 

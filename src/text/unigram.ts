@@ -9,39 +9,6 @@
  * shortest first), unknown characters scored `min score - 10`, consecutive unknowns fused into
  * one token. The pieces live in a compact trie, which also replaces the library's much larger one.
  */
-import * as tokenizers from '@huggingface/tokenizers';
-
-/** The parts of the library's Unigram model used here. */
-interface UnigramModel {
-  config: { vocab: [string, number][]; unk_id?: number };
-  trie: unknown;
-  tokenize(normalized: string): string[];
-  encode(words: string[]): string[];
-}
-
-// The package's type declarations re-export without file extensions, which NodeNext resolution
-// does not follow, so the class is not typed: describe the part we use.
-const { Unigram } = tokenizers as unknown as { Unigram: abstract new (...args: never[]) => UnigramModel };
-
-/**
- * Replaces `tokenize` of a library Unigram model (`tokenizer.model`) in place, and `encode`, whose
- * `push(...pieces)` overflows the stack on a word of some 100,000 pieces; false if it is not one.
- */
-export function exactUnigram(model: unknown): boolean {
-  if (!(model instanceof Unigram)) return false;
-  const { vocab, unk_id: unkId } = model.config;
-  // Without an unknown token HF tokenizers fails on unknown characters; the library's way stays.
-  if (!Number.isInteger(unkId)) return false;
-  const tokenize = unigramSegmenter(vocab, unkId!);
-  model.tokenize = tokenize;
-  model.encode = (words) => {
-    const pieces: string[] = [];
-    for (const word of words) for (const piece of tokenize(word)) pieces.push(piece);
-    return pieces;
-  };
-  model.trie = undefined;
-  return true;
-}
 
 /** Builds HF tokenizers' Unigram segmentation (pieces as strings) for a vocabulary of `[piece, score]`. */
 export function unigramSegmenter(vocab: readonly (readonly [string, number])[], unkId: number): (text: string) => string[] {

@@ -7,32 +7,6 @@
  * walk of a prefix trie per piece, so the output is identical (the tests compare both on
  * multilingual edge cases), at 3-4 times the speed of that stage.
  */
-import * as tokenizers from '@huggingface/tokenizers';
-
-/** The parts of the library's WordPiece model used here. */
-interface WordPieceModel {
-  config: { continuing_subword_prefix?: unknown };
-  tokens_to_ids: Map<string, number>;
-  unk_token?: string;
-  max_input_chars_per_word: number;
-  encode(words: string[]): string[];
-}
-
-// The package's type declarations re-export without file extensions, which NodeNext resolution
-// does not follow, so the class is not typed: describe the part we use.
-const { WordPiece } = tokenizers as unknown as { WordPiece: abstract new (...args: never[]) => WordPieceModel };
-
-/** Replaces `encode` of a library WordPiece model (`tokenizer.model`) in place; false if it is not one. */
-export function accelerateWordPiece(model: unknown): boolean {
-  if (!(model instanceof WordPiece)) return false;
-  const prefix = model.config.continuing_subword_prefix;
-  const unk = model.unk_token;
-  // Without a prefix the library glues "undefined" on: leave such a model as it is.
-  if (typeof prefix !== 'string' || unk === undefined) return false;
-  // Read after the Tokenizer constructor, which adds the added tokens to this map.
-  model.encode = wordPieceEncoder(model.tokens_to_ids, prefix, unk, model.max_input_chars_per_word);
-  return true;
-}
 
 /**
  * Builds the greedy longest-match-first WordPiece of HF tokenizers: a word is cut into the longest

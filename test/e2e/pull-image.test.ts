@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DownloadError } from '../../src/models/file-transfer.js';
-import { ImageCatalogue, ImageRegistry, validateImageManifest, type ImageManifest } from '../../src/models/image-catalogue.js';
+import { ImageCatalogue, validateImageManifest, type ImageManifest } from '../../src/models/image-catalogue.js';
+import { ImageRegistry } from '../../src/models/image-registry.js';
 import { pullImagePipeline } from '../../src/models/image-download.js';
 import { writeTinyImageModels } from '../fixtures/tiny-image-model.js';
 

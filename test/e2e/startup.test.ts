@@ -9,6 +9,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { listeningUrl, spawnTinyServer } from '../helpers/server-process.js';
 
 const run = promisify(execFile);
 
@@ -79,6 +80,26 @@ describe('start-up checks', () => {
     expect(result.stderr).toMatch(/a mirror of the Hub: HF_ENDPOINT=/);
     expect(result.stderr).toContain(`the model folders copied into ${dir}`);
     expect(result.stderr).toMatch(/"onnx-gateway models pull <id>" on a machine that has the Hub/);
+  });
+
+  it('refuses a config file key that is no setting with exit code 2, naming the nearest setting', async () => {
+    const path = join(dir, 'config.json');
+    await writeFile(path, '{"maxBatchToken": 999}');
+    const result = await serve({ ONNX_GATEWAY_CONFIG: path });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('"maxBatchToken", which is not a setting; did you mean maxBatchTokens?');
+  });
+
+  it('logs one warning for an ONNX_GATEWAY_ variable that is no setting', async () => {
+    const server = spawnTinyServer(dir, { ONNX_GATEWAY_MAX_BATCH_TOKEN: '999' });
+    try {
+      await listeningUrl(server);
+      const warnings = server.lines.filter((line) => line.msg.includes('ONNX_GATEWAY_MAX_BATCH_TOKEN '));
+      expect(warnings).toEqual([expect.objectContaining({ level: 40, msg: expect.stringContaining('did you mean ONNX_GATEWAY_MAX_BATCH_TOKENS?') })]);
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.exited;
+    }
   });
 
   it('refuses a bad setting with exit code 2', async () => {

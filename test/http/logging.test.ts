@@ -1,17 +1,27 @@
 /**
- * The logs, with the server's own logger options: one JSON object per line, request ids on every
- * request line, no API key, and no input text unless ONNX_GATEWAY_LOG_BODIES asks for it.
+ * The logs, with the server's own logger: one JSON object per line, request ids on every request
+ * line, no API key, no input text unless ONNX_GATEWAY_LOG_BODIES asks for it, and what the
+ * services log while they open, before the HTTP app exists.
  */
+import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
-import { createServer, loggerOptions, type Server } from '../../src/main.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { createLogger, createServer, type Server } from '../../src/main.js';
+import { hasRedisServer, REDIS_SKIP_REASON, startRedisServer } from '../helpers/redis-server.js';
+import { missing } from '../helpers/resources.js';
 import { testKey } from '../helpers/server.js';
 
 const secretText = 'confidential-patient-note-7f3a';
 
 /** A server whose log lines are kept in memory, as parsed JSON objects. */
-async function loggedServer(logBodies: boolean): Promise<{ server: Server; lines: () => Record<string, unknown>[]; raw: () => string }> {
+async function loggedServer(
+  settings: Partial<Record<keyof Config, unknown>>,
+): Promise<{ server: Server; lines: () => Record<string, unknown>[]; raw: () => string }> {
   const chunks: string[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -20,10 +30,10 @@ async function loggedServer(logBodies: boolean): Promise<{ server: Server; lines
     },
   });
   const config = loadConfig(
-    { modelsDir: inject('tinyModelsDir'), models: ['tiny-embedder', 'tiny-reranker'], apiKeys: [testKey], host: '127.0.0.1', port: 0, workers: 1, logLevel: 'info', logBodies },
+    { modelsDir: inject('tinyModelsDir'), models: ['tiny-embedder', 'tiny-reranker'], apiKeys: [testKey], host: '127.0.0.1', port: 0, workers: 1, logLevel: 'info', ...settings },
     {},
   );
-  const server = await createServer(config, { ...loggerOptions(config), stream });
+  const server = await createServer(config, createLogger(config, stream));
   await server.ready;
   const raw = () => chunks.join('');
   return { server, raw, lines: () => raw().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>) };
@@ -34,7 +44,7 @@ describe('logs', () => {
   const headers = { authorization: `Bearer ${testKey}`, 'x-request-id': 'req-logging-1' };
 
   beforeAll(async () => {
-    logged = await loggedServer(false);
+    logged = await loggedServer({ logBodies: false });
     const { app } = logged.server;
     expect((await app.inject({ method: 'POST', url: '/v1/embeddings', headers, payload: { input: [secretText] } })).statusCode).toBe(200);
     expect((await app.inject({ method: 'POST', url: '/v1/rerank', headers, payload: { query: secretText, documents: [secretText] } })).statusCode).toBe(200);
@@ -84,7 +94,7 @@ describe('logs', () => {
 
 describe('ONNX_GATEWAY_LOG_BODIES', () => {
   it('logs request bodies when asked to, and still no key', async () => {
-    const logged = await loggedServer(true);
+    const logged = await loggedServer({ logBodies: true });
     try {
       const res = await logged.server.app.inject({
         method: 'POST',
@@ -101,4 +111,26 @@ describe('ONNX_GATEWAY_LOG_BODIES', () => {
       await logged.server.close();
     }
   });
+});
+
+describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`start-up logs${hasRedisServer ? '' : ` (skipped: ${REDIS_SKIP_REASON})`}`, () => {
+  it("logs the search service's error while it opens: a replica that can not catch up with the index stream", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-startup-log-'));
+    const redis = await startRedisServer(dir);
+    const client = new Redis(redis.url);
+    let logged: Awaited<ReturnType<typeof loggedServer>> | undefined;
+    try {
+      // The stream starts at entry 5 and there is no snapshot of 1 to 4: catching up fails, serving goes on.
+      await client.xadd('onnx-gateway:index:stream', '*', 'sequence', '5', 'operation', '{"op":"delete","keys":["x"]}');
+      logged = await loggedServer({ dataDir: dir, redisUrl: redis.url });
+      const line = logged.lines().find((entry) => entry.msg === 'index replication: catching up with the stream failed; retrying while serving');
+      expect(line?.level).toBe(50);
+      expect((line?.err as { message?: string } | undefined)?.message).toMatch(/no snapshot to load/);
+    } finally {
+      await logged?.server.close();
+      client.disconnect();
+      await redis.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

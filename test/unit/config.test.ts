@@ -1,6 +1,15 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { configTable, ConfigError, loadConfig, settings } from '../../src/config.js';
+import { configTable, ConfigError, loadConfig, settings, unknownVariables } from '../../src/config.js';
+
+/** A config file holding `text`, as ONNX_GATEWAY_CONFIG names it. */
+function configFile(text: string): { ONNX_GATEWAY_CONFIG: string } {
+  const path = join(mkdtempSync(join(tmpdir(), 'onnx-gateway-config-')), 'config.json');
+  writeFileSync(path, text);
+  return { ONNX_GATEWAY_CONFIG: path };
+}
 
 describe('config', () => {
   it('has defaults that suit a small machine and listens on loopback without keys', () => {
@@ -65,6 +74,35 @@ describe('config', () => {
   ])('refuses a bad setting with a message that names it: %o', (env, message) => {
     expect(() => loadConfig({}, env)).toThrow(ConfigError);
     expect(() => loadConfig({}, env)).toThrow(message);
+  });
+
+  it('reads a config file, below the environment', () => {
+    const env = configFile('{"maxBatchTokens": 999, "port": 9001}');
+    expect(loadConfig({}, env)).toMatchObject({ maxBatchTokens: 999, port: 9001 });
+    expect(loadConfig({}, { ...env, ONNX_GATEWAY_PORT: '9002' }).port).toBe(9002);
+  });
+
+  it('refuses a config file key that is no setting, naming it and the nearest setting', () => {
+    const env = configFile('{"maxBatchToken": 999}');
+    expect(() => loadConfig({}, env)).toThrow(ConfigError);
+    expect(() => loadConfig({}, env)).toThrow(/sets "maxBatchToken", which is not a setting; did you mean maxBatchTokens\?$/);
+    expect(() => loadConfig({}, configFile('{"MaxInputs": 3}'))).toThrow(/did you mean maxInputs\?/);
+    expect(() => loadConfig({}, configFile('{"colour": "blue"}'))).toThrow(/sets "colour", which is not a setting \(README: Configuration lists them\)/);
+    expect(() => loadConfig({}, configFile('[1, 2]'))).toThrow(/must hold a JSON object of settings/);
+  });
+
+  it('warns once for each ONNX_GATEWAY_ variable that is no setting, with the nearest one', () => {
+    const warnings = unknownVariables({
+      ONNX_GATEWAY_MAX_BATCH_TOKEN: '999',
+      ONNX_GATEWAY_SOMETHING_ELSE: '1',
+      ONNX_GATEWAY_PORT: '9000',
+      ONNX_GATEWAY_CONFIG: 'config.json',
+      HOME: '/home/someone',
+    });
+    expect(warnings).toEqual([
+      'ONNX_GATEWAY_MAX_BATCH_TOKEN is not a setting and is ignored; did you mean ONNX_GATEWAY_MAX_BATCH_TOKENS?',
+      'ONNX_GATEWAY_SOMETHING_ELSE is not a setting and is ignored (README: Configuration lists them)',
+    ]);
   });
 
   it('names every setting with an environment variable and a flag', () => {

@@ -93,11 +93,29 @@ describe('model facts from the files', () => {
     ['a pooling that leaves the prompt out', 'tiny-embedder', { '1_Pooling/config.json': pooling({ pooling_mode_mean_tokens: true, include_prompt: false }) }, /include_prompt: false/],
     ['a file that is not JSON', 'tiny-embedder', { 'modules.json': new TextEncoder().encode('{') }, /modules\.json is not valid JSON/],
     ['a graph that is not ONNX', 'tiny-embedder', { 'onnx/model.onnx': new Uint8Array([0xff, 0xff, 0xff]) }, /not a readable ONNX model/],
+    // A value of the wrong type: one error naming the file and the field, with the value found.
+    ['a vocab_size that is a string', 'tiny-embedder', { 'config.json': { model_type: 'bert', vocab_size: '30522', max_position_embeddings: 512 } }, /config\.json: "vocab_size" must be integer; got "30522"\.$/],
+    ['a label that is a number', 'tiny-reranker', { 'config.json': { architectures: ['BertForSequenceClassification'], id2label: { 0: 1 } } }, /config\.json: "id2label\.0" must be string; got 1\.$/],
+    ['a module path that is a number', 'tiny-embedder', { 'modules.json': [{ idx: 0, path: 1, type: 'sentence_transformers.models.Transformer' }] }, /modules\.json: "0\.path" must be string; got 1\.$/],
+    ['a modules.json that is no list', 'tiny-embedder', { 'modules.json': { modules: [] } }, /modules\.json: the file must be array; got \{"modules":\[\]\}\.$/],
+    ['a pooling flag that is a string', 'tiny-embedder', { '1_Pooling/config.json': pooling({ pooling_mode_cls_token: 'true' }) }, /1_Pooling\/config\.json: "pooling_mode_cls_token" must be boolean; got "true"\.$/],
+    ['a max_seq_length that is fractional', 'tiny-embedder', { 'sentence_bert_config.json': { max_seq_length: 12.5 } }, /sentence_bert_config\.json: "max_seq_length" must be integer; got 12\.5\.$/],
+    ['prompts that are a list', 'tiny-embedder', { 'config_sentence_transformers.json': { prompts: ['q: '] } }, /config_sentence_transformers\.json: "prompts" must be object; got \["q: "\]\.$/],
+    ['a mask token of neither form', 'tiny-embedder', { 'tokenizer_config.json': { mask_token: { content: 4 } } }, /tokenizer_config\.json: "mask_token" is none of the forms it may take; got \{"content":4\}\.$/],
   ];
   it.each(refusals)('refuses %s, saying what to do', async (_, model, files, message) => {
     const read = facts(variant(model, files));
     await expect(read).rejects.toThrow(ModelFilesError);
     await expect(read).rejects.toThrow(message);
+  });
+
+  it('reads the fields it uses and leaves the others alone; a null is absent', async () => {
+    const config = JSON.parse(readFileSync(join(inject('tinyModelsDir'), 'tiny-embedder', 'config.json'), 'utf8'));
+    const dir = variant('tiny-embedder', {
+      'config.json': { ...config, problem_type: null, rope_scaling: { type: 'linear' }, torch_dtype: 'float32' },
+      'config_sentence_transformers.json': { prompts: { query: 'q: ' }, default_prompt_name: null, __version__: { sentence_transformers: '3.0.1' } },
+    });
+    expect(await facts(dir)).toMatchObject({ task: 'embedding', family: 'bert', prompts: { query: 'q: ' }, defaultPromptName: undefined });
   });
 
   it('refuses a graph input it does not know how to feed', async () => {

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { describe, expect, it } from 'vitest';
-import { accelerateBertNormalizer, chunkPair, longestFirst, readTemplate, TextTokenizer } from '../../src/text/index.js';
+import { bertNormalizer, checkLibraryPatches, chunkPair, loadLibraryTokenizer, longestFirst, readTemplate, TextTokenizer } from '../../src/text/index.js';
 import { missing } from '../helpers/resources.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -95,7 +95,9 @@ describe.skipIf(embedder.missing)(`TextTokenizer on golden ${embedder.title}`, a
   it("gives the same ids as the library's own WordPiece", async () => {
     const dir = resolve(modelsDir, EMBEDDER);
     const reference = new Tokenizer(JSON.parse(readFileSync(resolve(dir, 'tokenizer.json'), 'utf8')), JSON.parse(readFileSync(resolve(dir, 'tokenizer_config.json'), 'utf8')));
-    expect(accelerateBertNormalizer(reference.normalizer)).toBe(true);
+    // The library's WordPiece after our BertNormalizer (the BERT normalizer of this tokenizer.json).
+    expect(reference.normalizer.constructor.name).toBe('BertNormalizer');
+    reference.normalizer.normalize = bertNormalizer({ clean: true, chinese: true, stripAccents: true, lowercase: true });
     const texts = [
       ...items.map((item) => item.text),
       'unaffable pneumonoultramicroscopicsilicovolcanoconiosis ##ing [CLS] [SEP]x [unused1]',
@@ -310,5 +312,18 @@ describe('special-token templates', () => {
     expect(() => readTemplate({ type: 'Unknown' })).toThrow(/unsupported/);
     expect(() => readTemplate({ type: 'TemplateProcessing', single: [{ Sequence: { id: 'A', type_id: 0 } }], pair: [{ Sequence: { id: 'B', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }] })).toThrow(/order/);
     expect(() => readTemplate({ type: 'TemplateProcessing', single: [{ SpecialToken: { id: 'X', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }], pair: [] })).toThrow(/X/);
+  });
+});
+
+describe('patches of @huggingface/tokenizers', () => {
+  it('each applies to the installed library and is on the path of its encode', () => {
+    expect(() => checkLibraryPatches()).not.toThrow();
+  });
+
+  it('patch a BERT tokenizer.json: its normalizer and WordPiece', () => {
+    const json = { model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: { '[UNK]': 0, a: 1 } } };
+    const bert = { ...json, normalizer: { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true }, pre_tokenizer: { type: 'BertPreTokenizer' } };
+    const base = { version: '1.0', added_tokens: [], normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null };
+    expect(loadLibraryTokenizer({ ...base, ...bert }, {}).patched).toEqual({ bertNormalizer: 1, precompiled: 0, byteLevel: 0, wordPiece: 1, unigram: 0 });
   });
 });

@@ -2,7 +2,7 @@
  * What the image operations need, handed in by whoever composes the server.
  */
 import type { ImageTaskRunner } from '../../engine/image-pool.js';
-import type { ImageRegistry } from '../../models/image-catalogue.js';
+import type { ImageRegistry } from '../../models/image-registry.js';
 import type { EditAdmission } from './admission.js';
 
 export interface ImageLimits {

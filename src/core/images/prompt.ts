@@ -6,7 +6,8 @@
  * read for anything else: `revised_prompt` says what was actually done.
  */
 import { ApiError } from '../../errors.js';
-import type { ImageRegistry, ImageTask, ServedImageModel } from '../../models/image-catalogue.js';
+import type { ImageTask, ServedImageModel } from '../../models/image-catalogue.js';
+import type { ImageRegistry } from '../../models/image-registry.js';
 
 const taskWords: Record<ImageTask, RegExp> = {
   'background-removal':

@@ -4,7 +4,7 @@
  */
 import type { Config } from '../../config.js';
 import type { ImageTaskRunner } from '../../engine/image-pool.js';
-import type { ImageRegistry } from '../../models/image-catalogue.js';
+import type { ImageRegistry } from '../../models/image-registry.js';
 import type { Registry } from '../../models/registry.js';
 import { EditAdmission } from './admission.js';
 import type { ImagesContext } from './context.js';
