@@ -21,11 +21,11 @@ import type { TaskMessage, ThreadMessage } from '../worker/messages.js';
  * The worker's JavaScript file. Built code finds it beside itself; when the sources run as
  * TypeScript (the test runner), workers still run the built JavaScript, which `npm test` builds first.
  */
-export function workerFile(): string {
+export function workerFile(name = 'index.js'): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  const beside = join(here, '..', 'worker', 'index.js');
+  const beside = join(here, '..', 'worker', name);
   if (existsSync(beside)) return beside;
-  const built = join(here, '..', '..', 'dist', 'worker', 'index.js');
+  const built = join(here, '..', '..', 'dist', 'worker', name);
   if (existsSync(built)) return built;
   throw new Error(`The worker script is missing (${built}): run "npm run build" first.`);
 }

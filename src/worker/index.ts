@@ -19,12 +19,12 @@ async function start(): Promise<ModelReport[]> {
   const reports: ModelReport[] = [];
   for (const spec of init.models) {
     const started = performance.now();
-    const runner = await Runner.open(spec, init.session);
+    const runner = await Runner.open(spec, init.session, init.device);
     reports.push(await runner.warmUp(performance.now() - started));
     runners.set(spec.id, runner);
   }
   for (const spec of init.images ?? []) {
-    imageRunners.set(spec.id, await ImageRunner.open(spec, init.imageSession ?? init.session));
+    imageRunners.set(spec.id, await ImageRunner.open(spec, init.imageSession ?? init.session, init.device));
   }
   return reports;
 }

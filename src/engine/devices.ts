@@ -1,0 +1,65 @@
+/**
+ * Which of the configured devices this machine can use, found out once at start, before any model
+ * loads, by a probe thread per accelerator (worker/device-probe.ts). A device that can not be used
+ * stops the start with ONNX Runtime's reason and what to install; with the CPU fallback its models
+ * run on the CPU instead, said once in the log, and everything that shows a model's device shows `cpu`.
+ */
+import { Worker } from 'node:worker_threads';
+import { installHint, isAccelerator } from '../devices.js';
+import { StartupError } from '../errors.js';
+import type { DeviceProbeResult } from '../worker/device-probe.js';
+import { workerFile } from './worker-pool.js';
+
+/** Why ONNX Runtime can not use `device` here; undefined when it can. */
+export function probeDevice(device: string): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const worker = new Worker(workerFile('device-probe.js'), { workerData: { device } });
+    worker.once('message', (result: DeviceProbeResult) => {
+      resolve(result.failure);
+      void worker.terminate();
+    });
+    worker.once('error', (error) => resolve(error.message));
+    worker.once('exit', (code) => resolve(`the probe thread ended with code ${code}`));
+  });
+}
+
+export interface DeviceCheck {
+  /** The configured device of each user (a model id, or the image pipelines). */
+  wanted: Map<string, string>;
+  /** `cpu`: serve on the CPU what can not run on its device. */
+  fallback: string;
+  /** Tells the probe (tests may pretend). */
+  probe?: (device: string) => Promise<string | undefined>;
+}
+
+/** The device each user runs on, and one warning per device that fell back to the CPU. */
+export async function checkDevices({ wanted, fallback, probe = probeDevice }: DeviceCheck): Promise<{ devices: Map<string, string>; warnings: string[] }> {
+  const accelerators = [...new Set(wanted.values())].filter(isAccelerator);
+  const failures = new Map<string, string>();
+  await Promise.all(
+    accelerators.map(async (device) => {
+      const failure = await probe(device);
+      if (failure !== undefined) failures.set(device, failure);
+    }),
+  );
+  const usersOf = (device: string) => [...wanted].filter(([, wants]) => wants === device).map(([user]) => user);
+  if (failures.size > 0 && fallback !== 'cpu') throw new DeviceUnavailableError([...failures].map(([device, failure]) => unusable(device, failure, usersOf(device))));
+  const warnings = [...failures].map(
+    ([device, failure]) => `${unusable(device, failure, usersOf(device))} Serving ${usersOf(device).join(', ')} on cpu instead (ONNX_GATEWAY_DEVICE_FALLBACK=cpu).`,
+  );
+  const devices = new Map([...wanted].map(([user, device]) => [user, failures.has(device) ? 'cpu' : device]));
+  return { devices, warnings };
+}
+
+function unusable(device: string, failure: string, users: string[]): string {
+  return `Device "${device}" (for ${users.join(', ')}) can not be used: ONNX Runtime says "${failure.replace(/\s+/g, ' ')}". ${installHint(device)}`;
+}
+
+/** Configured devices this machine can not use, without the CPU fallback. */
+export class DeviceUnavailableError extends StartupError {
+  override name = 'DeviceUnavailableError';
+  readonly code = 'device_unavailable';
+  constructor(reasons: string[]) {
+    super(`${reasons.join(' ')} Or set ONNX_GATEWAY_DEVICE_FALLBACK=cpu to serve these models on the CPU.`);
+  }
+}
