@@ -1,12 +1,13 @@
 /**
  * The GPU path, exact: one server with a stand-in of every model family (scripts/standins/) and the
  * synthetic MiniLM pair on the WebGPU execution provider, against the same golden outputs as on the
- * CPU (an independent float64 numpy forward pass), within 1e-3 (fp32 graphs). In CI WebGPU runs on
+ * CPU (an independent float64 numpy forward pass), within 1e-3 (fp32 graphs), and a BERT whose folder has
+ * an fp16 graph, which the accelerator runs, within 5e-3. In CI WebGPU runs on
  * Mesa's software Vulkan device (.ci/run installs it): a check of exactness, not of speed. Beside
  * them one model on the CPU through the device map (mixed placement), and a device that is not
  * there: the start refused with what to install, or served on the CPU with the fallback setting.
  */
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -14,6 +15,7 @@ import { installHint } from '../../src/devices.js';
 import { probeDevice } from '../../src/engine/devices.js';
 import type { Server } from '../../src/main.js';
 import { missing } from '../helpers/resources.js';
+import { writeHalfPrecision } from '../helpers/half-precision.js';
 import { auth, sharedModelsDir, sharedModelsHint, startServer } from '../helpers/server.js';
 import { listeningUrl, spawnTinyServer } from '../helpers/server-process.js';
 
@@ -37,8 +39,11 @@ const FAMILIES = {
   'bert classifier (sigmoid)': 'Xenova/toxic-bert',
   'distilbert classifier (softmax)': 'Xenova/distilbert-base-uncased-finetuned-sst-2-english',
 };
+/** A BERT with an fp16 graph beside its fp32 one: on an accelerator, the fp16 graph is served. */
+const HALF = 'intfloat/e5-small-v2';
+const halfTolerance = 5e-3;
 /** Served on the CPU beside them, through the device map. */
-const ON_CPU = 'intfloat/e5-small-v2';
+const ON_CPU = 'sentence-transformers/multi-qa-mpnet-base-dot-v1';
 
 interface Golden {
   embeddings?: Array<{ text: string; prompt_name: string | null; pooled: number[]; normalized: number[] }>;
@@ -46,7 +51,7 @@ interface Golden {
   rerank?: Array<{ query: string; document: string; score: number }>;
   classify?: Array<{ text: string; text_pair: string | null; scores: number[] }>;
   sparse?: Array<{ text: string; indices: number[]; values: number[] }>;
-  queries?: Array<{ text: string }>;
+  queries?: Array<{ text: string; vectors: number[][] }>;
   scores?: Array<{ query: string; document: string; score: number }>;
   items?: Array<{ text?: string; normalized?: number[]; query?: string; document?: string; score?: number }>;
 }
@@ -100,13 +105,17 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
       symlinkSync(join(standins, repo), join(modelsDir, repo));
       goldens.set(repo, JSON.parse(readFileSync(join(standins, repo, 'golden.json'), 'utf8')));
     }
+    // A copy of the stand-in with an fp16 graph made from its fp32 one, as exporters make theirs.
+    cpSync(join(standins, HALF), join(modelsDir, HALF), { recursive: true });
+    writeHalfPrecision(join(standins, HALF, 'onnx/model.onnx'), join(modelsDir, HALF, 'onnx/model_fp16.onnx'));
+    goldens.set(HALF, JSON.parse(readFileSync(join(standins, HALF, 'golden.json'), 'utf8')));
     for (const model of [EMBEDDER, RERANKER]) {
       symlinkSync(join(shared!, model), join(modelsDir, model));
       goldens.set(model, JSON.parse(readFileSync(join(shared!, model, 'golden.json'), 'utf8')));
     }
     server = await startServer({
       modelsDir,
-      models: [EMBEDDER, RERANKER, ...Object.values(FAMILIES), ON_CPU],
+      models: [EMBEDDER, RERANKER, ...Object.values(FAMILIES), HALF, ON_CPU],
       device: 'webgpu',
       deviceMap: [`${ON_CPU}=cpu`],
       teiModels: [FAMILIES.colbert],
@@ -119,11 +128,27 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
     await server?.close();
   });
 
-  it('places every model on webgpu as one session, and the mapped one on the CPU', async () => {
-    const listed = (await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth })).json().data as Array<{ id: string; placement: { device: string; sessions: number } }>;
+  it('places every model on webgpu as one session, the mapped one on the CPU, and serves the fp16 graph where there is one', async () => {
+    type Listed = { id: string; variant: string; placement: { device: string; sessions: number } };
+    const listed = (await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth })).json().data as Listed[];
     const devices = Object.fromEntries(listed.map((model) => [model.id, model.placement.device]));
-    expect(devices).toEqual(Object.fromEntries([EMBEDDER, RERANKER, ...Object.values(FAMILIES), ON_CPU].map((id) => [id, id === ON_CPU ? 'cpu' : 'webgpu'])));
+    expect(devices).toEqual(Object.fromEntries([EMBEDDER, RERANKER, ...Object.values(FAMILIES), HALF, ON_CPU].map((id) => [id, id === ON_CPU ? 'cpu' : 'webgpu'])));
     for (const model of listed.filter((m) => m.id !== ON_CPU)) expect(model.placement.sessions, model.id).toBe(1);
+    expect(listed.filter((model) => model.variant === 'fp16').map((model) => model.id)).toEqual([HALF]);
+    expect(server.registry.resolve(HALF, 'embedding').onnxPath).toMatch(/onnx\/model_fp16\.onnx$/);
+  });
+
+  it(`matches the golden vectors with the fp16 graph of ${HALF} (bert), as float32, within ${halfTolerance}`, async () => {
+    const golden = goldens.get(HALF)!;
+    for (const prompt of new Set(golden.embeddings!.map((item) => item.prompt_name))) {
+      const group = golden.embeddings!.filter((item) => item.prompt_name === prompt);
+      const body = await post('/v1/embeddings', { model: HALF, input: group.map((item) => item.text), ...(prompt ? { input_type: prompt } : {}) });
+      group.forEach((item, i) => expect(worst(body.data[i].embedding, item.normalized), item.text).toBeLessThanOrEqual(halfTolerance));
+    }
+    // Not the fp32 graph's answer: half precision shows.
+    const [first] = golden.embeddings!;
+    const body = await post('/v1/embeddings', { model: HALF, input: first!.text, ...(first!.prompt_name ? { input_type: first!.prompt_name } : {}) });
+    expect(worst(body.data[0].embedding, first!.normalized)).toBeGreaterThan(1e-5);
   });
 
   it(`matches the synthetic MiniLM pair's golden vectors and scores (${EMBEDDER}, ${RERANKER})`, async () => {
@@ -141,7 +166,7 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
   });
 
   const embedders = Object.entries(FAMILIES).filter(([family]) => ['bert', 'mpnet', 'xlmr', 'nomic', 'modernbert', 'qwen3', 'xlmr dense and token weights'].includes(family));
-  for (const [family, repo] of [...embedders, ['bert, on the CPU', ON_CPU] as const]) {
+  for (const [family, repo] of [...embedders, ['mpnet, on the CPU', ON_CPU] as const]) {
     it(`matches the golden vectors of ${repo} (${family}), each prompt's texts batched, then one alone`, async () => {
       const golden = goldens.get(repo)!;
       const items = golden.embeddings!;
@@ -166,9 +191,9 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
   }
 
   it(`matches the golden token vectors and MaxSim scores of ${FAMILIES.colbert} (colbert)`, async () => {
-    const golden = goldens.get(FAMILIES.colbert)! as Golden & { queries: Array<{ text: string; vectors: number[][] }> };
-    const vectors = (await post('/embed_all', { inputs: golden.queries.map((query) => query.text), prompt_name: 'query' })) as number[][][];
-    golden.queries.forEach((query, i) => expect(worst(vectors[i]!.flat(), query.vectors.flat()), query.text).toBeLessThanOrEqual(tolerance));
+    const golden = goldens.get(FAMILIES.colbert)!;
+    const vectors = (await post('/embed_all', { inputs: golden.queries!.map((query) => query.text), prompt_name: 'query' })) as number[][][];
+    golden.queries!.forEach((query, i) => expect(worst(vectors[i]!.flat(), query.vectors.flat()), query.text).toBeLessThanOrEqual(tolerance));
     for (const query of new Set(golden.scores!.map((score) => score.query))) {
       const pairs = golden.scores!.filter((score) => score.query === query);
       const body = await post('/v1/rerank', { model: FAMILIES.colbert, query, documents: pairs.map((pair) => pair.document) });

@@ -1,8 +1,11 @@
-import { describe, expect, it } from 'vitest';
+import { copyFile, cp, mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, inject, it } from 'vitest';
 import { ConfigError } from '../../src/config.js';
 import { checkDevices, DeviceUnavailableError } from '../../src/engine/devices.js';
 import { loadCatalogue } from '../../src/models/catalogue.js';
-import { wantedDevices } from '../../src/models/registry.js';
+import { loadServedModel, wantedDevices } from '../../src/models/registry.js';
 import { executionProviders } from '../../src/worker/session-options.js';
 
 describe('where each model runs', () => {
@@ -25,6 +28,22 @@ describe('where each model runs', () => {
     const wanted = () => wantedDevices(['bge-m3'], 'cpu', { 'bge-m3': 'cuda', 'bge-m4': 'cuda' }, catalogue);
     expect(wanted).toThrow(ConfigError);
     expect(wanted).toThrow('deviceMap (ONNX_GATEWAY_DEVICE_MAP) names "bge-m4", which is not served: the served models are bge-m3.');
+  });
+
+  it('serves the fp16 graph on an accelerator where the folder has one and no variant is named, under the model\'s own id', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-devices-'));
+    await cp(join(inject('tinyModelsDir'), 'tiny-embedder'), join(dir, 'tiny-embedder'), { recursive: true });
+    const load = (id: string, device: string) => loadServedModel(id, dir, catalogue, 'fp32', device);
+    // Without an fp16 graph: fp32 everywhere.
+    expect((await load('tiny-embedder', 'webgpu')).variant).toBe('fp32');
+    await copyFile(join(dir, 'tiny-embedder', 'onnx', 'model.onnx'), join(dir, 'tiny-embedder', 'onnx', 'model_fp16.onnx'));
+    const onGpu = await load('tiny-embedder', 'cuda:1');
+    expect(onGpu).toMatchObject({ id: 'tiny-embedder', variant: 'fp16', device: 'cuda:1' });
+    expect(onGpu.onnxPath).toBe(join(dir, 'tiny-embedder', 'onnx', 'model_fp16.onnx'));
+    expect(await load('tiny-embedder', 'cpu')).toMatchObject({ id: 'tiny-embedder', variant: 'fp32', device: 'cpu' });
+    // A variant named is served as named.
+    expect(await load('tiny-embedder:fp32', 'webgpu')).toMatchObject({ id: 'tiny-embedder', variant: 'fp32' });
+    expect(await load('tiny-embedder:fp16', 'cpu')).toMatchObject({ id: 'tiny-embedder:fp16', variant: 'fp16' });
   });
 
   it('asks ONNX Runtime for each device\'s execution provider', () => {
