@@ -44,6 +44,15 @@ export function isAccelerator(device: string): boolean {
   return device !== 'cpu';
 }
 
+/**
+ * Whether sessions on `device` in different threads of one process must take turns: ONNX Runtime's
+ * WebGPU provider keeps one device context for all of them, and sessions opened, run or released
+ * at the same time from several threads crash the process (measured with onnxruntime-node 1.30).
+ */
+export function takesTurns(device: string): boolean {
+  return deviceKind(device) === 'webgpu';
+}
+
 /** What a device needs on this kind of machine, said when it can not be used. */
 export function installHint(device: string): string {
   switch (deviceKind(device)) {

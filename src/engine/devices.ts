@@ -5,15 +5,25 @@
  * run on the CPU instead, said once in the log, and everything that shows a model's device shows `cpu`.
  */
 import { Worker } from 'node:worker_threads';
-import { installHint, isAccelerator } from '../devices.js';
+import { installHint, isAccelerator, takesTurns } from '../devices.js';
 import { StartupError } from '../errors.js';
 import type { DeviceProbeResult } from '../worker/device-probe.js';
 import { workerFile } from './worker-pool.js';
 
+const locks = new Map<string, SharedArrayBuffer>();
+
+/** The lock every thread of this process takes turns by on `device`, for a device whose sessions take turns. */
+export function deviceLock(device: string): SharedArrayBuffer | undefined {
+  if (!takesTurns(device)) return undefined;
+  let lock = locks.get(device);
+  if (!lock) locks.set(device, (lock = new SharedArrayBuffer(4)));
+  return lock;
+}
+
 /** Why ONNX Runtime can not use `device` here; undefined when it can. */
 export function probeDevice(device: string): Promise<string | undefined> {
   return new Promise((resolve) => {
-    const worker = new Worker(workerFile('device-probe.js'), { workerData: { device } });
+    const worker = new Worker(workerFile('device-probe.js'), { workerData: { device, deviceLock: deviceLock(device) } });
     worker.once('message', (result: DeviceProbeResult) => {
       resolve(result.failure);
       void worker.terminate();

@@ -182,6 +182,20 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
     });
   }
 
+  it('serves the models on the device at the same time: requests to all of them at once, each its golden answer', async () => {
+    const embedders = [EMBEDDER, ...Object.values(FAMILIES).filter((repo) => goldens.get(repo)!.embeddings && !goldens.get(repo)!.sparse)];
+    const rounds = await Promise.all(
+      [...embedders, ...embedders].map(async (repo) => {
+        const golden = goldens.get(repo)!;
+        const item = golden.embeddings?.find((i) => i.prompt_name === null) ?? golden.items![0]!;
+        const body = await post('/v1/embeddings', { model: repo, input: [item.text, item.text] });
+        const expected = 'pooled' in item && !golden.normalize ? item.pooled : item.normalized!;
+        return { repo, worst: Math.max(worst(body.data[0].embedding, expected), worst(body.data[1].embedding, expected)) };
+      }),
+    );
+    for (const { repo, worst: difference } of rounds) expect(difference, repo).toBeLessThanOrEqual(tolerance);
+  });
+
   for (const repo of [FAMILIES.splade, FAMILIES['xlmr dense and token weights']]) {
     it(`matches the golden sparse vectors of ${repo}`, async () => {
       const items = goldens.get(repo)!.sparse!;
