@@ -42,8 +42,15 @@ export interface DeviceCheck {
   probe?: (device: string) => Promise<string | undefined>;
 }
 
-/** The device each user runs on, and one warning per device that fell back to the CPU. */
-export async function checkDevices({ wanted, fallback, probe = probeDevice }: DeviceCheck): Promise<{ devices: Map<string, string>; warnings: string[] }> {
+export interface DeviceChoice {
+  /** The device each user runs on. */
+  devices: Map<string, string>;
+  /** One per device that fell back to the CPU. */
+  warnings: string[];
+}
+
+/** Where each user runs: its device, when this machine can use it. */
+export async function checkDevices({ wanted, fallback, probe = probeDevice }: DeviceCheck): Promise<DeviceChoice> {
   const accelerators = [...new Set(wanted.values())].filter(isAccelerator);
   const failures = new Map<string, string>();
   await Promise.all(
@@ -53,10 +60,9 @@ export async function checkDevices({ wanted, fallback, probe = probeDevice }: De
     }),
   );
   const usersOf = (device: string) => [...wanted].filter(([, wants]) => wants === device).map(([user]) => user);
-  if (failures.size > 0 && fallback !== 'cpu') throw new DeviceUnavailableError([...failures].map(([device, failure]) => unusable(device, failure, usersOf(device))));
-  const warnings = [...failures].map(
-    ([device, failure]) => `${unusable(device, failure, usersOf(device))} Serving ${usersOf(device).join(', ')} on cpu instead (ONNX_GATEWAY_DEVICE_FALLBACK=cpu).`,
-  );
+  const reasons = [...failures].map(([device, failure]) => ({ device, reason: unusable(device, failure, usersOf(device)) }));
+  if (reasons.length > 0 && fallback !== 'cpu') throw new DeviceUnavailableError(reasons.map(({ reason }) => reason));
+  const warnings = reasons.map(({ device, reason }) => `${reason} Serving ${usersOf(device).join(', ')} on cpu instead (ONNX_GATEWAY_DEVICE_FALLBACK=cpu).`);
   const devices = new Map([...wanted].map(([user, device]) => [user, failures.has(device) ? 'cpu' : device]));
   return { devices, warnings };
 }

@@ -36,7 +36,8 @@ async function probe(): Promise<void> {
   if (values.join() !== '7,10,15,22') throw new Error(`a 2x2 product on it gave ${values.join(', ')} instead of 7, 10, 15, 22`);
 }
 
+const answer = (result: DeviceProbeResult) => parentPort!.postMessage(result);
 probe().then(
-  () => parentPort!.postMessage({} satisfies DeviceProbeResult),
-  (error: unknown) => parentPort!.postMessage({ failure: (error instanceof Error ? error.message : String(error)).trim() } satisfies DeviceProbeResult),
+  () => answer({}),
+  (error: unknown) => answer({ failure: (error instanceof Error ? error.message : String(error)).trim() }),
 );
