@@ -9,6 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { KEEP_ALIVE_SYNTAX, parseKeepAlive } from './duration.js';
+import { DeviceNameError, parseDevice, parseDeviceMap } from './devices.js';
 import { StartupError } from './errors.js';
 import { isRepoId } from './models/paths.js';
 import { VARIANTS } from './models/variants.js';
@@ -99,6 +100,22 @@ export const settings = {
   keepAlive: setting('string', {
     env: 'ONNX_GATEWAY_KEEP_ALIVE', flag: '--keep-alive', default: '-1',
     description: "How long a model stays loaded after its last request, as Ollama's keep_alive: a duration (`5m`, `30s`, `1h30m`, `500ms`), a number of seconds, a negative number for until the server stops, 0 to unload after each request. The Ollama routes' `keep_alive` overrides it per request.",
+  }),
+  device: setting('string', {
+    env: 'ONNX_GATEWAY_DEVICE', flag: '--device', default: 'cpu',
+    description: 'Device the text models run on: `cpu`, `webgpu` (Vulkan on Linux, Metal on macOS, Direct3D 12 on Windows), `cuda` or `cuda:N` (Linux x64, after `ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install`), `coreml` (macOS), `dml` (DirectML, Windows). A model on an accelerator runs as one session, with the fp16 graph where its folder has one and no variant is named (docs/gpu.md).',
+  }),
+  deviceMap: setting('list', {
+    env: 'ONNX_GATEWAY_DEVICE_MAP', flag: '--device-map', default: [],
+    description: 'Comma-separated `<model id>=<device>` entries that override device per model, e.g. a large embedder on `cuda` while the others stay on `cpu`.',
+  }),
+  deviceFallback: setting('string', {
+    env: 'ONNX_GATEWAY_DEVICE_FALLBACK', flag: '--device-fallback', default: 'none', choices: ['none', 'cpu'],
+    description: 'What happens when a configured device can not be used: `none` stops the start with the reason and what to install; `cpu` serves those models on the CPU instead, with one warning in the log (`GET /v1/models` shows where each model runs).',
+  }),
+  gpuMaxBatchTokens: setting('integer', {
+    env: 'ONNX_GATEWAY_GPU_MAX_BATCH_TOKENS', flag: '--gpu-max-batch-tokens', default: 16384, unit: 'tokens', min: 1,
+    description: 'Token budget of one inference batch of a model on an accelerator, padding included (maxBatchTokens is the CPU\'s); the batch size cap (maxBatchSize) still applies.',
   }),
   workers: setting('integer', {
     env: 'ONNX_GATEWAY_WORKERS', flag: '--workers', default: null, defaultText: 'cores / intra-op threads', min: 1, max: 256,
@@ -191,6 +208,10 @@ export const settings = {
   imageWorkers: setting('integer', {
     env: 'ONNX_GATEWAY_IMAGE_WORKERS', flag: '--image-workers', default: 1, min: 1, max: 64,
     description: 'Worker threads of the image lane, a pool apart from the text workers: image edits never take a text worker.',
+  }),
+  imageDevice: setting('string', {
+    env: 'ONNX_GATEWAY_IMAGE_DEVICE', flag: '--image-device', default: 'cpu',
+    description: 'Device the image pipelines run on (the names of device).',
   }),
   imageIntraOpThreads: setting('integer', {
     env: 'ONNX_GATEWAY_IMAGE_INTRA_OP_THREADS', flag: '--image-intra-op-threads', default: null, defaultText: 'half the cores (at least 1)', min: 1, max: 256,
@@ -314,6 +335,8 @@ export type Config = { [N in SettingName]: SettingValue<(typeof settings)[N]['ki
   keys: string[];
   /** keepAlive in milliseconds; FOREVER (Infinity) for a negative keepAlive. */
   keepAliveMs: number;
+  /** deviceMap as model id -> device. */
+  devices: Record<string, string>;
 };
 type RawConfig = Partial<Record<SettingName, unknown>>;
 
@@ -393,6 +416,9 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
   if (notPullable.length > 0) {
     throw new ConfigError(`pullAllow (${settings.pullAllow.env}) takes *, Hub repository ids (owner/name) and owners; got "${notPullable.join(', ')}".`);
   }
+  config.device = checked('device', () => parseDevice(config.device));
+  config.imageDevice = checked('imageDevice', () => parseDevice(config.imageDevice));
+  config.devices = checked('deviceMap', () => parseDeviceMap(config.deviceMap));
   config.workers ??= Math.max(1, Math.floor(cores / config.intraOpThreads));
   config.soloThreads ??= config.workers * config.intraOpThreads;
   config.imageModelsDir ??= config.modelsDir;
@@ -410,6 +436,16 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
     throw new ConfigError('cacheShared (ONNX_GATEWAY_CACHE_SHARED) shares the embedding cache through Redis: set redisUrl (ONNX_GATEWAY_REDIS_URL) too.');
   }
   return config;
+}
+
+/** A setting's value read by `parse`, whose refusal becomes the config error that names the setting. */
+function checked<T>(name: SettingName, parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    if (error instanceof DeviceNameError) throw new ConfigError(`${name} (${settings[name].env}): ${error.message}`);
+    throw error;
+  }
 }
 
 /** The config file: a JSON object of settings by name. A key that is no setting stops the start. */

@@ -94,6 +94,7 @@ export const startupCodes = {
   worker_start: 'A worker thread could not open or warm a model.',
   quantize_failed: 'The int8 variant of a model could not be made.',
   memory_budget: 'A model to load at start does not fit the memory budget even as one session.',
+  device_unavailable: 'A configured device (a GPU through an ONNX Runtime execution provider) can not be used on this machine.',
 } as const;
 
 export type StartupCode = keyof typeof startupCodes;

@@ -17,6 +17,7 @@ import type { CoreContext } from './core/context.js';
 import type { EditAdmission } from './core/images/admission.js';
 import { imagesContext } from './core/images/service.js';
 import { SearchService } from './core/search/service.js';
+import { checkDevices } from './engine/devices.js';
 import { Engine } from './engine/engine.js';
 import { ImageLane } from './engine/image-pool.js';
 import type { LifecycleObserver } from './engine/engine.js';
@@ -26,7 +27,7 @@ import { Metrics } from './http/metrics.js';
 import { loadCatalogue } from './models/catalogue.js';
 import { downloadConfiguredModels } from './models/download.js';
 import { ImageRegistry } from './models/image-registry.js';
-import { loadServedModel, Registry } from './models/registry.js';
+import { loadServedModel, Registry, wantedDevices } from './models/registry.js';
 import { parseVariant } from './models/variants.js';
 import { commandLineFlags, flagsNotGiven, setServerFlags } from './v8-flags.js';
 
@@ -52,9 +53,16 @@ const imageLaneQueueCapacity = 1024;
 export async function startCore(
   config: Config,
   observer: BatchObserver & LifecycleObserver = {},
+  warn: (message: string) => void = (message) => process.stderr.write(`onnx-gateway: ${message}\n`),
 ): Promise<{ core: CoreContext; engine: Engine; registry: Registry; ready: Promise<void> }> {
+  const catalogue = loadCatalogue(config.manifestsDir);
+  // Where each text model runs: its configured device when this machine can use it (else the start
+  // stops, or with the fallback the model runs on the CPU, said once per device).
+  const wanted = wantedDevices(config.models, config.device, config.devices, catalogue);
+  const { devices, warnings } = await checkDevices({ wanted, fallback: config.deviceFallback });
+  warnings.forEach(warn);
   // The registry: every configured text model's files, checked and loaded (tokenizer, config).
-  const registry = await Registry.load(config.models, config.modelsDir, loadCatalogue(config.manifestsDir), parseVariant(config.onnxVariant));
+  const registry = await Registry.load(config.models, config.modelsDir, catalogue, parseVariant(config.onnxVariant), devices);
   // The text engine: a lane of sessions per model, placed in the memory budget, and the scheduler that batches into them.
   const engine = new Engine({ config, models: registry.list(), observer });
   const ready = engine.ready.then(() => undefined);
@@ -72,9 +80,14 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
   const metrics = new Metrics();
   // Image pipelines' files are checked before any worker starts, so a missing one stops the start cleanly.
   const pipelines = ImageRegistry.load(config.imageModels, config.imageModelsDir);
-  const { core: textCore, engine, registry, ready: textReady } = await startCore(config, metrics);
+  // Warnings wait for the app's logger.
+  const warnings: string[] = [];
+  const imageDevice = await checkDevices({ wanted: new Map(pipelines.list().length > 0 ? [['the image pipelines', config.imageDevice]] : []), fallback: config.deviceFallback });
+  warnings.push(...imageDevice.warnings);
+  const { core: textCore, engine, registry, ready: textReady } = await startCore(config, metrics, (warning) => warnings.push(warning));
   // The image lane: a pool of its own, so a long edit never takes a text worker.
   const imageLane = new ImageLane({
+    device: imageDevice.devices.get('the image pipelines') ?? 'cpu',
     workers: config.imageWorkers,
     models: pipelines.list().map(({ id, onnxPath, input, output }) => ({ id, onnxPath, input, output })),
     session: { intraOpThreads: config.imageIntraOpThreads, spinning: config.ortSpinning, memoryArena: config.imageMemoryArena },
@@ -127,6 +140,7 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
       { config, core, registry, isReady, search, metrics, images: { context: images, bodyLimit: config.imageBodyLimit }, onModelPulled },
       { logger },
     );
+    for (const warning of warnings) app.log.warn(warning);
   } catch (error) {
     // A route group refused the configuration: stop the workers first, or exiting mid-load aborts.
     await search.close();

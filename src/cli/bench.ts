@@ -5,6 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
+import { exitOnStartupError } from './exit.js';
 import { startCore } from '../main.js';
 import { standinRepos, writeStandins } from './bench-standins.js';
 import { coreTarget, formatTable, httpTarget, runBench, toCsv, type BenchPlan } from './bench-latency.js';
@@ -22,6 +23,7 @@ interface BenchOptions {
   modelsDir?: string;
   workers?: string;
   intraOpThreads?: string;
+  device?: string;
   json?: string;
   csv?: string;
 }
@@ -48,38 +50,48 @@ export function registerBenchCommand(program: Command): void {
     .option('--models-dir <dir>', 'models dir (env ONNX_GATEWAY_MODELS_DIR)')
     .option('--workers <n>', 'worker threads when loading the model here')
     .option('--intra-op-threads <n>', 'ONNX Runtime threads per worker when loading the model here')
+    .option('--device <device>', 'also measure on this device (webgpu, cuda, cuda:N, coreml, dml), then on the CPU: the same workloads side by side')
     .option('--json <file>', 'write the points as JSON')
     .option('--csv <file>', 'write the points as CSV')
-    .action(async (options: BenchOptions) => {
-      const plan: BenchPlan = {
-        batchSizes: numbers(options.batchSizes, 'batch-sizes'),
-        sequenceLengths: numbers(options.seqLengths, 'seq-lengths'),
-        requests: numbers(options.requests, 'requests')[0]!,
-        concurrency: numbers(options.concurrency, 'concurrency')[0]!,
-      };
-      if (options.task !== 'embedding' && options.task !== 'rerank') throw new Error('--task is embedding or rerank.');
-      if (options.standIn) {
-        if (options.csv) throw new Error('--csv writes one model\'s points: with --stand-in, use --json (one entry per model).');
-        const modelsDir = join(loadConfig({ modelsDir: options.modelsDir, logLevel: 'silent' }).modelsDir, 'stand-ins');
-        const standins = standinRepos(options.standIn);
-        writeStandins(
-          standins.map((s) => s.repo),
-          modelsDir,
-          'real',
-        );
-        const runs = [];
-        for (const { repo, task } of standins) runs.push(await benchOne({ ...options, model: repo, task: task ?? options.task, modelsDir }, plan));
-        if (options.json) writeFileSync(options.json, JSON.stringify(runs, null, 2));
-        return;
-      }
-      const run = await benchOne(options, plan);
-      if (options.json) writeFileSync(options.json, JSON.stringify(run, null, 2));
-      if (options.csv) writeFileSync(options.csv, toCsv(run.points));
-    });
+    .action((options: BenchOptions) => bench(options).catch((error: unknown) => exitOnStartupError(error)));
 }
 
-/** Measures one model (loaded here, or on a server) and prints its table. */
-async function benchOne(options: BenchOptions, plan: BenchPlan) {
+async function bench(options: BenchOptions): Promise<void> {
+  const plan: BenchPlan = {
+    batchSizes: numbers(options.batchSizes, 'batch-sizes'),
+    sequenceLengths: numbers(options.seqLengths, 'seq-lengths'),
+    requests: numbers(options.requests, 'requests')[0]!,
+    concurrency: numbers(options.concurrency, 'concurrency')[0]!,
+  };
+  if (options.task !== 'embedding' && options.task !== 'rerank') throw new Error('--task is embedding or rerank.');
+  if (options.device && options.server) throw new Error('--device measures a model loaded here; a server runs on the device it was started with.');
+  // The device first, then the CPU, with the same workloads.
+  const devices = [...new Set([...(options.device ? [loadConfig({ device: options.device, logLevel: 'silent' }).device] : []), 'cpu'])];
+  if (options.csv && devices.length > 1) throw new Error('--csv writes one run\'s points: with --device, use --json (one entry per device).');
+  if (options.standIn) {
+    if (options.csv) throw new Error('--csv writes one model\'s points: with --stand-in, use --json (one entry per model).');
+    const modelsDir = join(loadConfig({ modelsDir: options.modelsDir, logLevel: 'silent' }).modelsDir, 'stand-ins');
+    const standins = standinRepos(options.standIn);
+    writeStandins(
+      standins.map((s) => s.repo),
+      modelsDir,
+      'real',
+    );
+    const runs = [];
+    for (const { repo, task } of standins) {
+      for (const device of devices) runs.push(await benchOne({ ...options, model: repo, task: task ?? options.task, modelsDir }, plan, device));
+    }
+    if (options.json) writeFileSync(options.json, JSON.stringify(runs, null, 2));
+    return;
+  }
+  const runs = [];
+  for (const device of devices) runs.push(await benchOne(options, plan, device));
+  if (options.json) writeFileSync(options.json, JSON.stringify(runs.length > 1 ? runs : runs[0], null, 2));
+  if (options.csv) writeFileSync(options.csv, toCsv(runs[0]!.points));
+}
+
+/** Measures one model (loaded here on `device`, or on a server) and prints its table. */
+async function benchOne(options: BenchOptions, plan: BenchPlan, device = 'cpu') {
   let close = async () => {};
   let target;
   let model = options.model;
@@ -92,6 +104,7 @@ async function benchOne(options: BenchOptions, plan: BenchPlan) {
       modelsDir: options.modelsDir,
       workers: options.workers,
       intraOpThreads: options.intraOpThreads,
+      device,
       logLevel: 'silent',
       maxInputs: Math.max(...plan.batchSizes),
     });
@@ -103,9 +116,11 @@ async function benchOne(options: BenchOptions, plan: BenchPlan) {
     target = coreTarget(started.core, served.id, options.task);
     close = () => started.engine.close();
   }
-  process.stderr.write(`bench: ${model} (${options.task}), ${options.server ? `server ${options.server}` : 'in process'}, ${plan.requests} requests per point, concurrency ${plan.concurrency}\n`);
+  const where = options.server ? `server ${options.server}` : `in process on ${device}`;
+  process.stderr.write(`bench: ${model} (${options.task}), ${where}, ${plan.requests} requests per point, concurrency ${plan.concurrency}\n`);
   const points = await runBench(target, plan);
   await close();
-  process.stdout.write(`${options.standIn ? `\n${model} (${options.task}, real-size stand-in)\n` : ''}${formatTable(points)}\n`);
-  return { model, task: options.task, server: options.server ?? null, plan, points };
+  const heading = options.standIn || options.device ? `\n${model} (${options.task}${options.standIn ? ', real-size stand-in' : ''}, ${device})\n` : '';
+  process.stdout.write(`${heading}${formatTable(points)}\n`);
+  return { model, task: options.task, server: options.server ?? null, ...(options.server ? {} : { device }), plan, points };
 }

@@ -39,7 +39,7 @@ export interface LifecycleObserver {
 export interface EngineOptions {
   config: Pick<
     Config,
-    'workers' | 'intraOpThreads' | 'soloThreads' | 'ortSpinning' | 'ortMemoryArena' | 'maxBatchTokens' | 'maxBatchSize' | 'queueCapacity' | 'memoryBudgetMb' | 'preload'
+    'workers' | 'intraOpThreads' | 'soloThreads' | 'ortSpinning' | 'ortMemoryArena' | 'maxBatchTokens' | 'gpuMaxBatchTokens' | 'maxBatchSize' | 'queueCapacity' | 'memoryBudgetMb' | 'preload'
   > & { keepAliveMs: number };
   models: ServedModel[];
   observer?: BatchObserver & LifecycleObserver;
@@ -260,7 +260,7 @@ export class Engine implements Lanes {
   }
 
   private request(entry: Entry): PlacementRequest {
-    return { id: entry.spec.id, sessionBytes: entry.sessionBytes!, device: 'cpu' };
+    return { id: entry.spec.id, sessionBytes: entry.sessionBytes!, device: entry.spec.device };
   }
 
   /** The budget less what the other loaded and loading models hold. */
@@ -301,7 +301,7 @@ export class Engine implements Lanes {
   private async openFirstSession(entry: Entry): Promise<ModelReport> {
     const { config } = this.options;
     const before = residentBytes();
-    const lane = new ModelLane(entry.spec, 'cpu', config.intraOpThreads, { spinning: config.ortSpinning, memoryArena: config.ortMemoryArena });
+    const lane = new ModelLane(entry.spec, entry.spec.device, config.intraOpThreads, { spinning: config.ortSpinning, memoryArena: config.ortMemoryArena });
     entry.lane = lane;
     const report = await lane.report;
     const measured = Math.max(residentBytes() - before, 1);
@@ -329,7 +329,9 @@ export class Engine implements Lanes {
     entry.placement = placement;
     // The first session's measure and what the rest added (a reopened lane freed the first).
     entry.residentBytes = Math.max(entry.residentBytes! + residentBytes() - before, 1);
-    entry.view = { sessions: placement.sessions, threadsPerSession: placement.threadsPerSession, solo: lane.hasSolo, run: (task) => lane.run(task) };
+    // An accelerator's one session takes far larger batches than a CPU core.
+    const maxBatchTokens = placement.device === 'cpu' ? config.maxBatchTokens : config.gpuMaxBatchTokens;
+    entry.view = { sessions: placement.sessions, threadsPerSession: placement.threadsPerSession, solo: lane.hasSolo, maxBatchTokens, run: (task) => lane.run(task) };
     entry.status = 'loaded';
     entry.lastUsed = performance.now();
     this.options.observer?.onLoad?.(entry.spec.id, { seconds: (performance.now() - started) / 1000, residentBytes: entry.residentBytes, placement });

@@ -7,9 +7,12 @@ import { ApiError } from '../errors.js';
 import type { ImageModelSpec } from '../models/image-catalogue.js';
 import type { ImageTask, ImageTaskResult, ImageWorkerInit } from '../worker/image-protocol.js';
 import type { SessionOptions, WorkerInit } from '../worker/protocol.js';
+import { deviceLock } from './devices.js';
 import { WorkerPool, WorkerStartError, workerFile } from './worker-pool.js';
 
 export interface ImageLaneOptions {
+  /** Where the image sessions run: `cpu` or an accelerator (devices.ts). */
+  device: string;
   workers: number;
   models: ImageModelSpec[];
   session: SessionOptions;
@@ -38,7 +41,7 @@ export class ImageLane implements ImageTaskRunner {
       this.ready = Promise.resolve();
       return;
     }
-    const workerData: WorkerInit & ImageWorkerInit = { models: [], session: options.session, images: options.models, imageSession: options.session };
+    const workerData: WorkerInit & ImageWorkerInit = { models: [], session: options.session, images: options.models, imageSession: options.session, device: options.device, deviceLock: deviceLock(options.device) };
     // One tile per thread at a time: a waiting tile goes to whichever thread frees first.
     this.workers = new WorkerPool({ file: workerFile(), threads: options.workers, tasksPerThread: 1, workerData });
     this.ready = this.workers.ready.then(

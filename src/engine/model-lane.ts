@@ -7,6 +7,7 @@
  */
 import type { ModelLoadSpec } from '../models/registry.js';
 import type { BatchResult, BatchTask, ModelReport, SessionOptions, WorkerInit } from '../worker/protocol.js';
+import { deviceLock } from './devices.js';
 import type { Placement } from './placement.js';
 import { WorkerPool, WorkerStartError, workerFile } from './worker-pool.js';
 
@@ -94,7 +95,7 @@ export class ModelLane {
       threads,
       // A second batch waits in each thread, so a thread never idles for a round trip between batches.
       tasksPerThread: 2,
-      workerData: { models: [loadSpec(this.spec)], session, device: this.device } satisfies WorkerInit,
+      workerData: { models: [loadSpec(this.spec)], session, device: this.device, deviceLock: deviceLock(this.device) } satisfies WorkerInit,
     });
   }
 }

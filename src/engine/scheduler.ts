@@ -48,6 +48,8 @@ export interface Lane {
   readonly threadsPerSession: number;
   /** Whether the model has a solo session, for a batch that runs alone on the server. */
   readonly solo: boolean;
+  /** The lane's own token budget per batch (an accelerator's); the scheduler's when absent. */
+  readonly maxBatchTokens?: number;
   run(task: BatchTask): Promise<BatchResult>;
 }
 
@@ -294,14 +296,14 @@ export class Scheduler {
       const next = this.nextQueue();
       if (!next) return;
       const { queue, lane } = next;
-      const batch = this.formBatch(queue);
+      const batch = this.formBatch(queue, lane.maxBatchTokens ?? this.options.maxBatchTokens);
       const solo = lane.solo && this.inFlight === 0 && this.depth() === 0;
       this.dispatch(queue, lane, batch, 0, solo);
     }
   }
 
-  /** Takes the oldest item and the waiting items nearest to it in length that fit the budget. */
-  formBatch(queue: Queue): Item[] {
+  /** Takes the oldest item and the waiting items nearest to it in length that fit the token budget. */
+  formBatch(queue: Queue, maxBatchTokens: number): Item[] {
     const items = queue.items;
     const anchor = items[0]!;
     const cap = queue.maxBatchSize;
@@ -322,7 +324,7 @@ export class Scheduler {
       const length = items[index]!.length;
       const newLongest = Math.max(longest, length);
       const padded = newLongest * (chosen.length + 1);
-      if (padded > this.options.maxBatchTokens) continue;
+      if (padded > maxBatchTokens) continue;
       if ((tokens + length) / padded < minFill) continue;
       chosen.push(index);
       longest = newLongest;

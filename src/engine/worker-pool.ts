@@ -15,17 +15,17 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { StartupError } from '../errors.js';
-import type { TaskMessage, ThreadMessage } from '../worker/messages.js';
+import type { CloseMessage, TaskMessage, ThreadMessage } from '../worker/messages.js';
 
 /**
  * The worker's JavaScript file. Built code finds it beside itself; when the sources run as
  * TypeScript (the test runner), workers still run the built JavaScript, which `npm test` builds first.
  */
-export function workerFile(): string {
+export function workerFile(name = 'index.js'): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  const beside = join(here, '..', 'worker', 'index.js');
+  const beside = join(here, '..', 'worker', name);
   if (existsSync(beside)) return beside;
-  const built = join(here, '..', '..', 'dist', 'worker', 'index.js');
+  const built = join(here, '..', '..', 'dist', 'worker', name);
   if (existsSync(built)) return built;
   throw new Error(`The worker script is missing (${built}): run "npm run build" first.`);
 }
@@ -58,6 +58,8 @@ interface Thread {
   ready: boolean;
   /** Settles the promise of this thread's start. */
   started: { resolve: (report: unknown) => void; reject: (error: Error) => void };
+  /** Resolves once the thread has released its sessions (or ended), when closing. */
+  released?: () => void;
 }
 
 export class WorkerPool<Ready = unknown> {
@@ -117,8 +119,18 @@ export class WorkerPool<Ready = unknown> {
     // process, so wait for start-up and for every task first.
     await this.starting;
     if (this.busy) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    // Each thread releases its sessions before it is ended: a WebGPU session that ends with its
+    // thread while another thread's session runs crashes the process too.
+    await Promise.all([...this.threads].filter((thread) => thread.ready).map((thread) => this.release(thread)));
     await Promise.all([...this.threads].map((thread) => thread.worker.terminate()));
     this.threads.clear();
+  }
+
+  private release(thread: Thread): Promise<void> {
+    return new Promise<void>((resolve) => {
+      thread.released = resolve;
+      thread.worker.postMessage({ close: true } satisfies CloseMessage);
+    });
   }
 
   private get busy(): boolean {
@@ -161,12 +173,17 @@ export class WorkerPool<Ready = unknown> {
       thread.started.reject(new Error(message.failed));
       return;
     }
+    if ('closed' in message) {
+      thread.released?.();
+      return;
+    }
     thread.ready = true;
     thread.started.resolve(message.ready);
     this.distribute();
   }
 
   private onExit(thread: Thread, error: Error): void {
+    thread.released?.();
     if (!this.threads.delete(thread)) return;
     for (const pending of thread.held.values()) pending.reject(error);
     thread.held.clear();

@@ -6,6 +6,8 @@
 import { existsSync, statSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
+import { ConfigError } from '../config.js';
+import { isAccelerator } from '../devices.js';
 import { ApiError } from '../errors.js';
 import { TextTokenizer } from '../text/tokenizer.js';
 import type { Pooling } from '../vectors/pooling.js';
@@ -66,6 +68,8 @@ export interface ServedModel extends ModelLoadSpec {
   /** Other names requests may use (a manifest's short id). */
   aliases: string[];
   variant: Variant;
+  /** Where the model runs: `cpu`, or the accelerator its one session runs on (devices.ts). */
+  device: string;
   dir: string;
   /** The Hub repository and the exact commit the files came from, when known. */
   repo?: string;
@@ -114,7 +118,7 @@ function howToGet(id: string, manifest: Manifest | undefined, dir: string): stri
   return `Download it with "onnx-gateway models pull ${id}", or fetch the files of https://huggingface.co/${repo}/tree/${revision} into ${dir}.`;
 }
 
-export async function loadServedModel(spec: string, modelsDir: string, catalogue: Catalogue, defaultVariant: Variant = 'fp32'): Promise<ServedModel> {
+export async function loadServedModel(spec: string, modelsDir: string, catalogue: Catalogue, defaultVariant: Variant = 'fp32', device = 'cpu'): Promise<ServedModel> {
   let parsed: { baseId: string; variant: Variant };
   try {
     parsed = parseServedId(spec, defaultVariant);
@@ -123,13 +127,16 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
     throw error;
   }
   const manifest = catalogue.get(parsed.baseId);
-  const { variant } = parsed;
   // A Hub model is served by its repo id; its manifest's short id stays an alias.
   const baseId = manifest?.source.kind === 'hub' ? manifest.source.repo : parsed.baseId;
   const aliases = manifest && manifest.id !== baseId ? [manifest.id] : [];
   const dir = modelDir(modelsDir, parsed.baseId, catalogue);
   const lock = readLock(dir);
   const files = filesIn(dir);
+  // On an accelerator the half-precision graph, where the folder has one and no variant is named.
+  const halfOnAccelerator = isAccelerator(device) && !spec.includes(':') && defaultVariant === 'fp32' && findVariantGraph('fp16', files) !== undefined;
+  const variant: Variant = halfOnAccelerator ? 'fp16' : parsed.variant;
+  const served = (name: string) => (variant === defaultVariant || halfOnAccelerator ? name : `${name}:${variant}`);
   // The graph the pull chose for this variant, else the first of the variant's names present.
   const lockedGraph = lock?.variants[variant];
   const onnxRelative = lockedGraph && files.includes(lockedGraph) ? lockedGraph : findVariantGraph(variant, files);
@@ -158,14 +165,15 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
   }
 
   const description = describe(onnxPath, dataFiles, variant, facts);
-  const id = variant === defaultVariant ? baseId : `${baseId}:${variant}`;
+  const id = served(baseId);
   const source = manifest?.source.kind === 'hub' ? manifest.source : undefined;
   const repo = source?.repo ?? (baseId.includes('/') ? baseId : undefined);
   return {
     id,
     baseId,
-    aliases: aliases.map((alias) => (variant === defaultVariant ? alias : `${alias}:${variant}`)),
+    aliases: aliases.map(served),
     variant,
+    device,
     task: facts.task,
     dir,
     repo,
@@ -199,6 +207,36 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
     ownedBy: repo ? repo.split('/')[0]! : 'onnx-gateway',
     description,
   };
+}
+
+/**
+ * The device each model of `ids` (as configured) is to run on: its deviceMap entry, found by the id
+ * it is configured by, its served id or its catalogue alias, else `device`. An entry that names no
+ * configured model is refused, so that a typo never leaves a model on the wrong device unnoticed.
+ */
+export function wantedDevices(ids: string[], device: string, map: Readonly<Record<string, string>>, catalogue: Catalogue): Map<string, string> {
+  const list = ids.length > 0 ? ids : catalogue.defaults();
+  const used = new Set<string>();
+  const wanted = new Map<string, string>();
+  for (const id of list) {
+    const name = namesOf(id, catalogue).find((name) => name in map);
+    if (name) used.add(name);
+    wanted.set(id, name ? map[name]! : device);
+  }
+  const unknown = Object.keys(map).filter((name) => !used.has(name));
+  if (unknown.length > 0) {
+    throw new ConfigError(`deviceMap (ONNX_GATEWAY_DEVICE_MAP) names ${unknown.map((name) => `"${name}"`).join(', ')}, which ${unknown.length > 1 ? 'are' : 'is'} not served: the served models are ${list.join(', ')}.`);
+  }
+  return wanted;
+}
+
+/** Every name a configured model goes by: as configured, without its variant, its repo id and its catalogue id. */
+function namesOf(id: string, catalogue: Catalogue): string[] {
+  const colon = id.lastIndexOf(':');
+  const baseId = colon < 0 ? id : id.slice(0, colon);
+  const manifest = catalogue.get(baseId);
+  const repo = manifest?.source.kind === 'hub' ? manifest.source.repo : undefined;
+  return [...new Set([id, baseId, manifest?.id, repo, repo && colon >= 0 ? repo + id.slice(colon) : undefined].filter((name): name is string => !!name))];
 }
 
 /**
@@ -253,13 +291,14 @@ export class Registry {
     }
   }
 
-  static async load(ids: string[], modelsDir: string, catalogue: Catalogue, defaultVariant: Variant = 'fp32'): Promise<Registry> {
+  /** `devices`: where each model runs, by the id it is configured by (`cpu` where absent). */
+  static async load(ids: string[], modelsDir: string, catalogue: Catalogue, defaultVariant: Variant = 'fp32', devices?: ReadonlyMap<string, string>): Promise<Registry> {
     const list = ids.length > 0 ? ids : catalogue.defaults();
     const errors: string[] = [];
     const models: ServedModel[] = [];
     for (const id of list) {
       try {
-        models.push(await loadServedModel(id, modelsDir, catalogue, defaultVariant));
+        models.push(await loadServedModel(id, modelsDir, catalogue, defaultVariant, devices?.get(id)));
       } catch (error) {
         errors.push((error as Error).message);
       }

@@ -15,8 +15,8 @@ export class ImageRunner {
     private readonly session: ort.InferenceSession,
   ) {}
 
-  static async open(spec: ImageModelSpec, options: SessionOptions): Promise<ImageRunner> {
-    const session = await ort.InferenceSession.create(spec.onnxPath, ortSessionOptions(options));
+  static async open(spec: ImageModelSpec, options: SessionOptions, device?: string): Promise<ImageRunner> {
+    const session = await ort.InferenceSession.create(spec.onnxPath, ortSessionOptions(options, device));
     if (!session.inputNames.includes(spec.input.name)) {
       throw new Error(`${spec.onnxPath}: the graph has no input "${spec.input.name}" (inputs: ${session.inputNames.join(', ')}).`);
     }

@@ -7,26 +7,36 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { Runner } from './runner.js';
 import { ImageRunner } from './image-runner.js';
 import { isImageTask, type ImageTask, type ImageTaskResult, type ImageWorkerInit } from './image-protocol.js';
-import type { TaskMessage, ThreadMessage } from './messages.js';
+import { DeviceLock, noLock } from './device-lock.js';
+import type { CloseMessage, TaskMessage, ThreadMessage } from './messages.js';
 import type { BatchResult, BatchTask, ModelReport, WorkerInit } from './protocol.js';
 
 const init = workerData as WorkerInit & ImageWorkerInit;
 const runners = new Map<string, Runner>();
 /** Image models, opened only in the image lane's threads (which hold no text models). */
 const imageRunners = new Map<string, ImageRunner>();
+/** Where sessions open, run and are released: in the device's turns, for a device that has them. */
+const device = init.deviceLock ? new DeviceLock(init.deviceLock) : noLock;
 
 async function start(): Promise<ModelReport[]> {
   const reports: ModelReport[] = [];
   for (const spec of init.models) {
     const started = performance.now();
-    const runner = await Runner.open(spec, init.session);
-    reports.push(await runner.warmUp(performance.now() - started));
+    const runner = await device.hold(() => Runner.open(spec, init.session, init.device));
     runners.set(spec.id, runner);
+    reports.push(await device.hold(() => runner.warmUp(performance.now() - started)));
   }
   for (const spec of init.images ?? []) {
-    imageRunners.set(spec.id, await ImageRunner.open(spec, init.imageSession ?? init.session));
+    imageRunners.set(spec.id, await device.hold(() => ImageRunner.open(spec, init.imageSession ?? init.session, init.device)));
   }
   return reports;
+}
+
+/** Releases every session before the thread is ended, so that none ends with it mid-way. */
+async function release(): Promise<void> {
+  for (const runner of [...runners.values(), ...imageRunners.values()]) await device.hold(() => runner.release());
+  runners.clear();
+  imageRunners.clear();
 }
 
 const port = parentPort!;
@@ -52,13 +62,13 @@ async function answer({ id, task }: TaskMessage): Promise<void> {
 function runBatch(task: BatchTask): Promise<BatchResult> {
   const runner = runners.get(task.model);
   if (!runner) throw new Error(`Model "${task.model}" is not loaded in this worker.`);
-  return runner.run(task);
+  return device.hold(() => runner.run(task));
 }
 
 function runImage(task: ImageTask): Promise<ImageTaskResult> {
   const runner = imageRunners.get(task.model);
   if (!runner) throw new Error(`Image model "${task.model}" is not loaded in this worker.`);
-  return runner.run(task);
+  return device.hold(() => runner.run(task));
 }
 
 // Tasks run one at a time, in the order they came: a task sent while another runs waits in the
@@ -70,6 +80,7 @@ let queue: Promise<void> = start().then(
     port.close();
   },
 );
-port.on('message', (message: TaskMessage) => {
-  queue = queue.then(() => answer(message));
+port.on('message', (message: TaskMessage | CloseMessage) => {
+  if ('close' in message) queue = queue.then(release).then(() => post({ closed: true }));
+  else queue = queue.then(() => answer(message));
 });

@@ -21,6 +21,8 @@ export interface WorkerInit {
   session: SessionOptions;
   /** Where the sessions run (placement.ts); `cpu` when absent. */
   device?: string;
+  /** The device's turn, shared by every thread of the process on it, for a device whose sessions take turns (devices.ts). */
+  deviceLock?: SharedArrayBuffer;
 }
 
 export interface BatchTask {

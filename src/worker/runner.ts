@@ -32,8 +32,8 @@ export class Runner {
     this.skip = new Set(spec.specialIds);
   }
 
-  static async open(spec: ModelLoadSpec, options: SessionOptions): Promise<Runner> {
-    const session = await ort.InferenceSession.create(spec.onnxPath, ortSessionOptions(options));
+  static async open(spec: ModelLoadSpec, options: SessionOptions, device?: string): Promise<Runner> {
+    const session = await ort.InferenceSession.create(spec.onnxPath, ortSessionOptions(options, device));
     return new Runner(spec, session);
   }
 

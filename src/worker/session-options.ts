@@ -1,10 +1,13 @@
 import type * as ort from 'onnxruntime-node';
+import { deviceKind } from '../devices.js';
 import type { SessionOptions } from './protocol.js';
 
-/** ONNX Runtime options for every session a worker opens, text or image. */
-export function ortSessionOptions(options: SessionOptions): ort.InferenceSession.SessionOptions {
+/** ONNX Runtime options for every session a worker opens, text or image, on `device` (devices.ts). */
+export function ortSessionOptions(options: SessionOptions, device = 'cpu'): ort.InferenceSession.SessionOptions {
   const spinning = options.spinning ? '1' : '0';
   return {
+    // ONNX Runtime puts what the accelerator's provider does not implement on the CPU, in the same session.
+    executionProviders: executionProviders(device),
     intraOpNumThreads: options.intraOpThreads,
     interOpNumThreads: 1,
     executionMode: 'sequential',
@@ -14,4 +17,21 @@ export function ortSessionOptions(options: SessionOptions): ort.InferenceSession
     logSeverityLevel: 3,
     extra: { session: { intra_op: { allow_spinning: spinning }, inter_op: { allow_spinning: spinning } } },
   };
+}
+
+/** The execution providers of a device, in ONNX Runtime's names. */
+export function executionProviders(device: string): ort.InferenceSession.ExecutionProviderConfig[] {
+  const [, index] = device.split(':');
+  switch (deviceKind(device)) {
+    case 'cpu':
+      return ['cpu'];
+    case 'cuda':
+      return [{ name: 'cuda', deviceId: Number(index ?? 0) }];
+    case 'webgpu':
+      return ['webgpu'];
+    case 'coreml':
+      return ['coreml'];
+    case 'dml':
+      return ['dml'];
+  }
 }

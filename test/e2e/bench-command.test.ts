@@ -10,9 +10,12 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { textOfLength } from '../../src/cli/bench-latency.js';
 import type { Server } from '../../src/main.js';
+import { probeDevice } from '../../src/engine/devices.js';
+import { missing } from '../helpers/resources.js';
 import { startServer, testKey } from '../helpers/server.js';
 
 const run = promisify(execFile);
+const webgpu = await probeDevice('webgpu');
 
 describe('onnx-gateway bench', () => {
   let dir: string;
@@ -61,6 +64,26 @@ describe('onnx-gateway bench', () => {
       expect(report.points[0].breakdownMs.inferenceMs).toBeGreaterThan(0);
       expect(Number.isFinite(report.points[0].breakdownMs.tokenizeMs)).toBe(true);
     });
+  });
+
+  it.skipIf(missing(webgpu === undefined, `no WebGPU adapter here (${webgpu}): on Debian, Mesa's Vulkan drivers from bookworm-backports, as .ci/run installs them`))(
+    'measures the same workloads on a device and on the CPU with --device, one JSON entry each',
+    async () => {
+      const json = join(dir, 'devices.json');
+      const { stdout } = await run(process.execPath, [
+        'dist/cli/index.js', 'bench', '--model', 'tiny-embedder', '--models-dir', inject('tinyModelsDir'), '--workers', '1',
+        '--batch-sizes', '2', '--seq-lengths', '16', '--requests', '2', '--device', 'webgpu', '--json', json,
+      ], { timeout: 120_000 });
+      expect(stdout).toMatch(/tiny-embedder \(embedding, webgpu\)[\s\S]*tiny-embedder \(embedding, cpu\)/);
+      const runs = JSON.parse(await readFile(json, 'utf8')) as Array<{ device: string; points: Array<{ inputsPerSecond: number }> }>;
+      expect(runs.map((r) => r.device)).toEqual(['webgpu', 'cpu']);
+      for (const entry of runs) expect(entry.points[0]!.inputsPerSecond).toBeGreaterThan(0);
+    },
+  );
+
+  it('refuses a device that is not one, with the setting\'s error', async () => {
+    const refused = run(process.execPath, ['dist/cli/index.js', 'bench', '--model', 'tiny-embedder', '--models-dir', inject('tinyModelsDir'), '--device', 'gpu']);
+    await expect(refused).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('device (ONNX_GATEWAY_DEVICE): "gpu" is not a device') });
   });
 
   it('builds texts of about the asked length', () => {

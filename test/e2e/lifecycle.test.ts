@@ -22,6 +22,7 @@ const config: EngineOptions['config'] = {
   ortSpinning: false,
   ortMemoryArena: true,
   maxBatchTokens: 256,
+  gpuMaxBatchTokens: 16384,
   maxBatchSize: 8,
   queueCapacity: 1000,
   memoryBudgetMb: 100,

@@ -105,6 +105,32 @@ describe('config', () => {
     ]);
   });
 
+  it('reads the devices: the text models\' one, the map per model, the image pipelines\' one', () => {
+    expect(loadConfig({}, {})).toMatchObject({ device: 'cpu', imageDevice: 'cpu', devices: {}, deviceFallback: 'none', gpuMaxBatchTokens: 16384 });
+    const env = { ONNX_GATEWAY_DEVICE: 'WebGPU', ONNX_GATEWAY_DEVICE_MAP: 'BAAI/bge-m3=cuda:1, small=cpu,x:int8=dml', ONNX_GATEWAY_IMAGE_DEVICE: 'coreml' };
+    const config = loadConfig({}, env);
+    expect(config.device).toBe('webgpu');
+    expect(config.imageDevice).toBe('coreml');
+    expect(config.devices).toEqual({ 'BAAI/bge-m3': 'cuda:1', small: 'cpu', 'x:int8': 'dml' });
+    expect(loadConfig({ device: 'cuda:01' }, {}).device).toBe('cuda:1');
+  });
+
+  it.each([
+    [{ ONNX_GATEWAY_DEVICE: 'gpu' }, /^device \(ONNX_GATEWAY_DEVICE\): "gpu" is not a device: use one of cpu, webgpu, cuda, coreml, dml/],
+    [{ ONNX_GATEWAY_DEVICE: 'webgpu:1' }, /^device \(ONNX_GATEWAY_DEVICE\): "webgpu:1" is not a device/],
+    [{ ONNX_GATEWAY_DEVICE: 'cuda:x' }, /"cuda:x" is not a device/],
+    [{ ONNX_GATEWAY_IMAGE_DEVICE: 'metal' }, /^imageDevice \(ONNX_GATEWAY_IMAGE_DEVICE\): "metal" is not a device/],
+    [{ ONNX_GATEWAY_DEVICE_MAP: 'bge-m3' }, /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "bge-m3" is not <model id>=<device>/],
+    [{ ONNX_GATEWAY_DEVICE_MAP: '=cuda' }, /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "=cuda" is not <model id>=<device>/],
+    [{ ONNX_GATEWAY_DEVICE_MAP: 'bge-m3=gpu' }, /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "gpu" is not a device/],
+    [{ ONNX_GATEWAY_DEVICE_MAP: 'a=cuda,a=cpu' }, /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "a" is given a device twice/],
+    [{ ONNX_GATEWAY_DEVICE_FALLBACK: 'gpu' }, /DEVICE_FALLBACK.*one of none, cpu/],
+    [{ ONNX_GATEWAY_GPU_MAX_BATCH_TOKENS: '0' }, /GPU_MAX_BATCH_TOKENS.*>= 1/],
+  ])('refuses a bad device setting with the config error that names it: %o', (env, message) => {
+    expect(() => loadConfig({}, env)).toThrow(ConfigError);
+    expect(() => loadConfig({}, env)).toThrow(message);
+  });
+
   it('names every setting with an environment variable and a flag', () => {
     for (const spec of Object.values(settings)) {
       expect(spec.env).toMatch(/^ONNX_GATEWAY_[A-Z_]+$/);

@@ -10,7 +10,7 @@ import { expect, it } from 'vitest';
 
 const src = fileURLToPath(new URL('../../src', import.meta.url));
 const layers = ['worker', 'engine', 'core', 'http'];
-const side = ['config', 'errors', 'abort', 'duration', 'version', 'v8-flags', 'models', 'text', 'vectors', 'onnx', 'quantize'];
+const side = ['config', 'errors', 'abort', 'duration', 'version', 'v8-flags', 'devices', 'models', 'text', 'vectors', 'onnx', 'quantize'];
 const entries = ['main', 'cli'];
 const folderOf = (file: string) => relative(src, file).split('/')[0]!.replace(/\.[jt]s$/, '');
 

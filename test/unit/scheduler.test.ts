@@ -118,6 +118,29 @@ describe('Scheduler', () => {
     expect(Array.from(result.output).filter((_, i) => i % 2 === 1)).toEqual(lengths);
   });
 
+  it("batches a lane with a token budget of its own (an accelerator's) by that budget, the others by the scheduler's", async () => {
+    const cpu = new FakeRunner();
+    const gpu = Object.assign(new FakeRunner(), { maxBatchTokens: 16384 });
+    cpu.auto = false;
+    gpu.auto = false;
+    const lanes: Lanes = { lane: (model) => (model === 'on-gpu' ? gpu : cpu) };
+    const scheduler = new Scheduler(lanes, { ...options, maxBatchTokens: 256, maxBatchSize: 32, maxInFlight: 64 }, [{ id: 'on-cpu' }, { id: 'on-gpu' }]);
+    // A lone item goes at once: one in flight each, then 40 inputs of similar length wait in each queue.
+    const firsts = [scheduler.submit('on-cpu', [seq(100)]), scheduler.submit('on-gpu', [seq(100)])];
+    const inputs = Array.from({ length: 40 }, (_, i) => seq(100 + (i % 5)));
+    const jobs = [scheduler.submit('on-cpu', inputs), scheduler.submit('on-gpu', inputs)];
+    for (let i = 0; i < 30; i++) {
+      cpu.release();
+      gpu.release();
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    await Promise.all([...firsts, ...jobs]);
+    // 256 tokens hold two inputs of ~100; 16384 would hold 160, the batch size cap stops at 32.
+    expect(Math.max(...cpu.batches.map((b) => b.length))).toBe(2);
+    expect(gpu.batches.map((b) => b.length)).toEqual([1, 32, 8]);
+    for (const batch of gpu.batches) expect(Math.max(...batch) / Math.min(...batch)).toBeLessThan(1.25);
+  });
+
   it('splits a client batch larger than one model batch', async () => {
     const runner = new FakeRunner();
     const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 4, maxInFlight: 1 }, [{ id: 'm' }]);

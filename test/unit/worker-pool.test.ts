@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WorkerPool } from '../../src/engine/worker-pool.js';
@@ -84,5 +87,14 @@ describe('WorkerPool', () => {
     await closing;
     expect(closed).toBe(true);
     pool = undefined;
+  });
+
+  it('has every thread release its sessions before it is ended', async () => {
+    const releasedFile = join(mkdtempSync(join(tmpdir(), 'onnx-gateway-pool-')), 'released');
+    pool = new WorkerPool({ file, threads: 3, tasksPerThread: 1, workerData: { releasedFile } });
+    const threads = (await pool.ready).map((report) => report.threadId);
+    await pool.close();
+    pool = undefined;
+    expect(readFileSync(releasedFile, 'utf8').trim().split('\n').map(Number).sort()).toEqual(threads.sort());
   });
 });
