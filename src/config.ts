@@ -150,6 +150,10 @@ export const settings = {
     env: 'ONNX_GATEWAY_BODY_LIMIT', flag: '--body-limit', default: 32 * 1024 * 1024, unit: 'bytes', min: 1024,
     description: 'Largest request body accepted (413 above).',
   }),
+  maxResponseMb: setting('integer', {
+    env: 'ONNX_GATEWAY_MAX_RESPONSE_MB', flag: '--max-response-mb', default: 64, unit: 'MB', min: 1,
+    description: 'Largest answer of the routes whose answers grow with their inputs (token vectors, sparse vectors, tokens, edited images), bounded from the request\'s shape before it runs: a request that could need more gets 413 response_too_large, saying how to split it. An image edit of one image may always use one image at imageMaxPixels.',
+  }),
   truncate: setting('boolean', {
     env: 'ONNX_GATEWAY_TRUNCATE', flag: '--truncate', default: true,
     description: "Cut embedding inputs longer than the model's window (false: answer 400 input_too_long).",

@@ -10,7 +10,7 @@ export interface HttpServices {
   config: Pick<
     Config,
     | 'keys' | 'adminKeys' | 'allowedHosts' | 'corsOrigins' | 'bodyLimit' | 'logLevel' | 'logBodies' | 'teiModels' | 'maxBatchTokens'
-    | 'maxBatchSize' | 'queueCapacity' | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout' | 'readerParseTimeout'
+    | 'maxBatchSize' | 'queueCapacity' | 'maxResponseMb' | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout' | 'readerParseTimeout'
     // Pulls over HTTP: what may be pulled, from where, into where.
     | 'pullAllow' | 'modelsDir' | 'manifestsDir' | 'hfEndpoint' | 'onnxVariant'
   >;
