@@ -15,6 +15,7 @@ export const catalogue = {
   not_found: { status: 404, type: 'invalid_request_error', message: 'No such resource.' },
   method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed on this route.' },
   payload_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large.' },
+  index_full: { status: 413, type: 'invalid_request_error', message: 'The local index holds as many documents as it may.' },
   response_too_large: { status: 413, type: 'invalid_request_error', message: 'The answer would be larger than this server sends: split the request.' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type: send application/json.' },
   page_too_complex: { status: 422, type: 'invalid_request_error', message: 'The page is too complex for the web reader to read within its limits.' },

@@ -108,7 +108,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   await app.register(playgroundRoutes);
 
   await app.register(async (api) => {
-    await api.register(apiKeyAuth, { keys: services.config.keys, adminKeys: services.config.adminKeys });
+    await api.register(apiKeyAuth, { keys: services.config.keys, adminKeys: services.config.adminKeys, indexWriteKeys: services.config.indexWriteKeys });
     // Model routes wait for warm workers rather than queueing behind a start that may fail.
     api.addHook('preHandler', (request, _reply, done) => {
       done(request.method === 'POST' && !services.isReady() ? new ApiError('not_ready', undefined, { headers: { 'retry-after': '5' } }) : undefined);
