@@ -17,6 +17,7 @@ export const catalogue = {
   payload_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large.' },
   index_full: { status: 413, type: 'invalid_request_error', message: 'The local index holds as many documents as it may.' },
   response_too_large: { status: 413, type: 'invalid_request_error', message: 'The answer would be larger than this server sends: split the request.' },
+  url_too_long: { status: 414, type: 'invalid_request_error', message: 'A part of the URL is longer than this server reads.' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type: send application/json.' },
   page_too_complex: { status: 422, type: 'invalid_request_error', message: 'The page is too complex for the web reader to read within its limits.' },
   overloaded: { status: 429, type: 'rate_limit_error', message: 'The server is overloaded: retry after the time in Retry-After.' },
