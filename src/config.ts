@@ -60,6 +60,10 @@ export const settings = {
     env: 'ONNX_GATEWAY_ADMIN_KEYS', flag: '--admin-keys', default: [],
     description: 'Comma-separated API keys that may also manage models over HTTP: the admin routes, such as `POST /api/pull`, answer other keys 403. They are valid on every other route too. With no keys at all the server listens on loopback only and whoever reaches it may manage it, as with Ollama.',
   }),
+  indexWriteKeys: setting('list', {
+    env: 'ONNX_GATEWAY_INDEX_WRITE_KEYS', flag: '--index-write-keys', default: [],
+    description: 'Comma-separated API keys that may also add, replace and delete documents of the local search index (admin keys may too); other keys get 403 there and may search it. They are valid on every other route too.',
+  }),
   allowedHosts: setting('list', {
     env: 'ONNX_GATEWAY_ALLOWED_HOSTS', flag: '--allowed-hosts', default: [],
     description: 'Without API keys, host names besides loopback (localhost, 127.x.x.x, [::1]) that requests may be addressed to (the Host header) and pages may call from (Origin). Others get 403.',
@@ -168,6 +172,10 @@ export const settings = {
   bodyLimit: setting('integer', {
     env: 'ONNX_GATEWAY_BODY_LIMIT', flag: '--body-limit', default: 32 * 1024 * 1024, unit: 'bytes', min: 1024,
     description: 'Largest request body accepted (413 above).',
+  }),
+  maxResponseMb: setting('integer', {
+    env: 'ONNX_GATEWAY_MAX_RESPONSE_MB', flag: '--max-response-mb', default: 64, unit: 'MB', min: 1,
+    description: 'Largest answer of the routes whose answers grow with their inputs (token vectors, sparse vectors, tokens, edited images), bounded from the request\'s shape before it runs: a request that could need more gets 413 response_too_large, saying how to split it. An image edit of one image may always use one image at imageMaxPixels.',
   }),
   truncate: setting('boolean', {
     env: 'ONNX_GATEWAY_TRUNCATE', flag: '--truncate', default: true,
@@ -293,6 +301,14 @@ export const settings = {
     env: 'ONNX_GATEWAY_SEARCH_INDEX_STREAM_LENGTH', flag: '--search-index-stream-length', default: 10_000, unit: 'entries', min: 1,
     description: 'With redisUrl: index writes the Redis stream keeps before a replica snapshots its index and trims the older ones (a replica further behind loads the snapshot).',
   }),
+  indexMaxDocumentChars: setting('integer', {
+    env: 'ONNX_GATEWAY_INDEX_MAX_DOCUMENT_CHARS', flag: '--index-max-document-chars', default: 1_000_000, unit: 'characters', min: 1,
+    description: 'Longest document (title and text) `POST /v1/web-search/index/documents` accepts (413 above).',
+  }),
+  indexMaxDocuments: setting('integer', {
+    env: 'ONNX_GATEWAY_INDEX_MAX_DOCUMENTS', flag: '--index-max-documents', default: 1_000_000, unit: 'documents', min: 1,
+    description: 'Most documents the local index holds: adding past it over the API is a 413 (replacing a document is not).',
+  }),
   searchConcurrency: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_CONCURRENCY', flag: '--search-concurrency', default: 2, min: 1, max: 256,
     description: 'Search tasks run at the same time (by each replica, with redisUrl); the others wait in order.',
@@ -331,7 +347,7 @@ export type Config = { [N in SettingName]: SettingValue<(typeof settings)[N]['ki
   soloThreads: number;
   imageModelsDir: string;
   imageIntraOpThreads: number;
-  /** Keys from apiKeys, apiKeysFile and adminKeys together: every key the API accepts. */
+  /** Keys from apiKeys, apiKeysFile, adminKeys and indexWriteKeys together: every key the API accepts. */
   keys: string[];
   /** keepAlive in milliseconds; FOREVER (Infinity) for a negative keepAlive. */
   keepAliveMs: number;
@@ -406,7 +422,7 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
   }
   const config = values as Config;
   const fileKeys = config.apiKeysFile ? readKeysFile(config.apiKeysFile) : [];
-  config.keys = [...new Set([...config.apiKeys, ...fileKeys, ...config.adminKeys])];
+  config.keys = [...new Set([...config.apiKeys, ...fileKeys, ...config.adminKeys, ...config.indexWriteKeys])];
   const keepAliveMs = parseKeepAlive(config.keepAlive);
   if (keepAliveMs === undefined) {
     throw new ConfigError(`keepAlive (${settings.keepAlive.env}) must be ${KEEP_ALIVE_SYNTAX}; got "${config.keepAlive}".`);

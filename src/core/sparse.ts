@@ -9,12 +9,15 @@
  */
 import { invalid } from '../errors.js';
 import { topKSparse } from '../vectors/sparse.js';
+import { checkAnswerSize, thousands, SPARSE_ENTRY_BYTES } from './answer-size.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeInputs, resolveWithKind, type EmbedRequest } from './embeddings.js';
 
 export interface SparseEmbedRequest extends Pick<EmbedRequest, 'model' | 'input' | 'inputType' | 'truncate' | 'truncationDirection'> {
   /** Keep each vector's `topK` largest weights (absent: all nonzero weights). */
   topK?: number;
+  /** Most bytes of the answer text the caller sends: a request that could need more is refused before inference. */
+  answerLimit?: number;
 }
 
 export interface SparseVector {
@@ -38,6 +41,18 @@ export async function embedSparse(ctx: CoreContext, request: SparseEmbedRequest,
   const { topK } = request;
   if (topK !== undefined && (!Number.isInteger(topK) || topK < 1)) throw invalid('top_k', `top_k must be a positive integer; got ${topK}.`);
   const { sequences, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
+  if (request.answerLimit !== undefined) {
+    // A SPLADE vector may weigh every vocabulary entry; token weights, at most one per token.
+    const { dimension, pooling } = model.heads.sparse!;
+    const weights = sequences.map((ids) => Math.min(dimension, topK ?? dimension, pooling === 'weights' ? ids.length : dimension));
+    const total = weights.reduce((sum, n) => sum + n, 0);
+    checkAnswerSize(request.answerLimit, {
+      what: 'sparse vectors',
+      param: 'input',
+      perInput: weights.map((n) => n * SPARSE_ENTRY_BYTES + 2),
+      detail: `${thousands(sequences.length)} inputs, up to ${thousands(total)} weights${pooling === 'mlm' && topK === undefined ? ` (each vector may weigh all ${thousands(dimension)} vocabulary entries; top_k bounds it)` : ''}`,
+    });
+  }
   const job = await ctx.scheduler.submit(model.id, sequences.map((ids) => ({ ids })), signal, 'sparse');
   const vectors: SparseVector[] = [];
   let at = 0;

@@ -5,12 +5,16 @@
  * exactly as it reranks (late-interaction.ts).
  */
 import { ApiError, invalid } from '../errors.js';
+import { checkAnswerSize, thousands, NUMBER_BYTES } from './answer-size.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeInputs, normaliseInput, resolveWithKind, type EmbedRequest } from './embeddings.js';
 import { encodeDocument, encodeQuery, tokenVectors } from './late-interaction.js';
 import { mapInSlices } from './map-in-slices.js';
 
-export type TokenEmbedRequest = Pick<EmbedRequest, 'model' | 'input' | 'inputType' | 'truncate' | 'truncationDirection'>;
+export interface TokenEmbedRequest extends Pick<EmbedRequest, 'model' | 'input' | 'inputType' | 'truncate' | 'truncationDirection'> {
+  /** Most bytes of the answer text the caller sends: a request that could need more is refused before inference. */
+  answerLimit?: number;
+}
 
 export interface TokenEmbedResult {
   model: string;
@@ -52,12 +56,14 @@ export async function embedTokens(ctx: CoreContext, request: TokenEmbedRequest, 
       },
       signal,
     );
+    checkTokenAnswer(request.answerLimit, inputs.map((input) => input.ids.length), model.heads.tokens?.width || model.dimensions);
     const tokenizeMs = performance.now() - started;
     const job = await tokenVectors(ctx, model, inputs, side, signal);
     const promptTokens = inputs.reduce((sum, input) => sum + input.ids.length, 0);
     return { model: model.id, rows: job.rows, width: job.width, promptTokens, timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs } };
   }
   const { sequences, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
+  checkTokenAnswer(request.answerLimit, sequences.map((ids) => ids.length), model.heads.tokens?.width || model.dimensions);
   const job = await ctx.scheduler.submit(model.id, sequences.map((ids) => ({ ids })), signal, 'tokens');
   const rows: Float32Array[] = [];
   let at = 0;
@@ -66,4 +72,16 @@ export async function embedTokens(ctx: CoreContext, request: TokenEmbedRequest, 
     at += count;
   }
   return { model: model.id, rows, width: job.width, promptTokens, timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs } };
+}
+
+/** An answer of token vectors: per input, a list of its tokens' vectors. */
+function checkTokenAnswer(limit: number | undefined, lengths: number[], width: number): void {
+  if (limit === undefined) return;
+  const tokens = lengths.reduce((sum, n) => sum + n, 0);
+  checkAnswerSize(limit, {
+    what: 'token vectors',
+    param: 'input',
+    perInput: lengths.map((n) => n * (width * NUMBER_BYTES + 2) + 2),
+    detail: `${thousands(lengths.length)} inputs, ${thousands(tokens)} tokens x ${width} numbers`,
+  });
 }

@@ -5,6 +5,7 @@
 import { ApiError, invalid } from '../errors.js';
 import type { ServedModel } from '../models/registry.js';
 import { alignTokens } from '../text/alignment.js';
+import { checkAnswerSize, thousands, STRING_UNIT_BYTES, TOKEN_ENTRY_BYTES } from './answer-size.js';
 import type { CoreContext } from './context.js';
 import { promptFor } from './prompts.js';
 import { mapInSlices } from './map-in-slices.js';
@@ -17,6 +18,8 @@ export interface TokenizeRequest {
   addSpecialTokens?: boolean;
   /** Prepend the model's query or document prefix, as embeddings do. */
   inputType?: string;
+  /** Most bytes of the answer text the caller sends: a request that could need more is refused before its tokens are made. */
+  answerLimit?: number;
 }
 
 export interface TextToken {
@@ -75,22 +78,36 @@ export async function tokenize(ctx: CoreContext, request: TokenizeRequest, signa
 
   // Each token's own text, decoded once per request: texts repeat their tokens.
   const pieceOf = new Map<number, string>();
+  const piece = (id: number) => {
+    let text = pieceOf.get(id);
+    if (text === undefined) pieceOf.set(id, (text = tokenizer.decode([id])));
+    return text;
+  };
+  const ids = await mapInSlices(request.inputs, (input) => tokenizer.encode(prefix + input), signal);
+  if (request.answerLimit !== undefined) {
+    // A token's text is its span of the input or, unplaced, its own piece: the input and the pieces bound them.
+    const specials = [...before, ...after];
+    const specialBytes = specials.reduce((sum, token) => sum + TOKEN_ENTRY_BYTES + STRING_UNIT_BYTES * token.text.length, 0);
+    const perInput = ids.map((sequence, i) => {
+      let units = prefix.length + request.inputs[i]!.length;
+      for (const id of sequence) units += piece(id).length;
+      return sequence.length * TOKEN_ENTRY_BYTES + units * STRING_UNIT_BYTES + specialBytes + 2;
+    });
+    const total = ids.reduce((sum, sequence) => sum + sequence.length + specials.length, 0);
+    checkAnswerSize(request.answerLimit, { what: 'tokens', param: 'inputs', perInput, detail: `${thousands(ids.length)} inputs, ${thousands(total)} tokens` });
+  }
   const tokens = await mapInSlices(
     request.inputs,
-    (input) => {
+    (input, i) => {
       const text = prefix + input;
-      const ids = tokenizer.encode(text);
-      const pieces = Array.from(ids, (id) => {
-        let piece = pieceOf.get(id);
-        if (piece === undefined) pieceOf.set(id, (piece = tokenizer.decode([id])));
-        return piece;
-      });
+      const sequence = ids[i]!;
+      const pieces = Array.from(sequence, piece);
       const spans = alignTokens(text, pieces);
       const chars = Array.from(text);
-      const content = pieces.map((piece, i): TextToken => {
-        const span = spans[i];
-        if (!span) return { id: ids[i]!, text: piece, special: false, start: null, stop: null };
-        return { id: ids[i]!, text: chars.slice(span.start, span.stop).join(''), special: false, start: span.start, stop: span.stop };
+      const content = pieces.map((own, t): TextToken => {
+        const span = spans[t];
+        if (!span) return { id: sequence[t]!, text: own, special: false, start: null, stop: null };
+        return { id: sequence[t]!, text: chars.slice(span.start, span.stop).join(''), special: false, start: span.start, stop: span.stop };
       });
       return [...before, ...content, ...after];
     },

@@ -15,7 +15,7 @@ import { compatRoutes } from './compat/index.js';
 import { embeddingsRoutes } from './embeddings.js';
 import { hostGuard } from './host-guard.js';
 import { imagesRoutes } from './images.js';
-import { registerErrorHandling } from './errors.js';
+import { frameworkErrors, registerErrorHandling } from './errors.js';
 import { requestLoggerFactory } from './request-logger.js';
 import { responseHeaders, withHeaders } from './schemas.js';
 import { modelsRoutes } from './models.js';
@@ -42,6 +42,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     genReqId: () => randomUUID(),
     // Requests that arrive while draining get the catalogue's `shutting_down` (hook below).
     return503OnClosing: false,
+    frameworkErrors,
     ajv: {
       // Validate strictly: no type coercion, keep unknown fields (clients send extras).
       customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: false },
@@ -108,7 +109,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   await app.register(playgroundRoutes);
 
   await app.register(async (api) => {
-    await api.register(apiKeyAuth, { keys: services.config.keys, adminKeys: services.config.adminKeys });
+    await api.register(apiKeyAuth, { keys: services.config.keys, adminKeys: services.config.adminKeys, indexWriteKeys: services.config.indexWriteKeys });
     // Model routes wait for warm workers rather than queueing behind a start that may fail.
     api.addHook('preHandler', (request, _reply, done) => {
       done(request.method === 'POST' && !services.isReady() ? new ApiError('not_ready', undefined, { headers: { 'retry-after': '5' } }) : undefined);

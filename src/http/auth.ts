@@ -5,9 +5,10 @@
  * things per key (search tasks) read it there instead of parsing the header again.
  *
  * Admin keys are API keys that may also manage the server (pull, load and unload models): a route
- * that does so runs `requireAdmin` as its own onRequest hook, after this plugin's. With no keys at
- * all the server listens on loopback only (config.ts) and every request is an admin's, as every
- * request to Ollama is.
+ * that does so runs `requireAdmin` as its own onRequest hook, after this plugin's. Index write keys
+ * (and admin keys) may also change the local search index: its write routes run `requireIndexWrite`.
+ * With no keys at all the server listens on loopback only (config.ts) and every request is an
+ * admin's, as every request to Ollama is.
  */
 import { hash } from 'node:crypto';
 import type { onRequestHookHandler } from 'fastify';
@@ -20,6 +21,8 @@ declare module 'fastify' {
     apiKeyDigest: string | null;
     /** Whether the request may manage the server: it sent an admin key, or the server has no keys. */
     isAdmin: boolean;
+    /** Whether the request may change the local index: an index write key or an admin's. */
+    mayWriteIndex: boolean;
   }
 }
 
@@ -38,15 +41,17 @@ export function sameKey(presented: string, key: string): boolean {
  * A plugin without a context of its own (fastify-plugin), so its hook and its request decoration
  * apply to the routes registered beside it.
  */
-export const apiKeyAuth = fp<{ keys: string[]; adminKeys: string[] }>(
-  async (app, { keys, adminKeys }) => {
+export const apiKeyAuth = fp<{ keys: string[]; adminKeys: string[]; indexWriteKeys?: string[] }>(
+  async (app, { keys, adminKeys, indexWriteKeys = [] }) => {
     app.decorateRequest('apiKeyDigest', null);
     app.decorateRequest('isAdmin', keys.length === 0);
+    app.decorateRequest('mayWriteIndex', keys.length === 0);
     if (keys.length === 0) return;
-    const known = [...new Set([...keys, ...adminKeys])].map((key) => ({
+    const known = [...new Set([...keys, ...adminKeys, ...indexWriteKeys])].map((key) => ({
       key,
       digest: hash('sha256', key, 'hex'),
       admin: adminKeys.includes(key),
+      indexWriter: adminKeys.includes(key) || indexWriteKeys.includes(key),
     }));
     app.addHook('onRequest', (request, _reply, done) => {
       const header = request.headers.authorization;
@@ -58,6 +63,7 @@ export const apiKeyAuth = fp<{ keys: string[]; adminKeys: string[] }>(
       if (accepted === null) return done(new ApiError('unauthorized', 'The API key is not valid.'));
       request.apiKeyDigest = accepted.digest;
       request.isAdmin = accepted.admin;
+      request.mayWriteIndex = accepted.indexWriter;
       done();
     });
   },
@@ -71,4 +77,10 @@ export const apiKeyAuth = fp<{ keys: string[]; adminKeys: string[] }>(
 export const requireAdmin: onRequestHookHandler = (request, _reply, done) => {
   if (request.isAdmin) return done();
   done(new ApiError('forbidden', 'This route manages the server: it needs an admin key (ONNX_GATEWAY_ADMIN_KEYS), and the key sent is not one.'));
+};
+
+/** The onRequest hook of a route that changes the local index: other keys get 403 `forbidden` before the body is read. */
+export const requireIndexWrite: onRequestHookHandler = (request, _reply, done) => {
+  if (request.mayWriteIndex) return done();
+  done(new ApiError('forbidden', 'Changing the local index needs a key with write rights (ONNX_GATEWAY_INDEX_WRITE_KEYS, or an admin key); every key may search it.'));
 };

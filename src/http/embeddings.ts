@@ -96,14 +96,15 @@ export function serializeSparseEmbeddings(result: SparseEmbedResult): string {
   return `{"object":"list","data":[${parts.join(',')}],"model":${JSON.stringify(result.model)},"usage":{"prompt_tokens":${result.promptTokens},"total_tokens":${result.promptTokens}}}`;
 }
 
-export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core }) => {
+export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, config }) => {
+  const answerLimit = config.maxResponseMb * 1024 * 1024;
   const schema = { tags: ['Embeddings'], body: EmbeddingsBody, response: { 200: withHeaders(EmbeddingsResponse, responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses } };
 
   const handle = async (body: EmbeddingsBody, model: string | undefined, signal: AbortSignal) => {
     const format = body.encoding_format ?? 'float';
     if (format === 'sparse') {
       if (body.dimensions) throw invalid('dimensions', 'dimensions does not apply to sparse vectors; top_k keeps the largest weights.');
-      const result = await embedSparse(core, { model, input: body.input, inputType: body.input_type, topK: body.top_k }, signal);
+      const result = await embedSparse(core, { model, input: body.input, inputType: body.input_type, topK: body.top_k, answerLimit }, signal);
       return { result, payload: serializeSparseEmbeddings(result) };
     }
     if (body.top_k !== undefined) throw invalid('top_k', 'top_k applies to sparse vectors only: send "encoding_format": "sparse".');

@@ -73,6 +73,17 @@ export function errorHandler(render: ErrorRenderer = catalogueShape, statusOf: E
   };
 }
 
+/**
+ * Fastify's router answers some URLs before any route or hook runs (a path segment over its length
+ * limit, a malformed %-escape): its `frameworkErrors` option sends them here, so they are the
+ * catalogue's too.
+ */
+export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new ApiError('url_too_long', 'A part of the URL path is over 100 characters.'));
+  if (error.code === 'FST_ERR_BAD_URL') return sendError(reply, new ApiError('invalid_request', 'The URL path is not valid: a %-escape does not decode.'));
+  return sendError(reply, fromFastifyError(error));
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(errorHandler());
   app.setNotFoundHandler((request, reply) =>

@@ -7,7 +7,7 @@ import multipart, { type MultipartFile } from '@fastify/multipart';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import type { FastifyRequest } from 'fastify';
-import { editImage, maxEditImages, type EditRequest, type EditResult } from '../core/images/edit.js';
+import { editImage, maxEditImages, type EditRequest, type EditResult, type ImageSource } from '../core/images/edit.js';
 import type { ImagesContext } from '../core/images/context.js';
 import { ApiError, invalid } from '../errors.js';
 import { sendJsonText } from './json-text.js';
@@ -50,7 +50,7 @@ const EditJson = Type.Object(
   {
     ...common,
     image: Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1, maxItems: maxEditImages })], {
-      description: 'Images to edit: base64 (PNG, JPEG, WebP, GIF, TIFF, AVIF), with or without a `data:` prefix.',
+      description: 'Images to edit: base64 (PNG, JPEG or WebP; other formats 415), with or without a `data:` prefix.',
     }),
     n: Type.Optional(Type.Integer({ minimum: 1, maximum: 10, description: 'Must be 1: the pipelines are deterministic.' })),
     output_compression: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'JPEG and WebP quality (0..100).' })),
@@ -63,7 +63,7 @@ const integerText = Type.String({ pattern: '^\\s*\\d{1,3}\\s*$' });
 const EditForm = Type.Object(
   {
     ...common,
-    image: Type.Optional(Type.Unknown({ description: 'Image file(s).' })),
+    image: Type.Optional(Type.Unknown({ description: 'Image file(s): PNG, JPEG or WebP.' })),
     'image[]': Type.Optional(Type.Unknown({ description: 'Image files (the OpenAI SDK names an array of files so).' })),
     n: Type.Optional(integerText),
     output_compression: Type.Optional(integerText),
@@ -106,12 +106,15 @@ export function decodeBase64Image(value: string, index: number): Uint8Array {
   return Buffer.from(text, 'base64');
 }
 
+/** Base64 is decoded only once the edit has its turn: a waiting or refused edit holds no decoded copy. */
+const later = (value: string, index: number): ImageSource => () => decodeBase64Image(value, index);
+
 function fromJson(body: EditJson): EditRequest {
   const images = Array.isArray(body.image) ? body.image : [body.image];
   return {
     model: body.model,
     prompt: body.prompt,
-    images: images.map((image, index) => decodeBase64Image(image, index)),
+    images: images.map(later),
     n: body.n,
     size: body.size,
     quality: body.quality,
@@ -123,9 +126,9 @@ function fromJson(body: EditJson): EditRequest {
 
 function fromForm(body: EditForm): EditRequest {
   const values = [body.image, body['image[]']].flatMap((value) => (value === undefined ? [] : Array.isArray(value) ? value : [value]));
-  const images = values.map((value, index) => {
+  const images = values.map((value, index): ImageSource => {
     if (Buffer.isBuffer(value)) return value;
-    if (typeof value === 'string') return decodeBase64Image(value, index);
+    if (typeof value === 'string') return later(value, index);
     throw new ApiError('invalid_image', `image[${index}] is neither a file nor base64 text.`, { param: `image[${index}]` });
   });
   const integer = (value: string | undefined) => (value === undefined ? undefined : Number(value.trim()));
@@ -164,16 +167,24 @@ export function serializeEdit(result: EditResult, responseFormat: 'b64_json' | '
 /** Form files count against the body limit together, like the bytes of a JSON body. */
 const formBytes = new WeakMap<FastifyRequest, number>();
 
-export const imagesRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { images }) => {
+export const imagesRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { images, config }) => {
   const bodyLimit = images?.bodyLimit ?? 128 * 1024 * 1024;
+  const answerLimit = config.maxResponseMb * 1024 * 1024;
   await app.register(multipart, {
     attachFieldsToBody: 'keyValues',
-    limits: { fileSize: bodyLimit, files: maxEditImages + 1, fields: 64, fieldSize: 1024 * 1024, parts: 128 },
+    // One byte over the body limit: a larger file reaches the running total below, which refuses it.
+    limits: { fileSize: bodyLimit + 1, files: maxEditImages + 1, fields: 64, fieldSize: 1024 * 1024, parts: 128 },
     async onFile(this: FastifyRequest, part: MultipartFile) {
-      const bytes = await part.toBuffer();
-      const total = (formBytes.get(this) ?? 0) + bytes.length;
+      // Counted as it arrives: the form is refused the moment its files pass the limit, not once a file is whole.
+      const chunks: Buffer[] = [];
+      let total = formBytes.get(this) ?? 0;
+      for await (const chunk of part.file as AsyncIterable<Buffer>) {
+        total += chunk.length;
+        if (total > bodyLimit) throw new ApiError('payload_too_large', `The image files come to more than ${bodyLimit} bytes (ONNX_GATEWAY_IMAGE_BODY_LIMIT).`);
+        chunks.push(chunk);
+      }
       formBytes.set(this, total);
-      if (total > bodyLimit) throw new ApiError('payload_too_large', `The image files come to more than ${bodyLimit} bytes (ONNX_GATEWAY_IMAGE_BODY_LIMIT).`);
+      (part as MultipartFile & { value?: Buffer }).value = Buffer.concat(chunks);
     },
   });
 
@@ -193,7 +204,7 @@ export const imagesRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       const body = request.body as Record<string, unknown>;
       refuseUnsupported(body);
       const edit = request.isMultipart() ? fromForm(body as EditForm) : fromJson(body as EditJson);
-      const result = await editImage(images.context, edit, request.clientSignal);
+      const result = await editImage(images.context, { ...edit, answerLimit }, request.clientSignal);
       reportTimings(reply, editPhases(result.timings));
       reply.header('x-image-model', result.model);
       const responseFormat = (body.response_format as 'b64_json' | 'url' | undefined) ?? 'b64_json';

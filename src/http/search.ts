@@ -6,7 +6,8 @@
  * - DELETE /v1/web-search/search/{id}: cancels a pending or running task.
  * - POST /v1/web-search/index/documents, GET /v1/web-search/index,
  *   DELETE /v1/web-search/index/documents/{key}: the local index.
- * A task belongs to the API key that created it; other keys get 404.
+ * A task belongs to the API key that created it; other keys get 404. Every key may search the
+ * index; adding, replacing and deleting documents needs a key with write rights (auth.ts).
  */
 import { createHash } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -18,6 +19,7 @@ import { renderMarkdown } from '../core/search/markdown.js';
 import { freshnessValues, normaliseSearchRequest } from '../core/search/request.js';
 import type { SearchService } from '../core/search/service.js';
 import type { TaskView } from '../core/tasks/local-tasks.js';
+import { requireIndexWrite } from './auth.js';
 import type { HttpServices } from './services.js';
 import { errorResponses } from './schemas.js';
 
@@ -218,6 +220,7 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
   app.post(
     '/v1/web-search/index/documents',
     {
+      onRequest: requireIndexWrite,
       schema: {
         tags,
         summary: 'Add documents to the local index',
@@ -231,10 +234,27 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       if (documents.length > services.core.limits.maxInputs) {
         throw invalid('documents', `documents has ${documents.length} items; at most ${services.core.limits.maxInputs} are accepted per request.`);
       }
+      const { indexMaxDocumentChars: maxChars, indexMaxDocuments: maxDocuments } = services.config;
+      documents.forEach((doc, i) => {
+        const chars = (doc.title?.length ?? 0) + doc.text.length;
+        if (chars > maxChars) {
+          throw new ApiError('payload_too_large', `documents[${i}] has ${chars} characters (title and text); a document may have at most ${maxChars} (ONNX_GATEWAY_INDEX_MAX_DOCUMENT_CHARS): split it.`, {
+            param: `documents[${i}]`,
+          });
+        }
+      });
       const parsed = documents.map((doc, i) => {
         const digest = createHash('sha256').update(`${doc.title ?? ''}\n${doc.text}`).digest('hex').slice(0, 32);
         return documentFromInput(doc as DocumentInput, { key: digest, url: (key) => `urn:onnx-gateway:document:${encodeURIComponent(key)}`, source: 'api' }, `documents[${i}]`);
       });
+      const keys = new Set(parsed.map((doc) => doc.key));
+      const adding = keys.size - search.index.idsOf([...keys]).size;
+      const held = search.index.stats().documents;
+      if (adding > 0 && held + adding > maxDocuments) {
+        throw new ApiError('index_full', `The index holds ${held} documents and these would add ${adding}; it may hold at most ${maxDocuments} (ONNX_GATEWAY_INDEX_MAX_DOCUMENTS). Delete documents first.`, {
+          param: 'documents',
+        });
+      }
       const report = await search.ingest(parsed, { signal: request.clientSignal });
       return { added: report.added, updated: report.updated, embedded: report.embedded, ids: parsed.map((d) => d.key) };
     },
@@ -268,6 +288,7 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
   app.delete(
     '/v1/web-search/index/documents/:key',
     {
+      onRequest: requireIndexWrite,
       schema: {
         tags,
         summary: 'Remove a document from the local index',

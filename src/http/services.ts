@@ -9,8 +9,8 @@ import type { Metrics } from './metrics.js';
 export interface HttpServices {
   config: Pick<
     Config,
-    | 'keys' | 'adminKeys' | 'allowedHosts' | 'corsOrigins' | 'bodyLimit' | 'logLevel' | 'logBodies' | 'teiModels' | 'maxBatchTokens'
-    | 'maxBatchSize' | 'queueCapacity' | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout' | 'readerParseTimeout'
+    | 'keys' | 'adminKeys' | 'indexWriteKeys' | 'indexMaxDocumentChars' | 'indexMaxDocuments' | 'allowedHosts' | 'corsOrigins' | 'bodyLimit' | 'logLevel' | 'logBodies' | 'teiModels' | 'maxBatchTokens'
+    | 'maxBatchSize' | 'queueCapacity' | 'maxResponseMb' | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout' | 'readerParseTimeout'
     // Pulls over HTTP: what may be pulled, from where, into where.
     | 'pullAllow' | 'modelsDir' | 'manifestsDir' | 'hfEndpoint' | 'onnxVariant'
   >;

@@ -22,6 +22,8 @@ const DIGIT_PAIRS = Uint8Array.from({ length: 200 }, (_, i) => 48 + (i % 2 === 0
 
 // The longest numbers: "-0.000ddddddddd," and "-d.dddddddde-45,".
 const MAX_BYTES = 16;
+/** Most bytes one number takes in `float32ToJson`'s text, its comma included. */
+export const MAX_NUMBER_BYTES = MAX_BYTES;
 const ZERO = 48;
 const MINUS = 45;
 const POINT = 46;

@@ -28,7 +28,7 @@ describe.skipIf(!hasChromium)(`playground (${hasChromium ? 'headless Chromium' :
   beforeAll(async () => {
     imageDir = await mkdtemp(join(tmpdir(), 'onnx-gateway-playground-'));
     await writeTinyImageModels(imageDir);
-    server = await startServer({ workers: 1, imageModels: ['tiny-upscaler'], imageModelsDir: imageDir, imageWorkers: 1, imageIntraOpThreads: 1 });
+    server = await startServer({ workers: 1, imageModels: ['tiny-upscaler'], imageModelsDir: imageDir, imageWorkers: 1, imageIntraOpThreads: 1, indexWriteKeys: [testKey] });
     const indexed = await server.app.inject({
       method: 'POST',
       url: '/v1/web-search/index/documents',

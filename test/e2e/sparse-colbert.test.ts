@@ -159,6 +159,20 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       // The worker is alive after all that.
       expect((await post('/embed_sparse', { inputs: 'hello' })).statusCode).toBe(200);
     });
+
+    it('bounds the answer before inference: each vector may weigh all 30,522 entries, so 60 inputs could pass 64 MB; top_k bounds it', async () => {
+      const inputs = Array.from({ length: 60 }, (_, i) => `text number ${i}`);
+      const tei = await post('/embed_sparse', { inputs });
+      expect(tei.statusCode).toBe(413);
+      expect(tei.json()).toMatchObject({ code: 'response_too_large', error_type: 'Validation' });
+      expect(tei.json().error).toMatch(/up to [\d.]+ MB of sparse vectors \(60 inputs, up to 1,831,320 weights \(each vector may weigh all 30,522 vocabulary entries; top_k bounds it\)\); this server sends at most 64\.0 MB/);
+      const v1 = await post('/v1/embeddings', { model: SPLADE, input: inputs, encoding_format: 'sparse' });
+      expect(v1.statusCode).toBe(413);
+      expect(v1.json().error).toMatchObject({ code: 'response_too_large', param: 'input' });
+      const bounded = await post('/v1/embeddings', { model: SPLADE, input: inputs, encoding_format: 'sparse', top_k: 100 });
+      expect(bounded.statusCode).toBe(200);
+      expect(bounded.json().data).toHaveLength(60);
+    });
   });
 
   describe(`${COLBERT} (ColBERT)`, () => {

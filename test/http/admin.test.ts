@@ -22,7 +22,7 @@ describe('with API keys and admin keys', () => {
     for (const body of [{ model: 'BAAI/bge-small-en-v1.5' }, {}]) {
       const res = await post('/api/pull', body);
       expect(res.statusCode).toBe(403);
-      expect(res.json()).toEqual({ error: expect.stringMatching(/needs an admin key \(ONNX_GATEWAY_ADMIN_KEYS\)/) });
+      expect(res.json()).toEqual({ error: expect.stringMatching(/needs an admin key \(ONNX_GATEWAY_ADMIN_KEYS\)/), code: 'forbidden' });
     }
     expect((await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' }, {})).statusCode).toBe(401);
     expect((await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' }, { authorization: 'Bearer wrong' })).statusCode).toBe(401);
@@ -33,7 +33,7 @@ describe('with API keys and admin keys', () => {
     const refused = await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' }, admin);
     expect(refused.statusCode).toBe(403);
     expect(refused.json().error).toMatch(/BAAI\/bge-small-en-v1.5 can not be pulled here: .*ONNX_GATEWAY_PULL_ALLOW is empty/);
-    expect((await post('/api/pull', {}, admin)).json()).toEqual({ error: expect.stringMatching(/^model is required/) });
+    expect((await post('/api/pull', {}, admin)).json()).toEqual({ error: expect.stringMatching(/^model is required/), code: 'invalid_request' });
     expect((await post('/api/pull', { model: 'not a repository' }, admin)).statusCode).toBe(400);
     expect((await post('/v1/embeddings', { input: 'a' }, admin)).statusCode).toBe(200);
     expect((await app().inject({ method: 'GET', url: '/v1/models', headers: admin })).statusCode).toBe(200);

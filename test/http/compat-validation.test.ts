@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config.js';
+import { catalogue } from '../../src/errors.js';
 import { pickTeiModels } from '../../src/http/compat/tei.js';
 import { Registry, type ServedModel } from '../../src/models/registry.js';
 import { startFakeApp, useFakeApp } from '../helpers/fake-core.js';
@@ -224,11 +225,12 @@ describe('Ollama routes', () => {
     [{ model: 'tiny-reranker', input: 'a' }, 400],
     [{ model: 'tiny-embedder', input: 'a', truncate: 'no' }, 400],
     [{ model: 'tiny-embedder', input: 'a', dimensions: -1 }, 400],
-  ])('answers /api/embed %j with %i and {error: string}', async (body, status) => {
+  ])('answers /api/embed %j with %i and {error: string} (with the catalogue\'s code)', async (body, status) => {
     const res = await post('/api/embed', body);
     expect(res.statusCode).toBe(status);
-    expect(Object.keys(res.json())).toEqual(['error']);
+    expect(Object.keys(res.json())).toEqual(['error', 'code']);
     expect(typeof res.json().error).toBe('string');
+    expect(catalogue[res.json().code as keyof typeof catalogue].status).toBe(status);
   });
 
   it('takes keep_alive as Ollama does, and names it when it is malformed', async () => {
@@ -243,14 +245,14 @@ describe('Ollama routes', () => {
     ] as const) {
       const res = await post(url, body);
       expect(res.statusCode, JSON.stringify(body)).toBe(400);
-      expect(res.json(), JSON.stringify(body)).toEqual({ error: expect.stringMatching(/^keep_alive /) });
+      expect(res.json(), JSON.stringify(body)).toEqual({ error: expect.stringMatching(/^keep_alive /), code: 'invalid_request' });
     }
   });
 
   it('needs the key too, and answers generation routes with 501', async () => {
     const res = await get('/api/tags', {});
     expect(res.statusCode).toBe(401);
-    expect(res.json()).toEqual({ error: expect.stringMatching(/API key/) });
+    expect(res.json()).toEqual({ error: expect.stringMatching(/API key/), code: 'unauthorized' });
     expect((await post('/api/chat', { model: 'x', messages: [] })).statusCode).toBe(501);
   });
 });

@@ -13,7 +13,8 @@ let server: Server;
 let dataDir: string;
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'onnx-gateway-search-'));
-  server = await startServer({ dataDir, apiKeys: [testKey, otherKey] });
+  // testKey may write the index; otherKey only search it.
+  server = await startServer({ dataDir, apiKeys: [testKey, otherKey], indexWriteKeys: [testKey] });
   const now = Date.now();
   const res = await post('/v1/web-search/index/documents', {
     documents: [
@@ -38,10 +39,10 @@ function get(url: string, headers: Record<string, string> = auth) {
 }
 
 /** Creates a task and long-polls it to its end. */
-async function search(body: Record<string, unknown>) {
-  const created = await post('/v1/web-search/search', body);
+async function search(body: Record<string, unknown>, headers: Record<string, string> = auth) {
+  const created = await post('/v1/web-search/search', body, headers);
   expect(created.statusCode).toBe(200);
-  const res = await get(`/v1/web-search/search/${created.json().id}?wait=30`);
+  const res = await get(`/v1/web-search/search/${created.json().id}?wait=30`, headers);
   expect(res.statusCode).toBe(200);
   return res.json();
 }
@@ -185,5 +186,56 @@ describe('the local index over HTTP', () => {
     const res = await post('/v1/web-search/index/documents', body);
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toMatchObject({ code: 'invalid_request', param });
+  });
+});
+
+describe('who may change the index', () => {
+  it('every key searches it; a key without write rights gets 403 forbidden on every write, and nothing changes', async () => {
+    const before = (await get('/v1/web-search/index', other)).json().documents;
+    const add = await post('/v1/web-search/index/documents', { documents: [{ id: 'cats', text: 'overwritten' }] }, other);
+    expect(add.statusCode).toBe(403);
+    expect(add.json().error).toMatchObject({ code: 'forbidden' });
+    expect(add.json().error.message).toMatch(/ONNX_GATEWAY_INDEX_WRITE_KEYS/);
+    const remove = await server.app.inject({ method: 'DELETE', url: '/v1/web-search/index/documents/cats', headers: other });
+    expect(remove.statusCode).toBe(403);
+    expect((await get('/v1/web-search/index', other)).json().documents).toBe(before);
+    const task = await search({ query: 'cat sleeps' }, other);
+    expect(task.results.find((r: { url: string }) => r.url === 'urn:onnx-gateway:document:cats')?.content).toMatch(/^Cats are small/);
+  });
+});
+
+describe('index limits', () => {
+  const admin = 'admin-key-5555555555';
+  let limited: Server;
+  let limitedDir: string;
+  beforeAll(async () => {
+    limitedDir = await mkdtemp(join(tmpdir(), 'onnx-gateway-search-limits-'));
+    limited = await startServer({ dataDir: limitedDir, adminKeys: [admin], indexMaxDocuments: 3, indexMaxDocumentChars: 100 });
+  });
+  afterAll(async () => {
+    await limited?.close();
+    await rm(limitedDir, { recursive: true, force: true });
+  });
+  const write = (documents: object[], key = admin) =>
+    limited.app.inject({ method: 'POST', url: '/v1/web-search/index/documents', payload: { documents }, headers: { authorization: `Bearer ${key}` } });
+
+  it('an admin key may write; a document over the character limit is a 413 naming it', async () => {
+    expect((await write([{ id: 'a', text: 'short' }], testKey)).statusCode).toBe(403);
+    expect((await write([{ id: 'a', text: 'short' }])).statusCode).toBe(200);
+    const long = await write([{ id: 'b', text: 'fine' }, { id: 'c', title: 'x'.repeat(60), text: 'y'.repeat(41) }]);
+    expect(long.statusCode).toBe(413);
+    expect(long.json().error).toMatchObject({ code: 'payload_too_large', param: 'documents[1]' });
+    expect(long.json().error.message).toMatch(/101 characters .* at most 100 \(ONNX_GATEWAY_INDEX_MAX_DOCUMENT_CHARS\)/);
+  });
+
+  it('adding past the document limit is a 413 index_full; replacing is not', async () => {
+    expect((await write([{ id: 'b', text: 'two' }, { id: 'c', text: 'three' }])).statusCode).toBe(200);
+    const full = await write([{ id: 'd', text: 'four' }]);
+    expect(full.statusCode).toBe(413);
+    expect(full.json().error).toMatchObject({ code: 'index_full', param: 'documents' });
+    expect(full.json().error.message).toMatch(/holds 3 documents and these would add 1; it may hold at most 3/);
+    expect((await write([{ id: 'c', text: 'three, replaced' }])).json()).toMatchObject({ added: 0, updated: 1 });
+    const stats = await limited.app.inject({ method: 'GET', url: '/v1/web-search/index', headers: auth });
+    expect(stats.json().documents).toBe(3);
   });
 });

@@ -148,3 +148,16 @@ describe('body limit', () => {
     expect(res.json().error.code).toBe('payload_too_large');
   });
 });
+
+describe('URLs the router refuses before any route', () => {
+  it('answers a path segment over 100 characters with 414 url_too_long, and a bad %-escape with 400, in the catalogue shape', async () => {
+    const long = await app().inject({ method: 'GET', url: `/v1/models/${'m'.repeat(101)}`, headers: auth });
+    expect(long.statusCode).toBe(414);
+    expect(long.json().error).toMatchObject({ code: 'url_too_long', type: 'invalid_request_error' });
+    const engine = await app().inject({ method: 'POST', url: `/v1/engines/${'m'.repeat(101)}/embeddings`, headers: auth, payload: { input: 'a' } });
+    expect(engine.json().error.code).toBe('url_too_long');
+    const bad = await app().inject({ method: 'GET', url: '/v1/models/%E0%A4%A', headers: auth });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error.code).toBe('invalid_request');
+  });
+});

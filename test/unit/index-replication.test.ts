@@ -112,6 +112,37 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`index replication t
     }
   }, 60_000);
 
+  it('the stream holds operations, not documents: a large document rewritten is kept once, and every copy gets its last version', async () => {
+    const writer = DocumentIndex.open(':memory:');
+    const reader = DocumentIndex.open(':memory:');
+    const replicas = await Promise.all([writer, reader].map((index) => IndexReplication.open(redis.url, index, { streamLength: 1000 })));
+    try {
+      const first = (await client.xrevrange('onnx-gateway:index:stream', '+', '-', 'COUNT', 1))[0]?.[0] ?? '0';
+      const large = (version: number) => `version ${version} `.repeat(40_000);
+      const dense = { model: 'm', dimensions: 2, data: new Float32Array([0.6, 0.8]) };
+      for (let version = 1; version <= 3; version++) await replicas[0]!.upsert([doc('big', large(version))], { dense });
+      const entries = (await client.xrange('onnx-gateway:index:stream', `(${first}`, '+')).map(([, fields]) => fields[fields.indexOf('operation') + 1]!);
+      expect(entries).toHaveLength(3);
+      for (const operation of entries) expect(JSON.parse(operation)).toEqual({ op: 'upsert-stored', keys: ['big'] });
+      // One copy of the document in Redis, its last version.
+      expect(await client.hexists('onnx-gateway:index:documents', 'big')).toBe(1);
+      expect(await client.hstrlen('onnx-gateway:index:documents', 'big')).toBeLessThan(large(3).length * 1.1);
+      await until(() => reader.applied()?.sequence === writer.applied()?.sequence);
+      const id = reader.idsOf(['big']).get('big')!;
+      expect(reader.documents([id]).get(id)!.text).toBe(large(3));
+      expect(reader.vectorCount('m')).toBe(1);
+      // A delete drops it from Redis too.
+      expect(await replicas[0]!.remove('big')).toBe(true);
+      await until(() => reader.applied()?.sequence === writer.applied()?.sequence);
+      expect(reader.idsOf(['big']).size).toBe(0);
+      expect(await client.hexists('onnx-gateway:index:documents', 'big')).toBe(0);
+    } finally {
+      await Promise.all(replicas.map((r) => r.close()));
+      writer.close();
+      reader.close();
+    }
+  });
+
   it('a write while Redis is away is 503 store_unavailable, and nothing is written', async () => {
     const index = DocumentIndex.open(':memory:');
     const replication = await IndexReplication.open(redis.url, index, { streamLength: 1000 });

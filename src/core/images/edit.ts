@@ -7,6 +7,7 @@
  * deterministic, so `n` is 1: more copies of the same image would add nothing.
  */
 import { invalid } from '../../errors.js';
+import { checkAnswerSize, thousands } from '../answer-size.js';
 import type { ServedImageModel } from '../../models/image-catalogue.js';
 import { imageUsage, type ImageUsage } from './accounting.js';
 import { alphaMatte, multiplyAlpha } from './background-removal.js';
@@ -49,8 +50,8 @@ export interface EditRequest {
   /** A served image model, or absent / "auto" to let the prompt choose. */
   model?: string;
   prompt: string;
-  /** Encoded images (PNG, JPEG, WebP, ...). */
-  images: Uint8Array[];
+  /** Encoded images (PNG, JPEG, WebP), or how to get them: decoded only once the edit is admitted. */
+  images: ImageSource[];
   n?: number;
   /** "WxH" or "auto". */
   size?: string;
@@ -59,7 +60,16 @@ export interface EditRequest {
   outputFormat?: OutputFormat;
   /** 0..100: JPEG and WebP quality. */
   outputCompression?: number;
+  /**
+   * Most bytes of the answer text the caller sends (the images as base64): an edit whose outputs
+   * could need more is refused before it runs. One image at the largest size the limits allow is
+   * always within it.
+   */
+  answerLimit?: number;
 }
+
+/** An encoded image, or a function that gives it (a base64 text decoded once the edit has its turn). */
+export type ImageSource = Uint8Array | (() => Uint8Array);
 
 export interface EditedImage {
   bytes: Buffer;
@@ -107,7 +117,8 @@ export async function editImage(context: ImagesContext, request: EditRequest, si
   // Decoded images take memory: an edit waits for its turn before it decodes anything.
   const release = await context.admission.admit(signal);
   try {
-    return await runEdit(context, request, model, { chosenBy, format, background, quality, requested }, signal);
+    const images = request.images.map((source) => (typeof source === 'function' ? source() : source));
+    return await runEdit(context, { ...request, images }, model, { chosenBy, format, background, quality, requested }, signal);
   } finally {
     release();
   }
@@ -121,7 +132,7 @@ interface Plan {
   requested: Size | 'auto';
 }
 
-async function runEdit(context: ImagesContext, request: EditRequest, model: ServedImageModel, plan: Plan, signal?: AbortSignal): Promise<EditResult> {
+async function runEdit(context: ImagesContext, request: EditRequest & { images: Uint8Array[] }, model: ServedImageModel, plan: Plan, signal?: AbortSignal): Promise<EditResult> {
   const { limits } = context;
   const { chosenBy, format, background, quality, requested } = plan;
   const timings = { decodeMs: 0, inferenceMs: 0, runMs: 0, encodeMs: 0, tiles: 0 };
@@ -134,9 +145,15 @@ async function runEdit(context: ImagesContext, request: EditRequest, model: Serv
     }
   };
   // Every header first: a bad image[3] is refused before image[0] is worked on.
-  await timed('decodeMs', async () => {
-    for (let i = 0; i < request.images.length; i++) await probeImage(request.images[i]!, i, limits.maxPixels);
+  const headers = await timed('decodeMs', async () => {
+    const sizes: Size[] = [];
+    for (let i = 0; i < request.images.length; i++) {
+      const { width = 0, height = 0 } = await probeImage(request.images[i]!, i, limits.maxPixels);
+      sizes.push({ width, height });
+    }
+    return sizes;
   });
+  checkEditAnswer(context, request.answerLimit, plannedOutputs(context, model, headers, requested), format);
   const decode = (i: number) => timed('decodeMs', () => decodeImage(request.images[i]!, i, limits.maxPixels));
   const overlap = overlapFor(quality, model.manifest.tile?.overlap ?? 0, model.manifest.input.size?.[1] ?? model.manifest.tile?.size ?? 0);
   const settings = encoderSettings(quality, format, request.outputCompression);
@@ -176,6 +193,37 @@ async function runEdit(context: ImagesContext, request: EditRequest, model: Serv
     usage: imageUsage(context.countTextTokens(request.prompt), inputs, images.map((image) => image.size)),
     timings,
   };
+}
+
+/** The sizes of the images an edit makes, from its inputs' headers and the size asked. */
+function plannedOutputs(context: ImagesContext, model: ServedImageModel, inputs: Size[], requested: Size | 'auto'): Size[] {
+  const { manifest } = model;
+  if (manifest.task === 'background-removal') {
+    // One image: the cut-out's size, or the scene's with two.
+    return [requested === 'auto' ? fitWithin(inputs[inputs.length - 1]!, context.limits) : requested];
+  }
+  return inputs.map((input) => (requested === 'auto' ? fitWithin({ width: input.width * manifest.scale, height: input.height * manifest.scale }, context.limits) : requested));
+}
+
+/** Most bytes of one output image in the answer: its raw pixels (PNG's worst case), as base64, with its description. */
+function imageAnswerBytes(size: Size, format: OutputFormat): number {
+  const channels = format === 'jpeg' ? 3 : 4;
+  const encoded = Math.ceil(size.width * size.height * channels * 1.01) + size.height + 4096;
+  return Math.ceil(encoded / 3) * 4 + 4096;
+}
+
+function checkEditAnswer(context: ImagesContext, limit: number | undefined, outputs: Size[], format: OutputFormat): void {
+  if (limit === undefined) return;
+  const { maxPixels, maxEdge } = context.limits;
+  const side = Math.min(maxEdge, Math.floor(Math.sqrt(maxPixels)));
+  const largest = imageAnswerBytes({ width: side, height: Math.floor(maxPixels / side) }, format);
+  const pixels = outputs.reduce((sum, size) => sum + size.width * size.height, 0);
+  checkAnswerSize(Math.max(limit, largest), {
+    what: 'images',
+    param: 'image',
+    perInput: outputs.map((size) => imageAnswerBytes(size, format)),
+    detail: `${outputs.length} ${format} images of ${thousands(pixels)} pixels together, ${outputs.map(formatSize).join(', ')}`,
+  });
 }
 
 function describeTask(model: ServedImageModel): string {

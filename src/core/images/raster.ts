@@ -32,18 +32,44 @@ function invalidImage(index: number, why: string): ApiError {
   return new ApiError('invalid_image', `image[${index}] ${why}`, { param: `image[${index}]` });
 }
 
+/** The input formats decoded: libvips reads many more (SVG, TIFF, PDF, HEIF, ...), each one more parser to attack. */
+const inputFormats = ['png', 'jpeg', 'webp'];
+
+/** An encoded image's format from its first bytes (its magic number), as sharp names it; undefined when unknown. */
+export function sniffFormat(bytes: Uint8Array): string | undefined {
+  const ascii = (from: number, to: number) => Buffer.from(bytes.subarray(from, to)).toString('latin1');
+  if (bytes[0] === 0x89 && ascii(1, 4) === 'PNG') return 'png';
+  if (bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return 'jpeg';
+  if (ascii(0, 4) === 'RIFF' && ascii(8, 12) === 'WEBP') return 'webp';
+  if (ascii(0, 4) === 'GIF8') return 'gif';
+  if (ascii(0, 4) === 'II*\0' || ascii(0, 4) === 'MM\0*') return 'tiff';
+  if (ascii(4, 8) === 'ftyp') return /^(avi[fs])/.test(ascii(8, 12)) ? 'avif' : 'heif';
+  if (ascii(0, 2) === 'BM') return 'bmp';
+  if (ascii(0, 4) === '%PDF') return 'pdf';
+  if (/^(\ufeff|\xef\xbb\xbf)?\s*<(\?xml|svg|!DOCTYPE svg)/i.test(ascii(0, 256))) return 'svg';
+  return undefined;
+}
+
 /**
  * Reads an input image's header (no pixels are decompressed) and refuses it when it is not an
- * image or declares more than `maxPixels` pixels, naming it by its index.
+ * image, is in a format other than PNG, JPEG or WebP (415), or declares more than `maxPixels`
+ * pixels, naming it by its index.
  */
 export async function probeImage(bytes: Uint8Array, index: number, maxPixels: number): Promise<Metadata> {
   if (bytes.length === 0) throw invalidImage(index, 'is empty.');
+  const sniffed = sniffFormat(bytes);
+  if (sniffed !== undefined && !inputFormats.includes(sniffed)) {
+    throw new ApiError('unsupported_media_type', `image[${index}] is ${sniffed.toUpperCase()}; send PNG, JPEG or WebP.`, { param: `image[${index}]` });
+  }
   let metadata: Metadata;
   try {
+    if (sniffed === undefined) throw new Error('no image format recognised');
     metadata = await sharp(bytes, { limitInputPixels: false, failOn: 'error' }).metadata();
   } catch (error) {
-    throw invalidImage(index, `is not an image this server can read (${describe(error)}); send PNG, JPEG, WebP, GIF, TIFF or AVIF.`);
+    throw invalidImage(index, `is not an image this server can read (${describe(error)}); send PNG, JPEG or WebP.`);
   }
+  // libvips picks its loader from the same bytes; a mismatch is a file built to confuse the two.
+  if (metadata.format !== sniffed) throw invalidImage(index, `reads as ${metadata.format ?? 'nothing'} but starts as ${sniffed}.`);
   const width = metadata.width ?? 0;
   const height = metadata.height ?? 0;
   if (width * height > maxPixels) {

@@ -26,7 +26,10 @@ import type { HttpServices } from '../services.js';
 
 const tags = ['Ollama compatibility'];
 
-const OllamaError = Type.Object({ error: Type.String() }, { description: "Ollama's error shape, with the catalogue's status." });
+const OllamaError = Type.Object(
+  { error: Type.String(), code: Type.Optional(Type.String({ description: "The error catalogue's stable code" })) },
+  { description: "Ollama's error shape, with the catalogue's status and code." },
+);
 
 const PullBody = Type.Object(
   {

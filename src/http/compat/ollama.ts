@@ -25,9 +25,12 @@ import { vectorsToJson } from './vectors.js';
 
 const tags = ['Ollama compatibility'];
 
-const OllamaError = Type.Object({ error: Type.String() }, { description: "Ollama's error shape, with the catalogue's status." });
+const OllamaError = Type.Object(
+  { error: Type.String(), code: Type.Optional(Type.String({ description: "The error catalogue's stable code" })) },
+  { description: "Ollama's error shape, with the catalogue's status and code." },
+);
 const errorResponses = errorResponsesOf(OllamaError);
-const ollamaError: ErrorRenderer = (error) => ({ error: error.message });
+const ollamaError: ErrorRenderer = (error) => ({ error: error.message, code: error.code });
 
 
 const EmbedBody = Type.Object(

@@ -282,6 +282,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   const models = pickTeiModels(registry, config.teiModels);
   app.setErrorHandler(errorHandler(teiError, teiStatus));
   const limit = core.limits.maxInputs;
+  const answerLimit = config.maxResponseMb * 1024 * 1024;
 
   const embedSchema = { tags, summary: 'Embed (TEI)', body: EmbedBody, response: { 200: withHeaders(Type.Array(Type.Array(Type.Number())), responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses } };
   const serveEmbed = (url: string, hide: boolean) =>
@@ -366,7 +367,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       checkBatch(typeof inputs === 'string' ? [inputs] : inputs, limit);
       const result = await tokenize(
         core,
-        { model: models.primary?.id, inputs: typeof inputs === 'string' ? [inputs] : inputs, addSpecialTokens, inputType: promptName ?? undefined },
+        { model: models.primary?.id, inputs: typeof inputs === 'string' ? [inputs] : inputs, addSpecialTokens, inputType: promptName ?? undefined, answerLimit },
         request.clientSignal,
       );
       return result.tokens;
@@ -426,7 +427,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     async (request, reply) => {
       if (!models.sparse) throw none('sparse embedding');
       checkBatch(embedBatch(request.body.inputs), limit);
-      const result = await embedSparse(core, { model: models.sparse.id, ...perToken(request.body) }, request.clientSignal);
+      const result = await embedSparse(core, { model: models.sparse.id, ...perToken(request.body), answerLimit }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       // TEI's shape: per input, its nonzero weights as {index, value}, by index.
       const rows = result.vectors.map(({ indices, values }) => {
@@ -444,7 +445,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     async (request, reply) => {
       if (!models.tokens) throw none('token embedding');
       checkBatch(embedBatch(request.body.inputs), limit);
-      const result = await embedTokens(core, { model: models.tokens.id, ...perToken(request.body) }, request.clientSignal);
+      const result = await embedTokens(core, { model: models.tokens.id, ...perToken(request.body), answerLimit }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
       const { width } = result;
       const rows = result.rows.map((vectors) => {

@@ -15,9 +15,17 @@
  *   gone, new or long stopped, loads the snapshot and reads on from there. A snapshot never
  *   replaces a newer one, so the stream always continues where the snapshot ends.
  *
+ * - An entry holds the operation, not the documents: an upsert stores each document (with its
+ *   vectors) under its key in one hash, in the same step as it appends `upsert-stored` with the
+ *   keys, and a delete drops the key from the hash. Redis holds one copy of each live document
+ *   however often it is rewritten, not one per entry. A copy applying an older entry reads the
+ *   document as it is now: a later entry for the key writes or deletes the same, so every copy
+ *   still ends equal (a key missing from the hash was deleted by a later entry, and is skipped).
+ *
  * Redis keys: onnx-gateway:index:stream (the entries: `sequence`, `operation` as JSON),
- * onnx-gateway:index:sequence (the counter), onnx-gateway:index:snapshot (hash: `id`, `sequence`,
- * `data`, the SQLite file) and onnx-gateway:index:snapshot-lock.
+ * onnx-gateway:index:sequence (the counter), onnx-gateway:index:documents (hash: document key ->
+ * its upsert), onnx-gateway:index:snapshot (hash: `id`, `sequence`, `data`, the SQLite file) and
+ * onnx-gateway:index:snapshot-lock.
  */
 import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -28,13 +36,14 @@ import { onAbort } from '../../../abort.js';
 import { ApiError } from '../../../errors.js';
 import { probeRedis, throttledErrorLog } from '../../redis.js';
 import type { AppliedEntry, DocumentEncodings, DocumentIndex, IndexDocument } from './document-index.js';
-import { applyOperation, upsertOperation, type IndexOperation, type IndexWriter, type WriteReport } from './writes.js';
+import { applyOperation, upsertOperations, type IndexOperation, type IndexWriter, type WriteReport } from './writes.js';
 
 type Applied = ReturnType<typeof applyOperation>;
 
 const redisKeys = {
   stream: 'onnx-gateway:index:stream',
   sequence: 'onnx-gateway:index:sequence',
+  documents: 'onnx-gateway:index:documents',
   snapshot: 'onnx-gateway:index:snapshot',
   lock: 'onnx-gateway:index:snapshot-lock',
 };
@@ -48,8 +57,16 @@ const lockMs = 60_000;
 /** Results of applied entries kept for their writers. */
 const keptResults = 256;
 
-/** Numbers the entry and appends it, atomically. KEYS: stream, counter; ARGV: operation. */
+/**
+ * Stores or drops documents, numbers the entry and appends it, atomically. KEYS: stream, counter,
+ * documents; ARGV: the operation, then 'set' and key, document pairs or 'drop' and keys.
+ */
 const appendScript = `
+if ARGV[2] == 'set' then
+  for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+elseif ARGV[2] == 'drop' then
+  for i = 3, #ARGV do redis.call('HDEL', KEYS[3], ARGV[i]) end
+end
 local sequence = redis.call('INCR', KEYS[2])
 local id = redis.call('XADD', KEYS[1], '*', 'sequence', sequence, 'operation', ARGV[1])
 return {id, sequence}
@@ -109,7 +126,7 @@ export class IndexReplication implements IndexWriter {
     this.closing = new Promise((resolve) => (this.stop = () => resolve(null)));
     const dir = index.path === ':memory:' ? tmpdir() : dirname(index.path);
     this.scratchFile = join(dir, `.snapshot-${randomUUID()}.sqlite`);
-    redis.defineCommand('appendIndexEntry', { numberOfKeys: 2, lua: appendScript });
+    redis.defineCommand('appendIndexEntry', { numberOfKeys: 3, lua: appendScript });
   }
 
   /** Connects, catches up with the stream (loading the snapshot when needed) and follows it. */
@@ -134,7 +151,8 @@ export class IndexReplication implements IndexWriter {
   async upsert(documents: IndexDocument[], encodings?: DocumentEncodings, signal?: AbortSignal): Promise<WriteReport> {
     const keys = documents.map((doc) => doc.key);
     const before = this.index.idsOf(keys);
-    const applied = await this.append(upsertOperation(documents, encodings), signal);
+    const stored = upsertOperations(documents, encodings).flatMap((operation, i) => [keys[i]!, JSON.stringify(operation)]);
+    const applied = await this.append({ op: 'upsert-stored', keys }, signal, ['set', ...stored]);
     if (applied) return applied;
     // Another process applied the entry to this same file first: count against the copy as it was.
     const after = this.index.idsOf(keys);
@@ -145,7 +163,7 @@ export class IndexReplication implements IndexWriter {
   /** A key this copy does not have is not found, without a write. */
   async remove(key: string, signal?: AbortSignal): Promise<boolean> {
     if (!this.index.idsOf([key]).has(key)) return false;
-    const applied = await this.append({ op: 'delete', keys: [key] }, signal);
+    const applied = await this.append({ op: 'delete', keys: [key] }, signal, ['drop', key]);
     return applied ? applied.removed > 0 : true;
   }
 
@@ -184,14 +202,16 @@ export class IndexReplication implements IndexWriter {
    * Appends an operation and waits until this copy has applied it; what applying it did here
    * (undefined when another process on the same file applied it).
    */
-  private async append(operation: IndexOperation, signal?: AbortSignal): Promise<Applied | undefined> {
+  private async append(operation: IndexOperation, signal: AbortSignal | undefined, documents: string[]): Promise<Applied | undefined> {
     if (this.closed) throw new ApiError('shutting_down');
     let sequence: number;
     try {
       const reply = (await (this.redis as Redis & { appendIndexEntry(...args: string[]): Promise<[string, number]> }).appendIndexEntry(
         redisKeys.stream,
         redisKeys.sequence,
+        redisKeys.documents,
         JSON.stringify(operation),
+        ...documents,
       ));
       sequence = Number(reply[1]);
     } catch (error) {
@@ -254,25 +274,47 @@ export class IndexReplication implements IndexWriter {
     if (this.closed) return 0;
     const entries = reply?.[0]?.[1] ?? [];
     for (const [id, fields] of entries) {
-      if (this.applyEntry(id, fields) !== 'gap') continue;
+      const entry = await this.readEntry(fields);
+      if (this.applyEntry(id, entry) !== 'gap') continue;
       // Entries before this one were trimmed: the snapshot holds them.
       await this.loadSnapshot();
-      if (this.applyEntry(id, fields) === 'gap') throw new Error(`the snapshot ends before entry ${id}, the first left in the stream`);
+      if (this.applyEntry(id, await this.readEntry(fields)) === 'gap') throw new Error(`the snapshot ends before entry ${id}, the first left in the stream`);
     }
     if (entries.length === 0) await this.loadSnapshotIfAhead();
     this.wakeWaiters();
     return entries.length;
   }
 
-  /** 'gap' when entries between the last applied one and this one are missing. */
-  private applyEntry(id: string, fields: string[]): 'applied' | 'skipped' | 'gap' {
+  /** An entry's number and its operations: an `upsert-stored` becomes the upserts the document hash holds now. */
+  private async readEntry(fields: string[]): Promise<{ sequence: number; operations: () => IndexOperation[] }> {
     const field = (name: string) => fields[fields.indexOf(name) + 1];
     const sequence = Number(field('sequence'));
+    const text = field('operation') ?? 'null';
+    const parse = (json: string) => JSON.parse(json) as IndexOperation;
+    // Only the entry to apply next needs its documents; one already applied (or past a gap) is parsed when applied.
+    if (sequence !== (this.index.applied()?.sequence ?? 0) + 1 || !text.includes('"upsert-stored"')) return { sequence, operations: () => [parse(text)] };
+    const operation = parse(text);
+    if (operation.op !== 'upsert-stored') return { sequence, operations: () => [operation] };
+    const stored = operation.keys.length > 0 ? await this.redis.hmget(redisKeys.documents, ...operation.keys) : [];
+    return { sequence, operations: () => stored.filter((json): json is string => json !== null).map(parse) };
+  }
+
+  /** 'gap' when entries between the last applied one and this one are missing. */
+  private applyEntry(id: string, { sequence, operations }: { sequence: number; operations: () => IndexOperation[] }): 'applied' | 'skipped' | 'gap' {
     const appliedSequence = this.index.applied()?.sequence ?? 0;
     if (sequence <= appliedSequence) return 'skipped';
     if (sequence > appliedSequence + 1) return 'gap';
-    const operation = JSON.parse(field('operation') ?? 'null') as IndexOperation;
-    const result = this.index.applyEntry({ id, sequence } satisfies AppliedEntry, () => applyOperation(this.index, operation));
+    const result = this.index.applyEntry({ id, sequence } satisfies AppliedEntry, () => {
+      const total = { added: 0, updated: 0, ids: [] as number[], removed: 0 };
+      for (const operation of operations()) {
+        const done = applyOperation(this.index, operation);
+        total.added += done.added;
+        total.updated += done.updated;
+        total.ids.push(...done.ids);
+        total.removed += done.removed;
+      }
+      return total;
+    });
     if (!result) return 'skipped';
     // Kept a while for its writer, which may ask after the entry was applied.
     this.results.set(sequence, result);

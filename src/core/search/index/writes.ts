@@ -17,7 +17,12 @@ export type IndexOperation =
       /** When the writer added the documents (epoch ms), the same on every replica. */
       addedAt: number;
     }
-  | { op: 'delete'; keys: string[] };
+  | { op: 'delete'; keys: string[] }
+  /**
+   * Through Redis: upsert the documents of these keys as the replication's document hash holds
+   * them (each an `upsert` of one document), so the stream does not keep a copy of every version.
+   */
+  | { op: 'upsert-stored'; keys: string[] };
 
 export interface WriteReport {
   added: number;
@@ -43,6 +48,16 @@ function fromBase64<T extends Int32Array | Float32Array>(text: string, Type: new
   return new Type(copy.buffer);
 }
 
+/** One upsert per document, each with its own vectors: what the replication stores per key. */
+export function upsertOperations(documents: IndexDocument[], { dense, sparse }: DocumentEncodings = {}): IndexOperation[] {
+  const addedAt = Date.now();
+  return documents.map((document, i) => {
+    const row = dense && { ...dense, data: dense.data.subarray(i * dense.dimensions, (i + 1) * dense.dimensions) };
+    const vector = sparse?.vectors[i];
+    return { ...upsertOperation([document], { dense: row, sparse: sparse && vector && { model: sparse.model, vectors: [vector] } }), addedAt };
+  });
+}
+
 export function upsertOperation(documents: IndexDocument[], { dense, sparse }: DocumentEncodings = {}): IndexOperation {
   return {
     op: 'upsert',
@@ -55,6 +70,7 @@ export function upsertOperation(documents: IndexDocument[], { dense, sparse }: D
 
 /** Applies an operation; what it did, as a writer reports it. */
 export function applyOperation(index: DocumentIndex, operation: IndexOperation): WriteReport & { removed: number } {
+  if (operation.op === 'upsert-stored') throw new Error('an upsert-stored operation is applied with the documents it names');
   if (operation.op === 'delete') {
     let removed = 0;
     for (const key of operation.keys) if (index.remove(key)) removed++;
