@@ -331,7 +331,14 @@ export class Engine implements Lanes {
     entry.residentBytes = Math.max(entry.residentBytes! + residentBytes() - before, 1);
     // An accelerator's one session takes far larger batches than a CPU core.
     const maxBatchTokens = placement.device === 'cpu' ? config.maxBatchTokens : config.gpuMaxBatchTokens;
-    entry.view = { sessions: placement.sessions, threadsPerSession: placement.threadsPerSession, solo: lane.hasSolo, maxBatchTokens, run: (task) => lane.run(task) };
+    entry.view = {
+      sessions: placement.sessions,
+      threadsPerSession: placement.threadsPerSession,
+      solo: lane.hasSolo,
+      maxBatchTokens,
+      device: placement.device,
+      run: (task) => lane.run(task),
+    };
     entry.status = 'loaded';
     entry.lastUsed = performance.now();
     this.options.observer?.onLoad?.(entry.spec.id, { seconds: (performance.now() - started) / 1000, residentBytes: entry.residentBytes, placement });

@@ -50,6 +50,8 @@ export interface Lane {
   readonly solo: boolean;
   /** The lane's own token budget per batch (an accelerator's); the scheduler's when absent. */
   readonly maxBatchTokens?: number;
+  /** `cpu` or the accelerator the lane runs on, for the batch observer. */
+  readonly device: string;
   run(task: BatchTask): Promise<BatchResult>;
 }
 
@@ -76,7 +78,7 @@ export interface SchedulerOptions {
 }
 
 export interface BatchObserver {
-  onBatch?(model: string, info: { size: number; tokens: number; paddedTokens: number; inferenceMs: number }): void;
+  onBatch?(model: string, info: { size: number; tokens: number; paddedTokens: number; inferenceMs: number; device: string }): void;
 }
 
 /** Least share of a batch's padded tokens that are real tokens. */
@@ -373,7 +375,7 @@ export class Scheduler {
       (result) => {
         landed();
         this.recordThroughput(lane, batch.length, performance.now() - started);
-        this.observer.onBatch?.(model, { size: batch.length, tokens: total, paddedTokens: longest * batch.length, inferenceMs: result.inferenceMs });
+        this.observer.onBatch?.(model, { size: batch.length, tokens: total, paddedTokens: longest * batch.length, inferenceMs: result.inferenceMs, device: lane.device });
         const jobs = new Set<Job>();
         // Where each row starts in a ragged result (sparse: entries; tokens: vectors of `width`).
         const stride = kind === 'tokens' ? result.width : 1;

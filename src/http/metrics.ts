@@ -36,6 +36,8 @@ export interface BatchInfo {
   /** Tokens run, padding included (longest x size). */
   paddedTokens: number;
   inferenceMs: number;
+  /** `cpu` or the accelerator the batch ran on. */
+  device: string;
 }
 
 /** What the metrics read from the engine at scrape time. */
@@ -113,6 +115,21 @@ export class Metrics {
     labelNames: ['model'],
     registry: this.registry,
   });
+  private readonly deviceBatches = new CounterFamily({
+    name: `${prefix}device_batches_total`,
+    help: 'Inference batches run on a device (`cpu`, or the accelerator of a model placed on one).',
+    labelNames: ['device'],
+    registry: this.registry,
+  });
+  private readonly deviceInferenceSeconds = new HistogramFamily({
+    name: `${prefix}device_inference_seconds`,
+    help: 'Wall time of one inference batch, by the device it ran on.',
+    labelNames: ['device'],
+    buckets: secondsBuckets,
+    registry: this.registry,
+  });
+  /** Per device: its batch count and inference time, bound once. */
+  private readonly deviceSeries = new Map<string, { batches: CounterSeries; seconds: HistogramSeries }>();
   private readonly inferenceSeconds = new HistogramFamily({
     name: `${prefix}inference_seconds`,
     help: 'Wall time of one inference batch in a worker.',
@@ -277,6 +294,13 @@ export class Metrics {
     series.tokens.inc(batch.tokens);
     series.paddedTokens.inc(batch.paddedTokens);
     series.inferenceSeconds.observe(batch.inferenceMs / 1000);
+    let device = this.deviceSeries.get(batch.device);
+    if (!device) {
+      const labels = { device: batch.device };
+      this.deviceSeries.set(batch.device, (device = { batches: this.deviceBatches.labels(labels), seconds: this.deviceInferenceSeconds.labels(labels) }));
+    }
+    device.batches.inc(1);
+    device.seconds.observe(batch.inferenceMs / 1000);
   };
 
   private batchSeriesOf(model: string): BatchSeries {

@@ -196,6 +196,17 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
     for (const { repo, worst: difference } of rounds) expect(difference, repo).toBeLessThanOrEqual(tolerance);
   });
 
+  it('tells where batches ran: /metrics by device, TEI /info and Ollama /api/ps', async () => {
+    const metrics = (await server.app.inject({ method: 'GET', url: '/metrics' })).body;
+    const batches = (device: string) => Number(new RegExp(`^onnx_gateway_device_batches_total\\{device="${device}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+    expect(batches('webgpu')).toBeGreaterThan(0);
+    expect((await server.app.inject({ method: 'GET', url: '/info', headers: auth })).json().device).toBe('webgpu');
+    const ps = (await server.app.inject({ method: 'GET', url: '/api/ps', headers: auth })).json().models as { name: string; size: number; size_vram: number }[];
+    const onGpu = ps.find((model) => model.name === `${EMBEDDER}:latest`)!;
+    expect(onGpu.size_vram).toBe(onGpu.size);
+    expect(ps.find((model) => model.name === `${ON_CPU}:latest`)?.size_vram ?? 0).toBe(0);
+  });
+
   for (const repo of [FAMILIES.splade, FAMILIES['xlmr dense and token weights']]) {
     it(`matches the golden sparse vectors of ${repo}`, async () => {
       const items = goldens.get(repo)!.sparse!;

@@ -259,6 +259,8 @@ describe('TEI GET /info', () => {
       max_input_length: 64,
       max_client_batch_size: 2048,
       auto_truncate: true,
+      // Ours, not TEI's: where the model runs.
+      device: 'cpu',
     });
     expect(typeof res.json().version).toBe('string');
     expect(res.json().max_batch_tokens).toBeGreaterThan(0);

@@ -183,7 +183,8 @@ describe('Metrics', () => {
     expect(sample(samples, 'onnx_gateway_batch_size_count', { model: 'm' })).toBe(0);
 
     Object.assign(state, { depth: 0, inFlight: 0, restarts: 2, ready: true, resident: 95_000_000 });
-    metrics.onBatch('m', { size: 4, tokens: 30, paddedTokens: 40, inferenceMs: 12 });
+    metrics.onBatch('m', { size: 4, tokens: 30, paddedTokens: 40, inferenceMs: 12, device: 'cpu' });
+    metrics.onBatch('g', { size: 2, tokens: 20, paddedTokens: 20, inferenceMs: 8, device: 'webgpu' });
     metrics.onLoad('m', { seconds: 1.5 });
     metrics.onUnload('m');
     metrics.onLoad('m', { seconds: 0.5 });
@@ -196,6 +197,10 @@ describe('Metrics', () => {
     expect(sample(samples, 'onnx_gateway_ready')).toBe(1);
     expect(sample(samples, 'onnx_gateway_batch_fill_ratio_sum', { model: 'm' })).toBe(0.75);
     expect(sample(samples, 'onnx_gateway_inference_seconds_sum', { model: 'm' })).toBe(0.012);
+    // The same batches by the device they ran on.
+    expect(sample(samples, 'onnx_gateway_device_batches_total', { device: 'cpu' })).toBe(1);
+    expect(sample(samples, 'onnx_gateway_device_batches_total', { device: 'webgpu' })).toBe(1);
+    expect(sample(samples, 'onnx_gateway_device_inference_seconds_sum', { device: 'webgpu' })).toBe(0.008);
     expect(sample(samples, 'onnx_gateway_padded_tokens_total', { model: 'm' })).toBe(40);
 
     // A counter read from the pool never goes back, and counts each restart once.

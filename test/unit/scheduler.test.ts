@@ -6,6 +6,7 @@ import type { BatchResult, BatchTask } from '../../src/worker/protocol.js';
 class FakeRunner implements Lanes, Lane {
   readonly sessions = 1;
   readonly threadsPerSession = 1;
+  readonly device = 'cpu';
   /** Whether the model has a solo session. */
   solo = false;
   readonly batches: number[][] = [];

@@ -106,6 +106,7 @@ describe('tokenRows and maxSim', () => {
 class KindRunner implements Lanes, Lane {
   readonly sessions = 1;
   readonly threadsPerSession = 1;
+  readonly device = 'cpu';
   readonly solo = false;
   readonly kinds: Array<string | undefined> = [];
 
@@ -150,7 +151,7 @@ describe('Scheduler output kinds', () => {
 
   it('hands the attended lengths of a batch to the worker, the others attending all their tokens', async () => {
     const tasks: BatchTask[] = [];
-    const lane: Lane = { sessions: 1, threadsPerSession: 1, solo: false, run: async (task) => (tasks.push(task), { output: new Float32Array(task.ids.length * 2), width: 2, counts: Int32Array.from(task.lengths), inferenceMs: 1 }) };
+    const lane: Lane = { sessions: 1, threadsPerSession: 1, solo: false, device: 'cpu', run: async (task) => (tasks.push(task), { output: new Float32Array(task.ids.length * 2), width: 2, counts: Int32Array.from(task.lengths), inferenceMs: 1 }) };
     const scheduler = new Scheduler({ lane: () => lane }, { ...options, maxInFlight: 1 }, [{ id: 'm' }]);
     const blocker = scheduler.submit('m', [seq(2)]);
     await Promise.all([blocker, scheduler.submit('m', [{ ids: new Int32Array(6), attended: 4 }, seq(6)], undefined, 'tokens')]);

@@ -235,6 +235,9 @@ const Info = Type.Object({
   version: Type.String(),
   sha: Type.Null(),
   docker_label: Type.Null(),
+  device: Type.String({
+    description: 'Not in TEI\'s answer: where the model runs, `cpu` or an accelerator (the placement\'s device when loaded, else the one it loads on).',
+  }),
 });
 
 interface TeiModels {
@@ -393,7 +396,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     return {
       model_id: model.id,
       model_sha: model.revision ?? null,
-      model_dtype: model.variant === 'int8' ? 'int8' : 'float32',
+      model_dtype: model.variant === 'int8' ? 'int8' : model.variant === 'fp16' ? 'float16' : 'float32',
       served_model_name: model.id,
       model_type:
         model.task === 'embedding'
@@ -412,6 +415,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       version,
       sha: null,
       docker_label: null,
+      device: core.lifecycle?.state(model.id)?.placement?.device ?? model.device,
     };
   });
 
