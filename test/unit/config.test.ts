@@ -97,7 +97,7 @@ describe('config', () => {
       ONNX_GATEWAY_SOMETHING_ELSE: '1',
       ONNX_GATEWAY_PORT: '9000',
       ONNX_GATEWAY_CONFIG: 'config.json',
-      HOME: '/home/someone',
+      LANG: 'C.UTF-8',
     });
     expect(warnings).toEqual([
       'ONNX_GATEWAY_MAX_BATCH_TOKEN is not a setting and is ignored; did you mean ONNX_GATEWAY_MAX_BATCH_TOKENS?',
