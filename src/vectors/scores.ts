@@ -8,7 +8,7 @@ export function sigmoid(x: number): number {
 }
 
 /** The cosine of the angle between two vectors of one width (0 when either is all zeros). */
-export function cosine(a: Float32Array, b: Float32Array): number {
+export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let dot = 0;
   let aa = 0;
   let bb = 0;

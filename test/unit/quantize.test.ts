@@ -19,6 +19,7 @@ import {
 import { DataLocation, DataType, type NodeProto, type TensorProto } from '../../src/onnx/proto.js';
 import { MS_DOMAIN, quantizeFile, quantizeModel, quantizeWeight } from '../../src/quantize/graph.js';
 import { QMAX } from '../../src/quantize/int8-grid.js';
+import { cosine } from '../../src/vectors/scores.js';
 import { formatQuantizeReport } from '../../src/quantize/report.js';
 import { buildTinyBert, TINY_BERT, TINY_VOCAB, type TinyModelKind } from '../fixtures/tiny-models.js';
 import { output } from '../helpers/ort.js';
@@ -57,17 +58,6 @@ async function run(m: OnnxModel, feeds: Record<string, ort.Tensor>): Promise<(na
   }
 }
 
-function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let ab = 0;
-  let aa = 0;
-  let bb = 0;
-  for (let i = 0; i < a.length; i++) {
-    ab += a[i]! * b[i]!;
-    aa += a[i]! * a[i]!;
-    bb += b[i]! * b[i]!;
-  }
-  return ab / Math.sqrt(aa * bb);
-}
 
 function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   expect(a.length).toBe(b.length);
