@@ -1,0 +1,19 @@
+// ESLint: typescript-eslint's type-aware recommended rules on everything we write; the layout is Prettier's.
+import js from '@eslint/js';
+import prettier from 'eslint-config-prettier';
+import globals from 'globals';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/', 'bench/scratch/', '.data/'] },
+  js.configs.recommended,
+  tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+  },
+  // Plain JavaScript: worker fixtures for node, the playground for the browser; no types to check.
+  { files: ['**/*.{js,mjs}'], extends: [tseslint.configs.disableTypeChecked], languageOptions: { globals: globals.node } },
+  { files: ['src/http/playground/**'], languageOptions: { globals: globals.browser } },
+  prettier,
+);

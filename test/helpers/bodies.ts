@@ -1,0 +1,57 @@
+/**
+ * The shapes of the JSON answers the tests read, as the wire has them (`res.json<T>()`), so that a
+ * test that reaches for a field the answer does not have fails to type-check.
+ */
+import type { ErrorBody } from '../../src/errors.js';
+
+export type { ErrorBody };
+
+/** An embedding as any `encoding_format` gives it: floats, base64, quantized integers or sparse. */
+export type Embedding = number[] | string | { indices: number[]; values: number[] };
+
+export interface EmbeddingList {
+  object: 'list';
+  data: { object: 'embedding'; index: number; embedding: Embedding }[];
+  model: string;
+  usage: { prompt_tokens: number; total_tokens: number };
+}
+
+/** The float vectors of an embeddings answer (the default `encoding_format`). */
+export const floatVectors = (body: EmbeddingList): number[][] => body.data.map((item) => item.embedding as number[]);
+
+export interface RerankList {
+  id: string;
+  model: string;
+  results: { index: number; relevance_score: number; document?: { text: string } }[];
+  meta: { tokens: { input_tokens: number; output_tokens: number }; billed_units: { search_units: number } };
+  usage: { total_tokens: number; prompt_tokens: number };
+}
+
+export interface ModelPlacement {
+  device: string;
+  sessions: number;
+  threads_per_session: number;
+  solo_threads: number;
+  resident_bytes: number;
+}
+
+export interface ModelCard {
+  id: string;
+  object: 'model';
+  owned_by: string;
+  task?: string;
+  variant?: string;
+  dimensions?: number;
+  outputs?: string[];
+  late_interaction?: boolean;
+  max_tokens?: number;
+  labels?: string[];
+  ready: boolean;
+  status?: string;
+  placement?: ModelPlacement;
+}
+
+export interface ModelList {
+  object: 'list';
+  data: ModelCard[];
+}
