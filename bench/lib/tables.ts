@@ -35,7 +35,8 @@ const MARKER = /<!-- bench-table:(\S+) -->\n[\s\S]*?<!-- bench-table:end -->/g;
 
 /** Rewrites every bench table of a markdown page from its result file. */
 export function fillBenchTables(markdown: string, resultsDir = 'bench/results'): string {
-  return markdown.replace(MARKER, (_, spec: string) => `<!-- bench-table:${spec} -->\n${benchTable(spec, resultsDir)}\n<!-- bench-table:end -->`);
+  return markdown.replace(MARKER, (_, spec: string) =>
+    `<!-- bench-table:${spec} -->\n${benchTable(spec, resultsDir)}\n<!-- bench-table:end -->`);
 }
 
 /** The specs (`<file>:<kind>[:<argument>]`) of the bench tables in a page, in order. */
@@ -119,7 +120,8 @@ function httpTable(report: BenchReport, workload: string): string {
         if (over) return `p50 ${over.overMs >= 0 ? '+' : ''}${num(over.overMs)} ms`;
       }
       const ratio = ratios.vsSideBySide.find((r) =>
-        r.target === target.name && r.workload === workload && r.concurrency === c && variant(report, r.raw) === variant(report, target.name));
+        r.target === target.name && r.workload === workload && r.concurrency === c &&
+        variant(report, r.raw) === variant(report, target.name));
       return ratio ? `x${num(ratio.ratio, 2)}` : '';
     }),
   ]);
@@ -167,8 +169,9 @@ function reindexTable(report: BenchReport): string {
   return markdownTable(header, rows);
 }
 
+const spinning = { '1': ', spinning', '0': ', not spinning' } as const;
 const sweepLayout = (p: CeilingPoint) =>
-  `${p.sessions} x ${p.threads}${p.arena ? '' : ', arena off'}${p.spinning === null ? '' : p.spinning === '1' ? ', spinning' : ', not spinning'}`;
+  `${p.sessions} x ${p.threads}${p.arena ? '' : ', arena off'}${p.spinning === null ? '' : spinning[p.spinning]}`;
 
 /** The fp32 embeddings sweep of raw ONNX Runtime: inputs/s by layout (sessions x intra-op threads) and batch size. */
 function ceilingTable(report: BenchReport): string {
@@ -187,9 +190,11 @@ function ceilingTable(report: BenchReport): string {
 function ceilingBestTable(report: BenchReport): string {
   const ceiling = report.ceiling;
   if (!ceiling) throw new Error('no ceiling sweep in this file');
-  const best = (ps: CeilingPoint[]) => ps.reduce<CeilingPoint | null>((a, p) => (!a || p.inputsPerSec.median > a.inputsPerSec.median ? p : a), null);
+  const best = (ps: CeilingPoint[]) =>
+    ps.reduce<CeilingPoint | null>((a, p) => (!a || p.inputsPerSec.median > a.inputsPerSec.median ? p : a), null);
   const row = (what: string, p: CeilingPoint | null, unit: string) =>
-    p ? [what, `${sweepLayout(p)}, batch ${p.batch}`, `${num(p.inputsPerSec.median)} ${unit}/s`, num(p.gflops.median)] : [what, 'not run', '', ''];
+    p ? [what, `${sweepLayout(p)}, batch ${p.batch}`, `${num(p.inputsPerSec.median)} ${unit}/s`, num(p.gflops.median)]
+      : [what, 'not run', '', ''];
   const rows = [
     row(`embeddings fp32 (${ceiling.embedModel})`, ceiling.bestEmbed, 'inputs'),
     row(`rerank fp32 (${ceiling.rerankModel})`, ceiling.bestRerank, 'pairs'),
@@ -210,8 +215,10 @@ function soakTable(soak: SoakReport): string {
     ['rerank answers', count(soak.rerank)],
     ['errors (non-2xx or failed requests, failed /health)', thousands(soak.errors)],
     ['web reader answers to the attackers', count(soak.reader)],
-    [`/health over ${thousands(soak.healthMs.count)} probes: p50 / p99 / max`, `${num(soak.healthMs.p50)} / ${num(soak.healthMs.p99)} / ${num(soak.healthMs.max, 0)} ms`],
-    ['resident memory at the first minute / highest after it / at the end', `${thousands(soak.rssMb.atFirstMinute)} / ${thousands(soak.rssMb.maxAfterFirstMinute)} / ${thousands(soak.rssMb.atEnd)} MB`],
+    [`/health over ${thousands(soak.healthMs.count)} probes: p50 / p99 / max`,
+      `${num(soak.healthMs.p50)} / ${num(soak.healthMs.p99)} / ${num(soak.healthMs.max, 0)} ms`],
+    ['resident memory at the first minute / highest after it / at the end',
+      `${[soak.rssMb.atFirstMinute, soak.rssMb.maxAfterFirstMinute, soak.rssMb.atEnd].map(thousands).join(' / ')} MB`],
     ['resident memory slope after the first minute', `${num(soak.rssMb.slopeMbPerMinute)} MB per minute`],
   ];
   return markdownTable(['measure', `${soak.minutes} minutes, ${soak.connections} clients, ${soak.attackers} attackers`], rows);
@@ -223,17 +230,20 @@ function imagesTable(report: ImagesReport): string {
     `${thousands(Math.round(c.decodeMs))} / ${thousands(Math.round(c.inferenceMs))} / ${thousands(Math.round(c.encodeMs))}`,
     `${thousands(c.idleRssMB)} -> ${thousands(c.peakRssMB)}`,
   ]);
-  return markdownTable(['pipeline', 'output', 'input', 'seconds', 's per output megapixel', 'decode / inference / encode, ms', 'resident MB, idle -> peak'], rows);
+  const header = ['pipeline', 'output', 'input', 'seconds', 's per output megapixel', 'decode / inference / encode, ms',
+    'resident MB, idle -> peak'];
+  return markdownTable(header, rows);
 }
 
 function imagesIsolationTable(report: ImagesReport): string {
   const iso = report.isolation;
   if (!iso) throw new Error('no isolation measurement in this file');
   const row = (what: string, r: { n: number; p50Ms: number; p99Ms: number }) => [what, thousands(r.n), num(r.p50Ms), num(r.p99Ms)];
-  return `1-input embeddings requests beside a ${iso.size} \`${iso.pipeline}\` edit (${num(iso.editSeconds, 1)} s; ${iso.textWorkers} text workers, ${iso.imageThreads} image thread)\n\n${markdownTable(
-    ['embeddings requests', 'requests', 'p50 ms', 'p99 ms'],
-    [row('server idle', iso.idle), row('during the edit', iso.duringEdit)],
-  )}`;
+  const caption = `1-input embeddings requests beside a ${iso.size} \`${iso.pipeline}\` edit (${num(iso.editSeconds, 1)} s; ` +
+    `${iso.textWorkers} text workers, ${iso.imageThreads} image thread)`;
+  const table = markdownTable(['embeddings requests', 'requests', 'p50 ms', 'p99 ms'],
+    [row('server idle', iso.idle), row('during the edit', iso.duringEdit)]);
+  return `${caption}\n\n${table}`;
 }
 
 /** "From <file> (<date>, <machine>): `<command>`." */
@@ -247,7 +257,8 @@ function sourceLine(file: string, data: unknown): string {
   } else if (report.kind === 'images') {
     command = 'npx tsx bench/images.ts';
   } else if (report.minutes !== undefined) {
-    command = `npm run build && npx tsx bench/soak.ts --minutes ${report.minutes} --connections ${report.connections} --attackers ${report.attackers}`;
+    command = 'npm run build && npx tsx bench/soak.ts ' +
+      `--minutes ${report.minutes} --connections ${report.connections} --attackers ${report.attackers}`;
   } else {
     throw new Error(`${file}: neither a bench/run.ts, bench/images.ts nor bench/soak.ts result`);
   }
@@ -257,6 +268,7 @@ function sourceLine(file: string, data: unknown): string {
 }
 
 function machine(m: MachineInfo): string {
-  const simd = m.cpuFlags.includes('avx512f') ? 'AVX-512' : m.cpuFlags.includes('avx2') ? 'AVX2' : m.cpuFlags.includes('neon') ? 'NEON' : 'no AVX2';
-  return `${m.cores} cores ${m.cpuModel} (${simd}), load ${m.loadavg[0]}, Node ${m.node.replace(/^v/, '')}, onnxruntime-node ${m.onnxruntimeNode}`;
+  const simd = [['avx512f', 'AVX-512'], ['avx2', 'AVX2'], ['neon', 'NEON']].find(([flag]) => m.cpuFlags.includes(flag!))?.[1] ?? 'no AVX2';
+  return `${m.cores} cores ${m.cpuModel} (${simd}), load ${m.loadavg[0]}, Node ${m.node.replace(/^v/, '')}, ` +
+    `onnxruntime-node ${m.onnxruntimeNode}`;
 }
