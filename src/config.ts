@@ -1,7 +1,7 @@
 /**
  * The one typed configuration. Each setting is declared once below with its default, unit and
  * description; values come from (lowest to highest precedence) the defaults, a JSON file named by
- * ONNX_GATEWAY_CONFIG, environment variables, and CLI flags. README's configuration table is
+ * ONNX_GATEWAY_CONFIG, environment variables, and CLI flags. docs/configuration.md's table is
  * generated from these declarations (`npm run docs`), and a test keeps it in step. A key of the
  * config file that is no setting stops the start; an `ONNX_GATEWAY_*` variable that is none is
  * warned about (unknownVariables).
@@ -21,7 +21,7 @@ interface Setting<K extends Kind = Kind> {
   env: string;
   flag: string;
   default: SettingValue<K> | null;
-  /** Text for the README table when the default depends on the machine or other settings. */
+  /** Text for the docs' table when the default depends on the machine or other settings. */
   defaultText?: string;
   unit?: string;
   min?: number;
@@ -478,7 +478,7 @@ function readConfigFile(path: string): RawConfig {
   const unknown = Object.keys(values).find((key) => !Object.hasOwn(settings, key));
   if (unknown !== undefined) {
     const near = nearest(unknown, Object.keys(settings));
-    throw new ConfigError(`ONNX_GATEWAY_CONFIG: ${path} sets "${unknown}", which is not a setting${near ? `; did you mean ${near}?` : ' (README: Configuration lists them).'}`);
+    throw new ConfigError(`ONNX_GATEWAY_CONFIG: ${path} sets "${unknown}", which is not a setting${near ? `; did you mean ${near}?` : ' (docs/configuration.md lists them).'}`);
   }
   return values;
 }
@@ -497,7 +497,7 @@ export function unknownVariables(env: NodeJS.ProcessEnv = process.env): string[]
     .filter((name) => name.startsWith(prefix) && !known.includes(name))
     .map((name) => {
       const near = nearest(name, known);
-      return `${name} is not a setting and is ignored${near ? `; did you mean ${near}?` : ' (README: Configuration lists them)'}`;
+      return `${name} is not a setting and is ignored${near ? `; did you mean ${near}?` : ' (docs/configuration.md lists them)'}`;
     });
 }
 
@@ -536,7 +536,7 @@ export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || host.startsWith('127.');
 }
 
-/** The README configuration table, generated from the declarations above. */
+/** The configuration table of docs/configuration.md, generated from the declarations above. */
 export function configTable(): string {
   const rows = ['| setting | environment | flag | default | unit | description |', '| --- | --- | --- | --- | --- | --- |'];
   for (const [name, spec] of Object.entries(settings) as [SettingName, Setting][]) {

@@ -230,7 +230,7 @@ export async function serve(config: Config): Promise<void> {
   }
   const missing = flagsNotGiven(commandLineFlags);
   if (missing.length > 0) {
-    logger.info(`node was started without ${missing.join(' ')}: after each idle spell the request path runs unoptimised for a while (more CPU per request). npm start and the image pass it (README: Running it in production).`);
+    logger.info(`node was started without ${missing.join(' ')}: after each idle spell the request path runs unoptimised for a while (more CPU per request). npm start and the image pass it (docs/deployment.md: Starting node).`);
   }
   server.ready.then(
     () => logger.info({ models: server.registry.list().map((m) => m.id), workers: config.workers }, 'models warm: ready'),

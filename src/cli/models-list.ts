@@ -127,7 +127,7 @@ export function formatModelTable(models: LocalModel[]): string {
   return rows.map((row) => row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ')).join('\n');
 }
 
-/** README's table of the catalogue's Hub models (`npm run docs`): one row a model, its facts and how it is checked here. */
+/** docs/models.md's table of the catalogue's Hub models (`npm run docs`): one row a model, its facts and how it is checked here. */
 export function catalogueTable(catalogue: Catalogue): string {
   const verified = { 'stand-in': 'stand-in golden', family: 'family stand-in', none: 'not here' } as const;
   const prompts = (m: Manifest) =>

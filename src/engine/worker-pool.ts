@@ -8,7 +8,7 @@
  * (the caller decides whether to retry) and is replaced; one that fails while starting is not.
  *
  * Hand-written rather than piscina: per task it costs the main thread one message each way and no
- * more, which the embeddings path pays for every batch (see Performance in README.md).
+ * more, which the embeddings path pays for every batch (see docs/performance.md).
  */
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -35,7 +35,7 @@ const ResponseFormat = Type.Union([Type.Literal('b64_json'), Type.Literal('url')
 const Moderation = Type.Union([Type.Literal('low'), Type.Literal('auto')], { description: 'Accepted for compatibility; no moderation model runs here.' });
 
 const common = {
-  prompt: Type.String({ maxLength: 32_000, description: 'What to do. Picks the pipeline when `model` is absent or "auto" (see README); `revised_prompt` says what was done.' }),
+  prompt: Type.String({ maxLength: 32_000, description: 'What to do. Picks the pipeline when `model` is absent or "auto" (see docs/images.md); `revised_prompt` says what was done.' }),
   model: Type.Optional(Type.String({ description: 'A served image model id, or "auto" (the prompt picks).' })),
   size: Type.Optional(Type.String({ description: '"WIDTHxHEIGHT" (such as 2048x2048, 3840x2160, 4096x4096) or "auto".' })),
   quality: Type.Optional(Quality),

@@ -43,7 +43,7 @@ export interface Manifest {
    * models whose prefixes are only documented (e5's "query: ", bge's query instruction).
    */
   prompts?: Record<string, string>;
-  /** The architecture family, as README's model table names it. */
+  /** The architecture family, as the model table of docs/models.md names it. */
   family?: string;
   licence?: string;
   /** A moderation classifier: how its labels answer /v1/moderations. */

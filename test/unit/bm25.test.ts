@@ -3,7 +3,7 @@
  * tokenizer (an independent implementation of the same algorithm), and scores against the BM25
  * formula written out for a three-document corpus.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { Bm25Index, analyze } from '../../src/core/search/index/bm25.js';
@@ -13,7 +13,8 @@ import { sparseDot } from '../../src/core/sparse.js';
 
 describe('Porter stemmer', () => {
   it('stems as FTS5 does', () => {
-    const text = ['README.md', 'ARCHITECTURE.md'].map((file) => readFileSync(file, 'utf8')).join(' ');
+    const docs = readdirSync('docs').filter((file) => file.endsWith('.md')).map((file) => `docs/${file}`);
+    const text = ['README.md', 'ARCHITECTURE.md', ...docs].map((file) => readFileSync(file, 'utf8')).join(' ');
     const classic = 'caresses ponies ties caress cats feed agreed plastered bled motoring sing conflated troubled sized hopping tanned falling hissing fizzed failing filing happy sky relational conditional rational valenci hesitanci digitizer conformabli radicalli differentli vileli analogousli vietnamization predication operator feudalism decisiveness hopefulness callousness formaliti sensitiviti sensibiliti triplicate formative formalize electriciti electrical hopeful goodness revival allowance inference airliner gyroscopic adjustable defensible irritant replacement adjustment dependent adoption homologou communism activate angulariti homologous effective bowdlerize probate rate cease controll roll generalizations oscillators';
     const words = [...new Set([...classic.split(' '), ...(text.toLowerCase().match(/[a-z]+/g) ?? [])])];
     const db = new Database(':memory:');

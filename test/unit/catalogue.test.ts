@@ -24,10 +24,10 @@ describe('the shipped catalogue', () => {
     for (const m of hub.filter((m) => (m.source as { revision?: string }).revision === undefined)) expect(m.verified, m.id).toBe('none');
   });
 
-  it("documents in README, per moderation classifier, the OpenAI categories it does not judge", () => {
-    const readme = readFileSync('README.md', 'utf8');
+  it("documents in docs/api.md, per moderation classifier, the OpenAI categories it does not judge", () => {
+    const api = readFileSync('docs/api.md', 'utf8');
     for (const m of hub.filter((m) => m.moderation)) {
-      const row = readme.split('\n').find((line) => line.trimStart().startsWith(`| \`${m.id}\``));
+      const row = api.split('\n').find((line) => line.trimStart().startsWith(`| \`${m.id}\``));
       expect(row, m.id).toBeDefined();
       const mapped = new Set(Object.values(m.moderation!.categories));
       const notJudged = moderationCategories.filter((category) => !mapped.has(category));
@@ -54,7 +54,7 @@ describe('the shipped catalogue', () => {
     expect(catalogue.get('BAAI/nope')).toBeUndefined();
   });
 
-  it('is the model table of README.md (npm run docs)', () => {
-    expect(readFileSync('README.md', 'utf8')).toContain(catalogueTable(catalogue));
+  it('is the model table of docs/models.md (npm run docs)', () => {
+    expect(readFileSync('docs/models.md', 'utf8')).toContain(catalogueTable(catalogue));
   });
 });

@@ -87,7 +87,7 @@ describe('config', () => {
     expect(() => loadConfig({}, env)).toThrow(ConfigError);
     expect(() => loadConfig({}, env)).toThrow(/sets "maxBatchToken", which is not a setting; did you mean maxBatchTokens\?$/);
     expect(() => loadConfig({}, configFile('{"MaxInputs": 3}'))).toThrow(/did you mean maxInputs\?/);
-    expect(() => loadConfig({}, configFile('{"colour": "blue"}'))).toThrow(/sets "colour", which is not a setting \(README: Configuration lists them\)/);
+    expect(() => loadConfig({}, configFile('{"colour": "blue"}'))).toThrow(/sets "colour", which is not a setting \(docs\/configuration.md lists them\)/);
     expect(() => loadConfig({}, configFile('[1, 2]'))).toThrow(/must hold a JSON object of settings/);
   });
 
@@ -101,7 +101,7 @@ describe('config', () => {
     });
     expect(warnings).toEqual([
       'ONNX_GATEWAY_MAX_BATCH_TOKEN is not a setting and is ignored; did you mean ONNX_GATEWAY_MAX_BATCH_TOKENS?',
-      'ONNX_GATEWAY_SOMETHING_ELSE is not a setting and is ignored (README: Configuration lists them)',
+      'ONNX_GATEWAY_SOMETHING_ELSE is not a setting and is ignored (docs/configuration.md lists them)',
     ]);
   });
 
@@ -138,8 +138,7 @@ describe('config', () => {
     }
   });
 
-  it('keeps the README configuration table in step with the declarations', () => {
-    const readme = readFileSync('README.md', 'utf8');
-    expect(readme).toContain(configTable());
+  it('keeps the configuration table of docs/configuration.md in step with the declarations', () => {
+    expect(readFileSync('docs/configuration.md', 'utf8')).toContain(configTable());
   });
 });
