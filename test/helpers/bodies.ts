@@ -55,3 +55,44 @@ export interface ModelList {
   object: 'list';
   data: ModelCard[];
 }
+
+/** TEI's error body: its message and error type, with the catalogue's code. */
+export interface TeiError {
+  error: string;
+  error_type: string;
+  code: ErrorBody['error']['code'];
+}
+
+/** Ollama's error body: its message, with the catalogue's code. */
+export interface OllamaError {
+  error: string;
+  code: ErrorBody['error']['code'];
+}
+
+export interface SearchResult {
+  title: string;
+  url: string;
+  snippet: string;
+  content?: string;
+  score: number;
+  published_date?: string;
+  source: string;
+}
+
+/** A web search task: as created (the first fields), then as GET /v1/web-search/search/{id} answers it. */
+export interface SearchTask {
+  id: string;
+  prompt: string;
+  state: 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+  created_at: string;
+  video: null;
+  liked: null;
+  estimate_wait_seconds: number;
+  provider?: string;
+  started_at?: string | null;
+  finished_at?: string | null;
+  results?: SearchResult[];
+  images?: { url: string; thumbnail_url?: string; title?: string; page_url?: string }[];
+  markdown?: string;
+  error?: { code: string; message: string };
+}

@@ -29,7 +29,7 @@ describe('x-should-retry', () => {
       apiKey: testKey,
       baseURL: `${origin}/v1`,
       fetch: (input: string | URL | Request, init?: RequestInit) => {
-        requests.push(String(input));
+        requests.push(input instanceof Request ? input.url : input.toString());
         return fetch(input, init);
       },
     });
