@@ -1,5 +1,5 @@
 /**
- * Token embeddings: one vector per token of each input (TEI's /embed_all). An encoder gives its
+ * Token embeddings: one vector per token of each input (TEI's embed_all). An encoder gives its
  * last hidden state, special tokens included, as they are; a ColBERT model gives its projected,
  * normalised token vectors, encoded as a query (input type `query`) or a document (otherwise),
  * exactly as it reranks (late-interaction.ts).

@@ -71,7 +71,7 @@ export class ImageLane implements ImageTaskRunner {
   async run(task: ImageTask): Promise<ImageTaskResult> {
     if (!this.workers) throw new ApiError('model_not_found', `The image model "${task.model}" is not served here.`);
     if (this.workers.queueSize >= this.options.queueCapacity) {
-      throw new ApiError('overloaded', `The image lane is full (${this.workers.queueSize} tiles waiting); retry later.`, { headers: { 'retry-after': '5' } });
+      throw new ApiError('overloaded', `The image lane is full (${this.workers.queueSize} tiles waiting); retry later.`, { retryAfterSeconds: 5 });
     }
     this.pending += 1;
     try {

@@ -254,7 +254,7 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`search tasks in Red
         );
         expect(refused).toBeInstanceOf(ApiError);
         expect((refused as ApiError).code).toBe('overloaded');
-        expect(Number((refused as ApiError).headers['retry-after'])).toBeGreaterThanOrEqual(1);
+        expect((refused as ApiError).retryAfterSeconds).toBeGreaterThanOrEqual(1);
       }
     });
 

@@ -45,7 +45,7 @@ export class SearchTasks extends TaskServiceBase {
     if (this.closed) throw new ApiError('shutting_down');
     if (this.queue.length >= this.options.maxPending) {
       throw new ApiError('overloaded', `${this.queue.length} search tasks are waiting; retry later.`, {
-        headers: { 'retry-after': String(Math.max(1, this.estimate(this.running.size + this.queue.length, this.options.concurrency))) },
+        retryAfterSeconds: Math.max(1, this.estimate(this.running.size + this.queue.length, this.options.concurrency)),
       });
     }
     const task = newTask(owner, request);

@@ -89,7 +89,7 @@ export class SharedSearchTasks extends TaskServiceBase {
       if (waiting >= this.options.maxPending) {
         const slots = await this.slots();
         throw new ApiError('overloaded', `${waiting} search tasks are waiting; retry later.`, {
-          headers: { 'retry-after': String(Math.max(1, this.estimate(waiting, slots))) },
+          retryAfterSeconds: Math.max(1, this.estimate(waiting, slots)),
         });
       }
       const task = newTask(owner, request);
