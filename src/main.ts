@@ -16,7 +16,7 @@ import { createEmbeddingCache } from './core/cache/embedding-cache.js';
 import type { CoreContext } from './core/context.js';
 import type { EditAdmission } from './core/images/admission.js';
 import { imagesContext } from './core/images/service.js';
-import { SearchService } from './core/search/service.js';
+import { SearchService } from './search/service.js';
 import { checkDevices } from './engine/devices.js';
 import { Engine } from './engine/engine.js';
 import { ImageLane } from './engine/image-pool.js';

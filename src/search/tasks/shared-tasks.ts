@@ -19,7 +19,7 @@ import { ApiError } from '../../errors.js';
 import { probeRedis, throttledErrorLog } from '../redis.js';
 import { RedisTaskStore } from './redis-task-store.js';
 import { durationSamples, newTask, TaskServiceBase, type SearchTasksOptions, type TaskView } from './task-base.js';
-import { finalStates, type SearchProvider, type SearchRequest, type StoredTask } from '../search/types.js';
+import { finalStates, type SearchProvider, type SearchRequest, type StoredTask } from '../types.js';
 
 const queueName = 'search';
 const keyPrefix = 'onnx-gateway';

@@ -9,10 +9,10 @@
  * process (the `index add` command) wrote to it. The inverted index is rebuilt the same way.
  */
 import { rmSync, writeFileSync } from 'node:fs';
-import type { SparseVector } from '../../sparse.js';
+import type { SparseVector } from '../../core/sparse.js';
 import type { Scored } from '../fusion.js';
 import { Bm25Index } from './bm25.js';
-import { openDatabase, type SqliteDatabase } from '../../sqlite.js';
+import { openDatabase, type SqliteDatabase } from '../sqlite.js';
 import type { SearchImage } from '../types.js';
 
 export interface IndexDocument {

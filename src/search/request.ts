@@ -2,7 +2,7 @@
  * Validates a search request and brings its tolerant fields (freshness spellings, area tags) to
  * one canonical form, so providers see only clean values.
  */
-import { invalid } from '../../errors.js';
+import { invalid } from '../errors.js';
 import type { Area, Freshness, ResultFormat, SearchRequest } from './types.js';
 
 export interface RawSearchRequest {

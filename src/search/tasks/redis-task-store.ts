@@ -5,7 +5,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { TaskStore } from './task-store.js';
-import type { SearchOutcome, StoredTask, TaskError, TaskState } from '../search/types.js';
+import type { SearchOutcome, StoredTask, TaskError, TaskState } from '../types.js';
 
 const prefix = 'onnx-gateway:search:';
 const taskKey = (id: string) => `${prefix}task:${id}`;

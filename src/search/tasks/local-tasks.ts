@@ -9,7 +9,7 @@
 import { ApiError } from '../../errors.js';
 import { durationSamples, newTask, TaskServiceBase, type SearchTasksOptions, type TaskView } from './task-base.js';
 import type { LocalTaskStore } from './task-store.js';
-import { finalStates, type SearchProvider, type SearchRequest, type StoredTask } from '../search/types.js';
+import { finalStates, type SearchProvider, type SearchRequest, type StoredTask } from '../types.js';
 
 export type { SearchTasksOptions, TaskService, TaskView } from './task-base.js';
 

@@ -3,12 +3,12 @@
  * replicated through it), opened together from the configuration and closed together.
  */
 import { join } from 'node:path';
-import type { Config } from '../../config.js';
-import type { CoreContext } from '../context.js';
-import { openDatabase } from '../sqlite.js';
-import { SearchTasks, type TaskService } from '../tasks/local-tasks.js';
-import { SharedSearchTasks } from '../tasks/shared-tasks.js';
-import { SqliteTaskStore } from '../tasks/task-store.js';
+import type { Config } from '../config.js';
+import type { CoreContext } from '../core/context.js';
+import { openDatabase } from './sqlite.js';
+import { SearchTasks, type TaskService } from './tasks/local-tasks.js';
+import { SharedSearchTasks } from './tasks/shared-tasks.js';
+import { SqliteTaskStore } from './tasks/task-store.js';
 import { DocumentIndex, type IndexDocument } from './index/document-index.js';
 import { ingestDocuments, type IngestOptions, type IngestReport } from './index/ingest.js';
 import type { RankingName } from './index/rankings.js';

@@ -3,9 +3,9 @@
  * (when there is one) and written with its vectors in one write (one transaction, or one entry of
  * the replication stream).
  */
-import type { CoreContext } from '../../context.js';
-import { embed } from '../../embeddings.js';
-import { embedSparse } from '../../sparse.js';
+import type { CoreContext } from '../../core/context.js';
+import { embed } from '../../core/embeddings.js';
+import { embedSparse } from '../../core/sparse.js';
 import type { DocumentEncodings, DocumentIndex, IndexDocument } from './document-index.js';
 import { servedModel } from './rankings.js';
 import { modelText } from './retriever.js';

@@ -1,5 +1,5 @@
 /**
- * Opens the embedded SQLite files of core/ (search task records, the local search index).
+ * Opens the embedded SQLite files of search (task records, the local index).
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';

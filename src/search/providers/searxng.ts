@@ -4,10 +4,10 @@
  * slow, an HTTP error, not its JSON, every engine failing) fails the task with a message that says
  * what to fix; nothing is left running.
  */
-import { ApiError } from '../../../errors.js';
-import type { CoreContext } from '../../context.js';
+import { ApiError } from '../../errors.js';
+import type { CoreContext } from '../../core/context.js';
 import { redactUrl } from '../../redact-url.js';
-import { rerank } from '../../rerank.js';
+import { rerank } from '../../core/rerank.js';
 import { servedReranker } from '../index/rankings.js';
 import { freshnessWindowMs } from '../request.js';
 import type { Freshness, SearchImage, SearchOutcome, SearchProvider, SearchRequest, SearchResult } from '../types.js';

@@ -9,7 +9,7 @@ import { basename, extname, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { createGunzip } from 'node:zlib';
-import { invalid } from '../../../errors.js';
+import { invalid } from '../../errors.js';
 import type { SearchImage } from '../types.js';
 import type { IndexDocument } from './document-index.js';
 import { extractHtml, parseDate, parseLanguageTag } from './html.js';

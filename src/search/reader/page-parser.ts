@@ -19,7 +19,7 @@ function workerFile(): string {
   const here = dirname(fileURLToPath(import.meta.url));
   const beside = join(here, 'parse-worker.js');
   if (existsSync(beside)) return beside;
-  const built = join(here, '..', '..', '..', 'dist', 'core', 'reader', 'parse-worker.js');
+  const built = join(here, '..', '..', '..', 'dist', 'search', 'reader', 'parse-worker.js');
   if (existsSync(built)) return built;
   throw new Error(`The reader's worker script is missing (${built}): run "npm run build" first.`);
 }

@@ -3,9 +3,9 @@
  * own terms; the setting searchRankings names which take part. A new kind (learned sparse
  * vectors, say) is one more Ranking here plus the storage it ranks from in DocumentIndex.
  */
-import type { CoreContext } from '../../context.js';
-import { embed } from '../../embeddings.js';
-import { embedSparse } from '../../sparse.js';
+import type { CoreContext } from '../../core/context.js';
+import { embed } from '../../core/embeddings.js';
+import { embedSparse } from '../../core/sparse.js';
 import type { Scored } from '../fusion.js';
 import type { DocumentIndex, IndexFilter } from './document-index.js';
 

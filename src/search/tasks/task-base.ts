@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { onAbort } from '../../abort.js';
 import { isApiError } from '../../errors.js';
 import type { TaskStore } from './task-store.js';
-import { finalStates, type SearchProvider, type SearchRequest, type StoredTask, type TaskError } from '../search/types.js';
+import { finalStates, type SearchProvider, type SearchRequest, type StoredTask, type TaskError } from '../types.js';
 
 export interface SearchTasksOptions {
   /** Tasks run at once (per replica when shared). */

@@ -3,7 +3,7 @@
  * records survive restarts; with several replicas they live in Redis (redis-task-store.ts).
  */
 import type { SqliteDatabase } from '../sqlite.js';
-import type { SearchOutcome, StoredTask, TaskError, TaskState } from '../search/types.js';
+import type { SearchOutcome, StoredTask, TaskError, TaskState } from '../types.js';
 
 export interface TaskStore {
   insert(task: StoredTask): Promise<void>;

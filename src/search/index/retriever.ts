@@ -3,8 +3,8 @@
  * vectors), fused, then the cross-encoder over the top of the fused list. Each stage is reachable
  * on its own, for evaluation.
  */
-import type { CoreContext } from '../../context.js';
-import { rerank } from '../../rerank.js';
+import type { CoreContext } from '../../core/context.js';
+import { rerank } from '../../core/rerank.js';
 import { fuse, type FusionMethod, type Scored } from '../fusion.js';
 import type { DocumentIndex, IndexDocument, IndexFilter, StoredDocument } from './document-index.js';
 import { createRankings, servedModel, servedReranker, type Ranking, type RankingName } from './rankings.js';
