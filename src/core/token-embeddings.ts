@@ -5,7 +5,7 @@
  * exactly as it reranks (late-interaction.ts).
  */
 import { ApiError, invalid } from '../errors.js';
-import { checkAnswerSize, thousands, NUMBER_BYTES } from './answer-size.js';
+import { checkAnswerSize, thousands, NUMBER_BYTES } from '../answer-size.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeInputs, normaliseInput, resolveWithKind, type EmbedRequest } from './embeddings.js';
 import { encodeDocument, encodeQuery, tokenVectors } from './late-interaction.js';

@@ -20,7 +20,7 @@ export interface ImageLaneOptions {
   queueCapacity: number;
 }
 
-/** Runs one image task at a time per thread; what core/images needs of the lane. */
+/** Runs one image task at a time per thread; what images/ needs of the lane. */
 export interface ImageTaskRunner {
   readonly threads: number;
   run(task: ImageTask): Promise<ImageTaskResult>;

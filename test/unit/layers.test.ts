@@ -13,15 +13,20 @@ import { expect, it } from 'vitest';
 const src = fileURLToPath(new URL('../../src', import.meta.url));
 /** What each layer may import besides itself and the side modules. */
 const below: Record<string, string[]> = {
-  http: ['core', 'search'],
+  http: ['core', 'search', 'images'],
   // The local index embeds its documents and queries, and results are reranked: search consumes core's operations.
   search: ['core'],
+  // Edits run their tiles on the engine's image lane.
+  images: ['engine'],
   core: ['engine'],
   engine: ['worker'],
   worker: [],
 };
 const layers = Object.keys(below);
-const side = ['config', 'errors', 'abort', 'duration', 'version', 'v8-flags', 'devices', 'redact-url', 'models', 'text', 'vectors', 'onnx', 'quantize'];
+const side = [
+  ...['config', 'errors', 'abort', 'duration', 'version', 'v8-flags', 'devices', 'redact-url', 'answer-size'],
+  ...['models', 'text', 'vectors', 'onnx', 'quantize'],
+];
 const entries = ['main', 'cli'];
 const folderOf = (file: string) => relative(src, file).split('/')[0]!.replace(/\.[jt]s$/, '');
 const sources = (folder: string) =>

@@ -2,10 +2,10 @@
  * The context the edit operation runs in: the lane the composition root started, and the
  * admission that decides how many edits use it at once.
  */
-import type { Config } from '../../config.js';
-import type { ImageTaskRunner } from '../../engine/image-pool.js';
-import type { ImageRegistry } from '../../models/image-registry.js';
-import type { Registry } from '../../models/registry.js';
+import type { Config } from '../config.js';
+import type { ImageTaskRunner } from '../engine/image-pool.js';
+import type { ImageRegistry } from '../models/image-registry.js';
+import type { Registry } from '../models/registry.js';
 import { EditAdmission } from './admission.js';
 import type { ImagesContext } from './context.js';
 

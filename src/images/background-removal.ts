@@ -3,7 +3,7 @@
  * returns an alpha matte, which is resized back to the image. The cut-out keeps the image's own
  * alpha too (a pixel is as transparent as either says).
  */
-import type { ServedImageModel } from '../../models/image-catalogue.js';
+import type { ServedImageModel } from '../models/image-catalogue.js';
 import type { ImagesContext } from './context.js';
 import { resize, type Raster } from './raster.js';
 import { throwIfAborted } from './tiles.js';

@@ -1,8 +1,8 @@
 /**
  * What the image operations need, handed in by whoever composes the server.
  */
-import type { ImageTaskRunner } from '../../engine/image-pool.js';
-import type { ImageRegistry } from '../../models/image-registry.js';
+import type { ImageTaskRunner } from '../engine/image-pool.js';
+import type { ImageRegistry } from '../models/image-registry.js';
 import type { EditAdmission } from './admission.js';
 
 export interface ImageLimits {

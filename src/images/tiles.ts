@@ -3,8 +3,8 @@
  * A request keeps at most one tile more in flight than the lane has threads, so concurrent edits
  * take turns on the threads and a large image never floods the lane's queue.
  */
-import { ApiError } from '../../errors.js';
-import type { ImageTaskRunner } from '../../engine/image-pool.js';
+import { ApiError } from '../errors.js';
+import type { ImageTaskRunner } from '../engine/image-pool.js';
 import type { Raster } from './raster.js';
 import { extractTile, tileSpans, TileBlender } from './tiling.js';
 

@@ -2,7 +2,7 @@
  * The request options of an image edit that are not about the pipeline: sizes and their limits,
  * and what `quality` changes.
  */
-import { invalid } from '../../errors.js';
+import { invalid } from '../errors.js';
 import type { ImageLimits } from './context.js';
 import type { OutputFormat } from './raster.js';
 

@@ -6,7 +6,7 @@
  * so cost and memory follow the requested size, not the input's; lanczos3 makes the exact size.
  * RGB models see the colour; luma models (ESPCN) see only Y, and Cb/Cr are upscaled bicubically.
  */
-import type { ServedImageModel } from '../../models/image-catalogue.js';
+import type { ServedImageModel } from '../models/image-catalogue.js';
 import type { ImagesContext } from './context.js';
 import type { Size } from './options.js';
 import { fromYCbCr, resize, toYCbCr, type Raster } from './raster.js';

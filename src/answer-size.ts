@@ -4,8 +4,8 @@
  * the request's shape (its tokens, the model's width, the image sizes), and a request whose total
  * could pass the caller's limit is refused with `response_too_large`, saying how to split it.
  */
-import { ApiError } from '../errors.js';
-import { MAX_NUMBER_BYTES } from '../vectors/encoding.js';
+import { ApiError } from './errors.js';
+import { MAX_NUMBER_BYTES } from './vectors/encoding.js';
 
 /** Most bytes of one float in an answer, its comma included. */
 export const NUMBER_BYTES = MAX_NUMBER_BYTES;

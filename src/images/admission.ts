@@ -3,8 +3,8 @@
  * processed at once and up to `waitingCapacity` more wait in arrival order; beyond that an edit is
  * refused with `overloaded`. A waiting edit whose client goes away leaves the line.
  */
-import { onAbort } from '../../abort.js';
-import { ApiError } from '../../errors.js';
+import { onAbort } from '../abort.js';
+import { ApiError } from '../errors.js';
 
 export interface AdmissionLimits {
   /** Edits processed at once. */

@@ -6,9 +6,9 @@
  * one image, or with two images puts the first one's subject on the second. The pipelines are
  * deterministic, so `n` is 1: more copies of the same image would add nothing.
  */
-import { invalid } from '../../errors.js';
+import { invalid } from '../errors.js';
 import { checkAnswerSize, thousands } from '../answer-size.js';
-import type { ServedImageModel } from '../../models/image-catalogue.js';
+import type { ServedImageModel } from '../models/image-catalogue.js';
 import { imageUsage, type ImageUsage } from './accounting.js';
 import { alphaMatte, multiplyAlpha } from './background-removal.js';
 import type { ImagesContext } from './context.js';

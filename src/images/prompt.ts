@@ -5,9 +5,9 @@
  * wins; a prompt matching none is refused, saying what can be asked for). The prompt is never
  * read for anything else: `revised_prompt` says what was actually done.
  */
-import { ApiError } from '../../errors.js';
-import type { ImageTask, ServedImageModel } from '../../models/image-catalogue.js';
-import type { ImageRegistry } from '../../models/image-registry.js';
+import { ApiError } from '../errors.js';
+import type { ImageTask, ServedImageModel } from '../models/image-catalogue.js';
+import type { ImageRegistry } from '../models/image-registry.js';
 
 const taskWords: Record<ImageTask, RegExp> = {
   'background-removal':

@@ -4,7 +4,7 @@
  * heavy work on its own threads, off the event loop.
  */
 import sharp, { type KernelEnum, type Metadata, type Sharp } from 'sharp';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../errors.js';
 
 // Every request brings new images: libvips' operation cache would only hold memory.
 sharp.cache(false);

@@ -8,7 +8,7 @@
  * content can come out in different tints. One extra run on the whole image shrunk to the graph's
  * size gives each region's overall colour, and each tile is shifted to the colour of its region.
  */
-import type { ServedImageModel } from '../../models/image-catalogue.js';
+import type { ServedImageModel } from '../models/image-catalogue.js';
 import type { ImagesContext } from './context.js';
 import type { Size } from './options.js';
 import { resize, type Raster } from './raster.js';
