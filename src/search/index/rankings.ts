@@ -25,7 +25,7 @@ export function servedModel(ctx: CoreContext, kind: 'dense' | 'sparse'): string 
 
 /**
  * The model of the reranking stage: the first served cross-encoder, else the first late-interaction
- * (ColBERT) model, which /v1/rerank scores by MaxSim.
+ * (ColBERT) model, which core's rerank scores by MaxSim.
  */
 export function servedReranker(ctx: CoreContext): string | undefined {
   const models = ctx.registry.list();
