@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 
 // The files live beside this module (the build copies them into dist/http/playground) and are
 // read once: they are small and never change while the server runs.
-const folder = new URL('./playground', import.meta.url);
+const folder = new URL('./playground/', import.meta.url);
 const asset = (name: string, type: string) => ({ type, body: readFileSync(new URL(name, folder), 'utf8') });
 const page = asset('index.html', 'text/html; charset=utf-8');
 const assets = {
