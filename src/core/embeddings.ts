@@ -99,9 +99,9 @@ export class OutputKindError extends ApiError {
     this.name = 'OutputKindError';
   }
 
-  /** The message, each kind the model gives followed by `askedBy(kind)` in parentheses where that says something. */
+  /** The message: the kinds the model gives by their names (its `outputs`), each followed by `askedBy(kind)` if given. */
   static explain(model: string, wanted: OutputKind, gives: readonly OutputKind[], askedBy?: (kind: OutputKind) => string): string {
-    const kinds = gives.map((kind) => (askedBy ? `${vectorsOf[kind]} (${askedBy(kind)})` : vectorsOf[kind]));
+    const kinds = gives.map((kind) => (askedBy ? `${kind} (${askedBy(kind)})` : kind));
     return `The model "${model}" does not give ${vectorsOf[wanted]}; it gives ${kinds.join(', ')}.`;
   }
 }

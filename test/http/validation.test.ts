@@ -76,8 +76,8 @@ describe('POST /v1/embeddings', () => {
       code: 'invalid_request',
       param: 'model',
       message:
-        'The model "tiny-embedder" does not give sparse vectors; it gives dense vectors (/v1/embeddings or /embed), ' +
-        'token vectors (/embed_all, or /v1/rerank for late interaction).',
+        'The model "tiny-embedder" does not give sparse vectors; it gives dense (/v1/embeddings or /embed), ' +
+        'tokens (/embed_all, or /v1/rerank for late interaction).',
     });
   });
 });
