@@ -8,11 +8,11 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { ApiError } from '../../src/errors.js';
-import { normaliseSearchRequest } from '../../src/core/search/request.js';
-import { openDatabase } from '../../src/core/sqlite.js';
-import { SqliteTaskStore } from '../../src/core/tasks/task-store.js';
-import { SearchTasks, type SearchTasksOptions } from '../../src/core/tasks/local-tasks.js';
-import type { SearchOutcome, SearchProvider, SearchRequest } from '../../src/core/search/types.js';
+import { normaliseSearchRequest } from '../../src/search/request.js';
+import { openDatabase } from '../../src/search/sqlite.js';
+import { SqliteTaskStore } from '../../src/search/tasks/task-store.js';
+import { SearchTasks, type SearchTasksOptions } from '../../src/search/tasks/local-tasks.js';
+import type { SearchOutcome, SearchProvider, SearchRequest } from '../../src/search/types.js';
 import { startFakeApp } from '../helpers/fake-core.js';
 import { auth } from '../helpers/server.js';
 
