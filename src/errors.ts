@@ -1,7 +1,8 @@
 /**
  * The error catalogue: every error the API can answer, by stable code.
  * Codes are public API: add new ones, never rename or repurpose old ones.
- * Every layer throws ApiError; only http/ turns it into a response.
+ * Every layer throws ApiError with the facts of the failure (code, message, param, how long to wait);
+ * only http/ turns it into a response: the catalogue's status, the body, and headers such as Retry-After.
  */
 export const catalogue = {
   invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON.' },
@@ -44,8 +45,8 @@ export class ApiError extends Error {
   readonly status: number;
   readonly type: string;
   readonly param: string | null;
-  /** Extra response headers, e.g. Retry-After for `overloaded`. */
-  readonly headers: Record<string, string>;
+  /** How long to wait before the same request may succeed (a full queue, a model that does not fit yet). */
+  readonly retryAfterSeconds: number | undefined;
   /**
    * Whether the same request would fail the same way: a server error (5xx) that is permanent tells
    * clients not to retry it (clients such as the OpenAI SDK retry every 5xx otherwise). The
@@ -56,7 +57,7 @@ export class ApiError extends Error {
   constructor(
     code: ErrorCode,
     message?: string,
-    options: { param?: string | null; headers?: Record<string, string>; cause?: unknown; permanent?: boolean } = {},
+    options: { param?: string | null; retryAfterSeconds?: number; cause?: unknown; permanent?: boolean } = {},
   ) {
     const entry = catalogue[code];
     super(message ?? entry.message, { cause: options.cause });
@@ -65,7 +66,7 @@ export class ApiError extends Error {
     this.status = entry.status;
     this.type = entry.type;
     this.param = options.param ?? null;
-    this.headers = options.headers ?? {};
+    this.retryAfterSeconds = options.retryAfterSeconds;
     this.permanent = options.permanent ?? ('permanent' in entry && entry.permanent);
   }
 

@@ -1,9 +1,9 @@
 /**
  * The composition root: how a server is put together and taken apart, in one place.
  *
- *   config -> registry -> engine lanes (text pool, image lane) -> core services (embed, with the
- *   embedding cache, and rerank on the core context, images, search; the reader needs only the
- *   config) -> http app -> listen
+ *   config -> registry -> engine lanes (text pool, image lane) -> core (embed, with the embedding
+ *   cache, and rerank on the core context) -> images (on the image lane) and search (on core; the
+ *   reader needs only the config) -> http app -> listen
  *
  * and the reverse on shutdown: stop accepting and drain requests, close search, then the lanes and the cache.
  * `onnx-gateway serve` (cli/serve.ts) runs serve(); the tests run createServer(), the same wiring
@@ -14,9 +14,9 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import { unknownVariables, type Config } from './config.js';
 import { createEmbeddingCache } from './core/cache/embedding-cache.js';
 import type { CoreContext } from './core/context.js';
-import type { EditAdmission } from './core/images/admission.js';
-import { imagesContext } from './core/images/service.js';
-import { SearchService } from './core/search/service.js';
+import type { EditAdmission } from './images/admission.js';
+import { imagesContext } from './images/service.js';
+import { SearchService } from './search/service.js';
 import { checkDevices } from './engine/devices.js';
 import { Engine } from './engine/engine.js';
 import { ImageLane } from './engine/image-pool.js';
@@ -105,7 +105,7 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
     residentBytes: (model) => engine.state(model)?.residentBytes ?? 0,
   });
 
-  // Core services: the embedding cache under embed, images and search (rerank runs on `core` as it is).
+  // Core: the embedding cache under embed (rerank runs on `core` as it is); beside it images and search.
   const core: CoreContext = { ...textCore, embeddingCache: createEmbeddingCache(config, logger) };
   metrics.watchCache(core.embeddingCache);
   const images = imagesContext(config, pipelines, imageLane, registry);

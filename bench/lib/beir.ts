@@ -6,8 +6,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DocumentIndex, type IndexDocument } from '../../src/core/search/index/document-index.js';
-import { readSources } from '../../src/core/search/index/sources.js';
+import { DocumentIndex, type IndexDocument } from '../../src/search/index/document-index.js';
+import { readSources } from '../../src/search/index/sources.js';
 
 export type Qrels = Map<string, Map<string, number>>;
 

@@ -5,12 +5,12 @@
  */
 import type { Command } from 'commander';
 import { loadConfig, settings } from '../config.js';
-import { DocumentIndex } from '../core/search/index/document-index.js';
-import { embedMissing, ingestDocuments } from '../core/search/index/ingest.js';
-import { IndexReplication } from '../core/search/index/replication.js';
-import { LocalIndexWriter, type IndexWriter } from '../core/search/index/writes.js';
-import { readSources } from '../core/search/index/sources.js';
-import { indexPath } from '../core/search/service.js';
+import { DocumentIndex } from '../search/index/document-index.js';
+import { embedMissing, ingestDocuments } from '../search/index/ingest.js';
+import { IndexReplication } from '../search/index/replication.js';
+import { LocalIndexWriter, type IndexWriter } from '../search/index/writes.js';
+import { readSources } from '../search/index/sources.js';
+import { indexPath } from '../search/service.js';
 import { isApiError } from '../errors.js';
 import { startCore } from '../main.js';
 import { exitOnStartupError } from './exit.js';

@@ -30,7 +30,7 @@ export interface ModelLifecycle {
   keepAlive(model: string, ms: number): void;
 }
 
-/** Where the time of one operation went, for timing headers and metrics. */
+/** Where the time of one operation went, for what http/ reports of it (timings, metrics). */
 export interface Timings {
   tokenizeMs: number;
   queueMs: number;

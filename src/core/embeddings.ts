@@ -83,21 +83,33 @@ export function fit(model: ServedModel, content: Int32Array, truncate: boolean, 
   return model.tokenizer.single(kept, model.maxTokens);
 }
 
-/** What the output kinds of a model are asked for by, for messages that say where to go instead. */
-const askedBy: Record<OutputKind, string> = {
-  dense: '/v1/embeddings or /embed',
-  sparse: '/v1/embeddings with "encoding_format": "sparse" or /embed_sparse',
-  tokens: '/embed_all, or /v1/rerank for late interaction',
-};
+const vectorsOf: Record<OutputKind, string> = { dense: 'dense vectors', sparse: 'sparse vectors', tokens: 'token vectors' };
 
-/** The model, refused with a 400 when it does not give `kind` (a SPLADE model has no dense vector). */
+/**
+ * A model asked for an output it does not give (a SPLADE model has no dense vector). It keeps the
+ * kinds the model does give, so that an API can say where each of those is asked for.
+ */
+export class OutputKindError extends ApiError {
+  constructor(
+    readonly model: string,
+    readonly wanted: OutputKind,
+    readonly gives: readonly OutputKind[],
+  ) {
+    super('invalid_request', OutputKindError.explain(model, wanted, gives), { param: 'model' });
+    this.name = 'OutputKindError';
+  }
+
+  /** The message: the kinds the model gives by their names (its `outputs`), each followed by `askedBy(kind)` if given. */
+  static explain(model: string, wanted: OutputKind, gives: readonly OutputKind[], askedBy?: (kind: OutputKind) => string): string {
+    const kinds = gives.map((kind) => (askedBy ? `${kind} (${askedBy(kind)})` : kind));
+    return `The model "${model}" does not give ${vectorsOf[wanted]}; it gives ${kinds.join(', ')}.`;
+  }
+}
+
+/** The model, refused as an invalid request when it does not give `kind`. */
 export function resolveWithKind(ctx: CoreContext, name: string | undefined, kind: OutputKind): ServedModel {
   const model = ctx.registry.resolve(name, 'embedding');
-  if (!model.heads.kinds.includes(kind)) {
-    const what = { dense: 'dense vectors', sparse: 'sparse vectors', tokens: 'token vectors' }[kind];
-    const gives = model.heads.kinds.map((k) => `${k} (${askedBy[k]})`).join(', ');
-    throw invalid('model', `The model "${model.id}" does not give ${what}; it gives ${gives}.`);
-  }
+  if (!model.heads.kinds.includes(kind)) throw new OutputKindError(model.id, kind, model.heads.kinds);
   return model;
 }
 

@@ -42,7 +42,7 @@ export interface ModerateResult {
 /** OpenAI's own model names ask for whichever moderation model is served. */
 const openAiModel = /^(omni-moderation|text-moderation)(-|$)/;
 
-/** The moderation classifier a request names; none served is a 501 (the operation is not offered here). */
+/** The moderation classifier a request names; none served is `unsupported_operation` (the operation is not offered here). */
 export function moderationModel(ctx: CoreContext, name: string | undefined): ServedModel {
   if (name === undefined || name === '' || openAiModel.test(name)) {
     const first = ctx.registry.list().find((m) => m.task === 'classify' && m.moderation);
@@ -53,7 +53,7 @@ export function moderationModel(ctx: CoreContext, name: string | undefined): Ser
   }
   const model = ctx.registry.resolve(name, 'classify');
   if (!model.moderation) {
-    throw new ApiError('invalid_request', `The model "${model.id}" is a classifier without a moderation table (its manifest's "moderation"), so its labels can not be read as moderation categories; use /v1/classify.`, { param: 'model' });
+    throw new ApiError('invalid_request', `The model "${model.id}" is a classifier without a moderation table (its manifest's "moderation"), so its labels can not be read as moderation categories; classify with it instead.`, { param: 'model' });
   }
   return model;
 }

@@ -9,7 +9,7 @@
  */
 import { invalid } from '../errors.js';
 import { topKSparse } from '../vectors/sparse.js';
-import { checkAnswerSize, thousands, SPARSE_ENTRY_BYTES } from './answer-size.js';
+import { checkAnswerSize, thousands, SPARSE_ENTRY_BYTES } from '../answer-size.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeInputs, resolveWithKind, type EmbedRequest } from './embeddings.js';
 

@@ -1,11 +1,11 @@
 /**
- * Token embeddings: one vector per token of each input (TEI's /embed_all). An encoder gives its
+ * Token embeddings: one vector per token of each input (TEI's embed_all). An encoder gives its
  * last hidden state, special tokens included, as they are; a ColBERT model gives its projected,
  * normalised token vectors, encoded as a query (input type `query`) or a document (otherwise),
  * exactly as it reranks (late-interaction.ts).
  */
 import { ApiError, invalid } from '../errors.js';
-import { checkAnswerSize, thousands, NUMBER_BYTES } from './answer-size.js';
+import { checkAnswerSize, thousands, NUMBER_BYTES } from '../answer-size.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeInputs, normaliseInput, resolveWithKind, type EmbedRequest } from './embeddings.js';
 import { encodeDocument, encodeQuery, tokenVectors } from './late-interaction.js';

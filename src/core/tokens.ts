@@ -5,7 +5,7 @@
 import { ApiError, invalid } from '../errors.js';
 import type { ServedModel } from '../models/registry.js';
 import { alignTokens } from '../text/alignment.js';
-import { checkAnswerSize, thousands, STRING_UNIT_BYTES, TOKEN_ENTRY_BYTES } from './answer-size.js';
+import { checkAnswerSize, thousands, STRING_UNIT_BYTES, TOKEN_ENTRY_BYTES } from '../answer-size.js';
 import type { CoreContext } from './context.js';
 import { promptFor } from './prompts.js';
 import { mapInSlices } from './map-in-slices.js';

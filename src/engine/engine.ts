@@ -21,7 +21,7 @@ import { Scheduler, type BatchObserver, type Lane, type Lanes } from './schedule
 
 export type ModelStatus = 'loaded' | 'loading' | 'unloaded';
 
-/** What the engine tells about a model (GET /v1/models, Ollama's /api/ps, metrics). */
+/** What the engine tells about a model (the models list, Ollama's running models, metrics). */
 export interface ModelState {
   status: ModelStatus;
   placement?: Placement;
@@ -294,7 +294,7 @@ export class Engine implements Lanes {
     // Larger than the whole budget: no wait makes it fit.
     if (error.sessionBytes > error.budgetBytes) return new ApiError('insufficient_memory', error.message, { permanent: true });
     const message = `${error.message} No loaded model is idle to make room.`;
-    return new ApiError('insufficient_memory', message, { headers: { 'retry-after': String(retryAfterSeconds) } });
+    return new ApiError('insufficient_memory', message, { retryAfterSeconds });
   }
 
   /** Opens a model's first session alone and measures what it added to the process. */

@@ -20,7 +20,7 @@ export interface ImageLaneOptions {
   queueCapacity: number;
 }
 
-/** Runs one image task at a time per thread; what core/images needs of the lane. */
+/** Runs one image task at a time per thread; what images/ needs of the lane. */
 export interface ImageTaskRunner {
   readonly threads: number;
   run(task: ImageTask): Promise<ImageTaskResult>;
@@ -71,7 +71,7 @@ export class ImageLane implements ImageTaskRunner {
   async run(task: ImageTask): Promise<ImageTaskResult> {
     if (!this.workers) throw new ApiError('model_not_found', `The image model "${task.model}" is not served here.`);
     if (this.workers.queueSize >= this.options.queueCapacity) {
-      throw new ApiError('overloaded', `The image lane is full (${this.workers.queueSize} tiles waiting); retry later.`, { headers: { 'retry-after': '5' } });
+      throw new ApiError('overloaded', `The image lane is full (${this.workers.queueSize} tiles waiting); retry later.`, { retryAfterSeconds: 5 });
     }
     this.pending += 1;
     try {

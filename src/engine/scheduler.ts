@@ -136,7 +136,7 @@ export class Scheduler {
   private threadsInFlight = 0;
   /** Batches in flight per model. */
   private readonly modelInFlight = new Map<string, number>();
-  /** Recent throughput in items per second, for Retry-After. */
+  /** Recent throughput in items per second, for how long a refused request should wait. */
   private itemsPerSecond = 0;
   private closed = false;
   private idleWaiters: (() => void)[] = [];
@@ -213,7 +213,7 @@ export class Scheduler {
       const seconds = Math.min(60, Math.max(1, Math.ceil(queue.items.length / Math.max(this.itemsPerSecond, 1))));
       return Promise.reject(
         new ApiError('overloaded', `The queue of "${model}" is full (${queue.items.length} inputs waiting); retry in ${seconds} s.`, {
-          headers: { 'retry-after': String(seconds) },
+          retryAfterSeconds: seconds,
         }),
       );
     }

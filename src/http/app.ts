@@ -112,7 +112,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     await api.register(apiKeyAuth, { keys: services.config.keys, adminKeys: services.config.adminKeys, indexWriteKeys: services.config.indexWriteKeys });
     // Model routes wait for warm workers rather than queueing behind a start that may fail.
     api.addHook('preHandler', (request, _reply, done) => {
-      done(request.method === 'POST' && !services.isReady() ? new ApiError('not_ready', undefined, { headers: { 'retry-after': '5' } }) : undefined);
+      done(request.method === 'POST' && !services.isReady() ? new ApiError('not_ready', undefined, { retryAfterSeconds: 5 }) : undefined);
     });
     await api.register(embeddingsRoutes, services);
     await api.register(rerankRoutes, services);

@@ -3,7 +3,9 @@
  * only a bug is a 500, and it is logged with the request id.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { OutputKindError } from '../core/embeddings.js';
 import { ApiError } from '../errors.js';
+import type { OutputKind } from '../models/heads.js';
 
 /** "/documents/0/text" -> "documents[0].text" */
 function paramFromPath(path: string, missing?: string): string | null {
@@ -43,6 +45,20 @@ function fromFastifyError(error: FastifyError): ApiError {
   return new ApiError('internal', undefined, { cause: error });
 }
 
+/** The routes each output kind is asked for by, for a model that does not give the kind asked for. */
+const askedBy: Record<OutputKind, string> = {
+  dense: '/v1/embeddings or /embed',
+  sparse: '/v1/embeddings with "encoding_format": "sparse" or /embed_sparse',
+  tokens: '/embed_all, or /v1/rerank for late interaction',
+};
+
+/** A domain error as this API tells it: core/ names no routes, so the routes that would serve the request are added here. */
+function inApiTerms(error: ApiError): ApiError {
+  if (!(error instanceof OutputKindError)) return error;
+  const message = OutputKindError.explain(error.model, error.wanted, error.gives, (kind) => askedBy[kind]);
+  return new ApiError(error.code, message, { param: error.param });
+}
+
 /** Renders an error as a response body: the catalogue's shape, or a compatibility route's own (undefined: no body). */
 export type ErrorRenderer = (error: ApiError) => unknown;
 /** The status an error answers with: the catalogue's, or, on a route group whose API says otherwise, that API's. */
@@ -52,7 +68,7 @@ const catalogueShape: ErrorRenderer = (error) => error.toBody();
 const catalogueStatus: ErrorStatus = (error) => error.status;
 
 export function sendError(reply: FastifyReply, error: ApiError, render: ErrorRenderer = catalogueShape, statusOf: ErrorStatus = catalogueStatus): FastifyReply {
-  for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  if (error.retryAfterSeconds !== undefined) reply.header('retry-after', String(error.retryAfterSeconds));
   // The OpenAI SDK's header (others read it too): without it every 5xx is retried, twice by default.
   if (error.permanent && error.status >= 500) reply.header('x-should-retry', 'false');
   if (error.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
@@ -64,7 +80,7 @@ export function sendError(reply: FastifyReply, error: ApiError, render: ErrorRen
 /** The error handler of the app; a route group that speaks another API's errors sets its own renderer (and statuses). */
 export function errorHandler(render: ErrorRenderer = catalogueShape, statusOf: ErrorStatus = catalogueStatus) {
   return (raw: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) => {
-    const error = raw instanceof ApiError ? raw : fromFastifyError(raw);
+    const error = raw instanceof ApiError ? inApiTerms(raw) : fromFastifyError(raw);
     if (error.code === 'internal') request.log.error({ err: raw.cause ?? raw }, 'internal error');
     else if (error.code === 'client_closed') request.log.info('client closed the request');
     // What the answer leaves out on purpose (where a refused address resolves to, say).

@@ -1,14 +1,14 @@
 /**
  * POST /v1/images/edits: OpenAI's image edit request, as JSON (images as base64 or data URIs) or
  * as multipart/form-data (what the OpenAI SDK's `images.edit` sends: files under `image` or
- * `image[]`, every other field as text). Both become one EditRequest for core/images.
+ * `image[]`, every other field as text). Both become one EditRequest for images/.
  */
 import multipart, { type MultipartFile } from '@fastify/multipart';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import type { FastifyRequest } from 'fastify';
-import { editImage, maxEditImages, type EditRequest, type EditResult, type ImageSource } from '../core/images/edit.js';
-import type { ImagesContext } from '../core/images/context.js';
+import { editImage, maxEditImages, type EditRequest, type EditResult, type ImageSource } from '../images/edit.js';
+import type { ImagesContext } from '../images/context.js';
 import { ApiError, invalid } from '../errors.js';
 import { sendJsonText } from './json-text.js';
 import type { HttpServices } from './services.js';

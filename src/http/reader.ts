@@ -3,7 +3,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { Reader } from '../core/reader/read.js';
+import { Reader } from '../search/reader/read.js';
 import type { HttpServices } from './services.js';
 import { errorResponses, ErrorResponse } from './schemas.js';
 

@@ -1,6 +1,6 @@
 import type { Config } from '../config.js';
 import type { CoreContext } from '../core/context.js';
-import type { SearchService } from '../core/search/service.js';
+import type { SearchService } from '../search/service.js';
 import type { Registry } from '../models/registry.js';
 import type { ImagesService } from './images.js';
 import type { Metrics } from './metrics.js';

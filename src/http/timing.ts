@@ -5,7 +5,7 @@
  */
 import type { FastifyReply } from 'fastify';
 import type { Timings } from '../core/context.js';
-import type { EditResult } from '../core/images/edit.js';
+import type { EditResult } from '../images/edit.js';
 
 /** Every phase a route may report, in the order the header lists them. */
 export const phases = ['tokenize', 'queue', 'decode', 'edit', 'inference', 'encode'] as const;

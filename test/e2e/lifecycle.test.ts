@@ -130,7 +130,7 @@ describe('model lifecycle', () => {
     expect(error).toBeInstanceOf(ApiError);
     expect(error.status).toBe(503);
     expect(error.code).toBe('insufficient_memory');
-    expect(error.headers['retry-after']).toBeDefined();
+    expect(error.retryAfterSeconds).toBeGreaterThanOrEqual(1);
     expect(error.message).toMatch(/"tiny-reranker" needs 60 MB for one session, but the memory budget is 100 MB/);
     await busy;
     expect(engine.state('tiny-reranker')!.status).toBe('unloaded');
@@ -139,7 +139,8 @@ describe('model lifecycle', () => {
   it('answers a model larger than the whole budget at once, with no retry-after, and a model that fails to open with model_load_failed', async () => {
     const engine = await start({}, { 'tiny-embedder': 150, 'tiny-embedder-broken': 10 });
     const tooLarge = (await engine.scheduler.submit('tiny-embedder', input).catch((e: unknown) => e)) as ApiError;
-    expect(tooLarge).toMatchObject({ code: 'insufficient_memory', status: 503, permanent: true, headers: {} });
+    expect(tooLarge).toMatchObject({ code: 'insufficient_memory', status: 503, permanent: true });
+    expect(tooLarge.retryAfterSeconds).toBeUndefined();
     const broken = (await engine.scheduler.submit('tiny-embedder-broken', input).catch((e: unknown) => e)) as ApiError;
     expect(broken).toMatchObject({ code: 'model_load_failed', status: 500, permanent: true });
     expect(broken.message).toMatch(/"tiny-embedder-broken" could not be loaded/);

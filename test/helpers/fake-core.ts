@@ -13,7 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { loadConfig, type Config } from '../../src/config.js';
 import type { CoreContext } from '../../src/core/context.js';
-import { SearchService } from '../../src/core/search/service.js';
+import { SearchService } from '../../src/search/service.js';
 import type { EngineInput, JobResult } from '../../src/engine/scheduler.js';
 import { buildApp } from '../../src/http/app.js';
 import { loadCatalogue } from '../../src/models/catalogue.js';

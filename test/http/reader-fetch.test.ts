@@ -6,8 +6,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isPublicAddress } from '../../src/core/reader/address-policy.js';
-import { fetchPage, type FetchLimits } from '../../src/core/reader/fetch-page.js';
+import { isPublicAddress } from '../../src/search/reader/address-policy.js';
+import { fetchPage, type FetchLimits } from '../../src/search/reader/fetch-page.js';
 
 let server: Server;
 let port: number;

@@ -3,8 +3,11 @@
  * served) carry `x-should-retry: false`, the OpenAI SDK's header, which it obeys before its rule of
  * retrying every 5xx; answers worth retrying keep their Retry-After and no such header.
  */
+import Fastify from 'fastify';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiError } from '../../src/errors.js';
+import { registerErrorHandling } from '../../src/http/errors.js';
 import { startFakeApp, type FakeApp } from '../helpers/fake-core.js';
 import { auth, testKey } from '../helpers/server.js';
 
@@ -44,5 +47,32 @@ describe('x-should-retry', () => {
     const invalid = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { input: '' } });
     expect(invalid.statusCode).toBe(400);
     expect(invalid.headers['x-should-retry']).toBeUndefined();
+  });
+});
+
+describe('retry-after', () => {
+  // The layers below http/ say how long to wait in seconds; only http/ names the header.
+  const app = Fastify();
+  registerErrorHandling(app);
+  app.get('/full', async () => {
+    throw new ApiError('overloaded', 'The queue is full.', { retryAfterSeconds: 7 });
+  });
+  app.get('/too-large', async () => {
+    throw new ApiError('insufficient_memory', 'Larger than the budget.', { permanent: true });
+  });
+  afterAll(() => app.close());
+
+  it("is the error's seconds to wait, beside the catalogue's status", async () => {
+    const res = await app.inject({ method: 'GET', url: '/full' });
+    expect(res.statusCode).toBe(429);
+    expect(res.headers['retry-after']).toBe('7');
+    expect(res.json().error).toMatchObject({ code: 'overloaded', message: 'The queue is full.' });
+  });
+
+  it('is absent where no wait helps, and a permanent 5xx says not to retry', async () => {
+    const res = await app.inject({ method: 'GET', url: '/too-large' });
+    expect(res.statusCode).toBe(503);
+    expect(res.headers['retry-after']).toBeUndefined();
+    expect(res.headers['x-should-retry']).toBe('false');
   });
 });

@@ -3,11 +3,11 @@
  * rendering.
  */
 import { describe, expect, it } from 'vitest';
-import { normalisedScoreMix, reciprocalRankFusion } from '../../src/core/search/fusion.js';
-import { queryTerms } from '../../src/core/search/index/bm25.js';
-import { renderMarkdown } from '../../src/core/search/markdown.js';
-import { normaliseSearchRequest, parseArea, parseFreshness } from '../../src/core/search/request.js';
-import { bestSnippet } from '../../src/core/search/snippet.js';
+import { normalisedScoreMix, reciprocalRankFusion } from '../../src/search/fusion.js';
+import { queryTerms } from '../../src/search/index/bm25.js';
+import { renderMarkdown } from '../../src/search/markdown.js';
+import { normaliseSearchRequest, parseArea, parseFreshness } from '../../src/search/request.js';
+import { bestSnippet } from '../../src/search/snippet.js';
 
 describe('search requests', () => {
   it('fill defaults', () => {

@@ -69,6 +69,18 @@ describe('POST /v1/embeddings', () => {
     const wrong = await post('/v1/embeddings', { input: 'a', model: 'tiny-reranker' });
     expect(wrong.statusCode).toBe(400);
   });
+
+  it('answers a kind of output the model does not give with 400, naming the routes of the kinds it gives', async () => {
+    const res = await post('/v1/embeddings', { input: 'a', model: 'tiny-embedder', encoding_format: 'sparse' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatchObject({
+      code: 'invalid_request',
+      param: 'model',
+      message:
+        'The model "tiny-embedder" does not give sparse vectors; it gives dense (/v1/embeddings or /embed), ' +
+        'tokens (/embed_all, or /v1/rerank for late interaction).',
+    });
+  });
 });
 
 describe('POST /v1/rerank', () => {

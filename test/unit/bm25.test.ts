@@ -6,9 +6,9 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { Bm25Index, analyze } from '../../src/core/search/index/bm25.js';
-import { DocumentIndex, type IndexDocument } from '../../src/core/search/index/document-index.js';
-import { porterStem } from '../../src/core/search/index/porter-stemmer.js';
+import { Bm25Index, analyze } from '../../src/search/index/bm25.js';
+import { DocumentIndex, type IndexDocument } from '../../src/search/index/document-index.js';
+import { porterStem } from '../../src/search/index/porter-stemmer.js';
 import { sparseDot } from '../../src/core/sparse.js';
 
 describe('Porter stemmer', () => {

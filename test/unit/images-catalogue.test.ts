@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { choosePipeline } from '../../src/core/images/prompt.js';
+import { choosePipeline } from '../../src/images/prompt.js';
 import { ImageCatalogue, validateImageManifest, type ServedImageModel } from '../../src/models/image-catalogue.js';
 import { ImageRegistry } from '../../src/models/image-registry.js';
 import { missing } from '../helpers/resources.js';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { imageTokens, imageUsage } from '../../src/core/images/accounting.js';
-import { coverCrop } from '../../src/core/images/raster.js';
-import { fitWithin, overlapFor, parseSize } from '../../src/core/images/options.js';
-import { extractTile, spanWeights, tileSpans, TileBlender } from '../../src/core/images/tiling.js';
+import { imageTokens, imageUsage } from '../../src/images/accounting.js';
+import { coverCrop } from '../../src/images/raster.js';
+import { fitWithin, overlapFor, parseSize } from '../../src/images/options.js';
+import { extractTile, spanWeights, tileSpans, TileBlender } from '../../src/images/tiling.js';
 
 /** A deterministic pseudo-random image. */
 function noise(width: number, height: number, channels: number, seed = 7): Uint8Array {

@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DocumentIndex, type IndexDocument } from '../../src/core/search/index/document-index.js';
-import { IndexReplication } from '../../src/core/search/index/replication.js';
+import { DocumentIndex, type IndexDocument } from '../../src/search/index/document-index.js';
+import { IndexReplication } from '../../src/search/index/replication.js';
 import { hasRedisServer, REDIS_SKIP_REASON, startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { missing } from '../helpers/resources.js';
 

@@ -3,7 +3,7 @@
  * thread, a client that goes away frees its thread at once, and a thread ended is replaced.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { PageParser } from '../../src/core/reader/page-parser.js';
+import { PageParser } from '../../src/search/reader/page-parser.js';
 
 const page = (title: string, body: string) => `<!doctype html><html><head><title>${title}</title></head><body><article>${body}</article></body></html>`;
 const paragraph = '<p>A paragraph long enough for Readability to take this for the article it is, with a few words more.</p>';

@@ -4,8 +4,8 @@
  * spread over many elements, line breaks.
  */
 import { describe, expect, it } from 'vitest';
-import { convertPage } from '../../src/core/reader/convert.js';
-import { capWhitespaceRuns, maxWhitespaceRun } from '../../src/core/reader/whitespace.js';
+import { convertPage } from '../../src/search/reader/convert.js';
+import { capWhitespaceRuns, maxWhitespaceRun } from '../../src/search/reader/whitespace.js';
 
 const longestRun = (text: string) => (text.match(/\s+/g) ?? []).reduce((longest, run) => Math.max(longest, run.length), 0);
 

@@ -10,9 +10,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/errors.js';
-import { RedisTaskStore } from '../../src/core/tasks/redis-task-store.js';
-import { SharedSearchTasks } from '../../src/core/tasks/shared-tasks.js';
-import type { SearchOutcome, SearchProvider, SearchRequest, StoredTask } from '../../src/core/search/types.js';
+import { RedisTaskStore } from '../../src/search/tasks/redis-task-store.js';
+import { SharedSearchTasks } from '../../src/search/tasks/shared-tasks.js';
+import type { SearchOutcome, SearchProvider, SearchRequest, StoredTask } from '../../src/search/types.js';
 import { hasRedisServer, REDIS_SKIP_REASON, startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { missing } from '../helpers/resources.js';
 
@@ -254,7 +254,7 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`search tasks in Red
         );
         expect(refused).toBeInstanceOf(ApiError);
         expect((refused as ApiError).code).toBe('overloaded');
-        expect(Number((refused as ApiError).headers['retry-after'])).toBeGreaterThanOrEqual(1);
+        expect((refused as ApiError).retryAfterSeconds).toBeGreaterThanOrEqual(1);
       }
     });
 

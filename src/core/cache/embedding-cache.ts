@@ -24,7 +24,7 @@ export interface CachedJob extends Pick<JobResult, 'output' | 'width' | 'queueMs
   hits: number;
 }
 
-/** Counts for /metrics, read at scrape time. */
+/** Counts for the metrics, read when they are scraped. */
 export interface EmbeddingCacheStats {
   /** Inputs answered in this process without a model run (from its LRU, or computed for another request at the time). */
   hits: number;

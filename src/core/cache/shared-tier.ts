@@ -6,7 +6,7 @@
  * error of an outage is logged and every error counted, and requests go on being computed.
  */
 import { Redis } from 'ioredis';
-import { redactUrl } from '../redact-url.js';
+import { redactUrl } from '../../redact-url.js';
 
 const keyPrefix = 'onnx-gateway:embedding:';
 /** Longest a lookup may hold a request up before it is given up as a miss. */
