@@ -73,7 +73,7 @@ describe('POST /v1/embeddings', () => {
   it('answers a kind of output the model does not give with 400, naming the routes of the kinds it gives', async () => {
     const res = await post('/v1/embeddings', { input: 'a', model: 'tiny-embedder', encoding_format: 'sparse' });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error).toMatchObject({
+    expect(res.json<ErrorBody>().error).toMatchObject({
       code: 'invalid_request',
       param: 'model',
       message:
