@@ -55,3 +55,20 @@ export interface ModelList {
   object: 'list';
   data: ModelCard[];
 }
+
+/** An answer of POST /v1/images/edits: `b64_json` for the default `response_format`, `url` for `url`. */
+export interface EditedImages {
+  created: number;
+  data: { b64_json?: string; url?: string; revised_prompt: string }[];
+  background: 'transparent' | 'opaque';
+  output_format: 'png' | 'jpeg' | 'webp';
+  quality: 'low' | 'medium' | 'high';
+  size: string;
+  usage: {
+    input_tokens: number;
+    input_tokens_details: { image_tokens: number; text_tokens: number };
+    output_tokens: number;
+    output_tokens_details: { image_tokens: number; text_tokens: number };
+    total_tokens: number;
+  };
+}
