@@ -96,3 +96,20 @@ export interface SearchTask {
   markdown?: string;
   error?: { code: string; message: string };
 }
+
+/** An answer of POST /v1/images/edits: `b64_json` for the default `response_format`, `url` for `url`. */
+export interface EditedImages {
+  created: number;
+  data: { b64_json?: string; url?: string; revised_prompt: string }[];
+  background: 'transparent' | 'opaque';
+  output_format: 'png' | 'jpeg' | 'webp';
+  quality: 'low' | 'medium' | 'high';
+  size: string;
+  usage: {
+    input_tokens: number;
+    input_tokens_details: { image_tokens: number; text_tokens: number };
+    output_tokens: number;
+    output_tokens_details: { image_tokens: number; text_tokens: number };
+    total_tokens: number;
+  };
+}
