@@ -121,7 +121,7 @@ async function startChild(name: string, make: (port: number, apiKey: string) => 
     await waitHealthy(url, child, healthTimeoutMs);
   } catch (error) {
     await target.stop();
-    throw new Error(`${name}: ${(error as Error).message}\n${target.logTail()}`);
+    throw new Error(`${name}: ${(error as Error).message}\n${target.logTail()}`, { cause: error });
   }
   return target;
 }

@@ -208,8 +208,8 @@ function child<T>(args: string[]): Promise<T> {
     const proc = spawnNode(new URL(import.meta.url), args);
     let out = '';
     let err = '';
-    proc.stdout!.on('data', (d: Buffer) => (out += d));
-    proc.stderr!.on('data', (d: Buffer) => (err += d));
+    proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
     proc.on('exit', (code) => {
       const line = out.split('\n').find((l) => l.startsWith('RESULT '));
       if (code === 0 && line) resolvePromise(JSON.parse(line.slice(7)) as T);
@@ -339,7 +339,7 @@ async function main(): Promise<void> {
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   main().catch((error: unknown) => {
-    process.stderr.write(`${(error as Error).stack ?? error}\n`);
+    process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
     process.exit(1);
   });
 }

@@ -8,7 +8,7 @@
  * and sentence-transformers do: to 512 tokens keeping the final [SEP]; pairs `longest_first`.
  */
 import { join } from 'node:path';
-import { Tokenizer } from '@huggingface/tokenizers';
+import { ShippedTokenizer, type LibraryTokenizer } from '../src/text/library-patches.js';
 import { SHARED_DIR, modelDir, readJson, readJsonl } from './lib/common.js';
 
 export const CLAIMS_PATH = join(SHARED_DIR, 'eval', 'scifact', 'queries.jsonl');
@@ -86,7 +86,7 @@ export interface Encoded {
 }
 
 export interface BertTokenizer {
-  tokenizer: Tokenizer;
+  tokenizer: LibraryTokenizer;
   cls: number;
   sep: number;
   pad: number;
@@ -100,7 +100,7 @@ export function loadTokenizer(modelId: string): BertTokenizer {
   const cached = tokenizers.get(modelId);
   if (cached) return cached;
   const dir = modelDir(modelId);
-  const tokenizer = new Tokenizer(readJson<object>(join(dir, 'tokenizer.json')), readJson<object>(join(dir, 'tokenizer_config.json')));
+  const tokenizer = new ShippedTokenizer(readJson<object>(join(dir, 'tokenizer.json')), readJson<object>(join(dir, 'tokenizer_config.json')));
   const id = (t: string): number => {
     const v = tokenizer.token_to_id(t);
     if (v === undefined) throw new Error(`${modelId}: tokenizer has no ${t}`);
@@ -123,11 +123,10 @@ export function loadTokenizer(modelId: string): BertTokenizer {
       const budget = MAX_TOKENS - 3;
       if (qa.length + qb.length > budget) {
         // HF tokenizers' longest_first (Rust `truncate_encodings`), exactly.
-        let n1 = qa.length;
-        let n2 = qb.length;
-        const swap = n1 > n2;
-        if (swap) [n1, n2] = [n2, n1];
-        n2 = n1 > budget ? n1 : Math.max(n1, budget - n1);
+        // n1: the shorter's length, n2: the longer's share.
+        const swap = qa.length > qb.length;
+        let n1 = Math.min(qa.length, qb.length);
+        let n2 = n1 > budget ? n1 : Math.max(n1, budget - n1);
         if (n1 + n2 > budget) { n1 = Math.floor(budget / 2); n2 = n1 + (budget % 2); }
         if (swap) [n1, n2] = [n2, n1];
         qa = qa.slice(0, n1);

@@ -480,7 +480,7 @@ function readConfigFile(path: string): RawConfig {
     const near = nearest(unknown, Object.keys(settings));
     throw new ConfigError(`ONNX_GATEWAY_CONFIG: ${path} sets "${unknown}", which is not a setting${near ? `; did you mean ${near}?` : ' (docs/configuration.md lists them).'}`);
   }
-  return values as RawConfig;
+  return values;
 }
 
 const prefix = 'ONNX_GATEWAY_';

@@ -5,8 +5,7 @@
  * Models load from the local models dir only (no Hub).
  */
 import {
-  AutoModelForSequenceClassification, AutoTokenizer, env, pipeline,
-  type FeatureExtractionPipeline, type PreTrainedModel, type PreTrainedTokenizer, type Tensor,
+  AutoModelForSequenceClassification, AutoTokenizer, env, pipeline, type PreTrainedModel, type PreTrainedTokenizer, type Tensor,
 } from '@huggingface/transformers';
 import { modelsDir } from '../lib/common.js';
 
@@ -21,7 +20,7 @@ export interface TransformersPeer {
 
 export async function loadTransformersPeer(embedModel: string | null, rerankModel: string | null): Promise<TransformersPeer> {
   const extractor = embedModel
-    ? ((await pipeline('feature-extraction', embedModel, { dtype: 'fp32', local_files_only: true })) as FeatureExtractionPipeline)
+    ? await pipeline<'feature-extraction'>('feature-extraction', embedModel, { dtype: 'fp32', local_files_only: true })
     : null;
   let rerankTokenizer: PreTrainedTokenizer | null = null;
   let rerankModelInstance: PreTrainedModel | null = null;

@@ -57,9 +57,9 @@ export function normaliseInput(input: EmbeddingInput): { texts?: string[]; token
   if (typeof input === 'string') return { texts: [input] };
   if (!Array.isArray(input)) throw invalid('input', 'input must be a string, an array of strings, an array of token ids or an array of arrays of token ids.');
   if (input.length === 0) throw invalid('input', 'input must not be an empty array.');
-  if (input.every((item) => typeof item === 'string')) return { texts: input as string[] };
-  if (input.every((item) => typeof item === 'number')) return { tokens: [input as number[]] };
-  if (input.every((item) => Array.isArray(item))) return { tokens: input as number[][] };
+  if (input.every((item) => typeof item === 'string')) return { texts: input };
+  if (input.every((item) => typeof item === 'number')) return { tokens: [input] };
+  if (input.every((item) => Array.isArray(item))) return { tokens: input };
   throw invalid('input', 'input must not mix strings, numbers and arrays.');
 }
 

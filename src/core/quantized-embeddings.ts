@@ -26,7 +26,7 @@ const calibrations = new WeakMap<ServedModel, Map<string, Promise<QuantizationRa
 
 function rangesFor(ctx: CoreContext, model: ServedModel, shape: Pick<EmbedRequest, 'dimensions' | 'normalize'>): Promise<QuantizationRanges> {
   let byShape = calibrations.get(model);
-  if (!byShape) calibrations.set(model, (byShape = new Map()));
+  if (!byShape) calibrations.set(model, (byShape = new Map<string, Promise<QuantizationRanges>>()));
   const key = `${shape.dimensions ?? 0}:${shape.normalize ?? 'default'}`;
   let ranges = byShape.get(key);
   if (!ranges) {

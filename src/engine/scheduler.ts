@@ -105,8 +105,8 @@ class Job {
     readonly resolve: (result: JobResult) => void,
     readonly reject: (error: unknown) => void,
   ) {
-    this.output = new Array(count);
-    this.indices = new Array(count);
+    this.output = new Array<Float32Array | undefined>(count);
+    this.indices = new Array<Int32Array | undefined>(count);
     this.remaining = count;
   }
 }

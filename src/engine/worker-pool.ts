@@ -191,7 +191,7 @@ export class WorkerPool<Ready = unknown> {
     if (!thread.ready) thread.started.reject(error);
     else if (!this.closing) {
       this.restarts += 1;
-      this.spawn();
+      void this.spawn();
     }
     // With no thread left, what waits would wait for ever.
     if (this.threads.size === 0) for (const pending of this.waiting.splice(0)) pending.reject(error);

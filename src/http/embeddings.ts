@@ -72,7 +72,7 @@ const EmbeddingsResponse = Type.Object({
 /** Each vector as JSON: float numbers, base64 of the float32 bytes, or the quantized integers. */
 export function vectorsJson(result: EmbedResult, format: 'float' | 'base64' | QuantizedEmbeddings): string[] {
   const { vectors, dimensions, count } = result;
-  const out: string[] = new Array(count);
+  const out = new Array<string>(count);
   for (let i = 0; i < count; i++) {
     if (typeof format === 'object') {
       out[i] = `[${format.rows.subarray(i * format.width, (i + 1) * format.width).join(',')}]`;

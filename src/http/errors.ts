@@ -94,10 +94,10 @@ export function errorHandler(render: ErrorRenderer = catalogueShape, statusOf: E
  * limit, a malformed %-escape): its `frameworkErrors` option sends them here, so they are the
  * catalogue's too.
  */
-export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new ApiError('url_too_long', 'A part of the URL path is over 100 characters.'));
-  if (error.code === 'FST_ERR_BAD_URL') return sendError(reply, new ApiError('invalid_request', 'The URL path is not valid: a %-escape does not decode.'));
-  return sendError(reply, fromFastifyError(error));
+export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') sendError(reply, new ApiError('url_too_long', 'A part of the URL path is over 100 characters.'));
+  else if (error.code === 'FST_ERR_BAD_URL') sendError(reply, new ApiError('invalid_request', 'The URL path is not valid: a %-escape does not decode.'));
+  else sendError(reply, fromFastifyError(error));
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {

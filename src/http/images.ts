@@ -125,7 +125,7 @@ function fromJson(body: EditJson): EditRequest {
 }
 
 function fromForm(body: EditForm): EditRequest {
-  const values = [body.image, body['image[]']].flatMap((value) => (value === undefined ? [] : Array.isArray(value) ? value : [value]));
+  const values = [body.image, body['image[]']].flatMap((value): unknown[] => (value === undefined ? [] : Array.isArray(value) ? (value as unknown[]) : [value]));
   const images = values.map((value, index): ImageSource => {
     if (Buffer.isBuffer(value)) return value;
     if (typeof value === 'string') return later(value, index);

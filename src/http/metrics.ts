@@ -164,14 +164,15 @@ export class Metrics {
     // Event-loop lag is sampled by a timer: prom-client's default of every 10 ms wakes an idle
     // server 100 times a second; every 100 ms still catches the stalls that matter.
     collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
-    const metrics = this;
+    // prom-client calls `collect` with the metric as `this`: the engine is reached through a closure.
+    const engine = () => this.engine;
     new Gauge({
       name: `${prefix}queue_depth`,
       help: 'Inputs waiting in a model\'s queue.',
       labelNames: ['model'] as const,
       registers: [this.registry],
       collect() {
-        for (const model of metrics.engine?.models() ?? []) this.set({ model }, metrics.engine!.queueDepth(model));
+        for (const model of engine()?.models() ?? []) this.set({ model }, engine()!.queueDepth(model));
       },
     });
     new Gauge({
@@ -179,7 +180,7 @@ export class Metrics {
       help: 'Batches handed to the workers and not yet finished.',
       registers: [this.registry],
       collect() {
-        this.set(metrics.engine?.batchesInFlight() ?? 0);
+        this.set(engine()?.batchesInFlight() ?? 0);
       },
     });
     new Gauge({
@@ -188,7 +189,7 @@ export class Metrics {
       labelNames: ['model'] as const,
       registers: [this.registry],
       collect() {
-        for (const model of metrics.engine?.models() ?? []) this.set({ model }, metrics.engine!.residentBytes(model));
+        for (const model of engine()?.models() ?? []) this.set({ model }, engine()!.residentBytes(model));
       },
     });
     let restartsSeen = 0;
@@ -197,7 +198,7 @@ export class Metrics {
       help: 'Worker threads started to replace one that died.',
       registers: [this.registry],
       collect() {
-        const restarts = metrics.engine?.workerRestarts() ?? 0;
+        const restarts = engine()?.workerRestarts() ?? 0;
         if (restarts > restartsSeen) this.inc(restarts - restartsSeen);
         restartsSeen = restarts;
       },
@@ -207,7 +208,7 @@ export class Metrics {
       help: '1 once every model is warm in every worker.',
       registers: [this.registry],
       collect() {
-        this.set(metrics.engine?.ready() ? 1 : 0);
+        this.set(engine()?.ready() ? 1 : 0);
       },
     });
   }

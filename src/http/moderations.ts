@@ -59,7 +59,7 @@ const ModerationsResponse = Type.Object({
 /** The texts to judge: each string its own input; content parts one input together. */
 function textsOf(input: string | string[] | Array<{ type: string; text?: string }>): string[] {
   if (typeof input === 'string') return [input];
-  if (input.every((item) => typeof item === 'string')) return input as string[];
+  if (input.every((item) => typeof item === 'string')) return input;
   const parts = input as Array<{ type: string; text?: string }>;
   parts.forEach((part, i) => {
     if (part.type !== 'text') throw invalid(`input[${i}]`, `input[${i}] is of type "${part.type}"; only text is moderated here.`);

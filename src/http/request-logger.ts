@@ -9,10 +9,14 @@ import type { Bindings, ChildLoggerOptions, Logger } from 'pino';
 const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
 type Level = (typeof levels)[number];
 
-// The level methods (fatal ... trace), put on the prototype below.
-interface RequestLogger extends Record<Level, (...args: unknown[]) => void> {}
-
 class RequestLogger implements FastifyBaseLogger {
+  // The level methods, put on the prototype below.
+  declare fatal: (...args: unknown[]) => void;
+  declare error: (...args: unknown[]) => void;
+  declare warn: (...args: unknown[]) => void;
+  declare info: (...args: unknown[]) => void;
+  declare debug: (...args: unknown[]) => void;
+  declare trace: (...args: unknown[]) => void;
   private made: FastifyBaseLogger | undefined;
 
   constructor(
@@ -27,7 +31,10 @@ class RequestLogger implements FastifyBaseLogger {
 
   /** What every level method does (they are set on the prototype below). */
   write(level: Level, args: unknown[]): void {
-    if (this.made || this.parent.isLevelEnabled(level)) (this.logger[level] as (...rest: unknown[]) => void)(...args);
+    if (!this.made && !this.parent.isLevelEnabled(level)) return;
+    const logger = this.logger;
+    const log: (...rest: unknown[]) => void = logger[level];
+    log.apply(logger, args);
   }
 
   silent(): void {}

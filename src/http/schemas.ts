@@ -46,7 +46,7 @@ export const responseHeaders = {
 /** `schema` with response headers documented (the schema object itself is not changed). */
 export function withHeaders<T extends object>(schema: T, ...headers: Record<string, object>[]): T {
   const existing = (schema as { headers?: Record<string, object> }).headers;
-  return { ...schema, headers: Object.assign({}, existing, ...headers) };
+  return { ...schema, headers: Object.assign({}, existing, ...headers) as Record<string, object> };
 }
 
 /** One of `values`, as a union of literals; typed as one of them even when the list is built at run time. */

@@ -14,7 +14,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import { ApiError, invalid } from '../errors.js';
-import { documentFromInput, type DocumentInput } from '../search/index/sources.js';
+import { documentFromInput } from '../search/index/sources.js';
 import { renderMarkdown } from '../search/markdown.js';
 import { freshnessValues, normaliseSearchRequest } from '../search/request.js';
 import type { SearchService } from '../search/service.js';
@@ -245,7 +245,7 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       });
       const parsed = documents.map((doc, i) => {
         const digest = createHash('sha256').update(`${doc.title ?? ''}\n${doc.text}`).digest('hex').slice(0, 32);
-        return documentFromInput(doc as DocumentInput, { key: digest, url: (key) => `urn:onnx-gateway:document:${encodeURIComponent(key)}`, source: 'api' }, `documents[${i}]`);
+        return documentFromInput(doc, { key: digest, url: (key) => `urn:onnx-gateway:document:${encodeURIComponent(key)}`, source: 'api' }, `documents[${i}]`);
       });
       const keys = new Set(parsed.map((doc) => doc.key));
       const adding = keys.size - search.index.idsOf([...keys]).size;

@@ -53,7 +53,7 @@ export async function stageFile(remote: RemoteFile, target: string, progress: Do
 
   const retries = options.retries ?? 4;
   const delay = options.retryDelay ?? ((attempt: number) => 1000 * 2 ** (attempt - 1));
-  let expected = remote.size;
+  let expected: number | undefined;
   for (let attempt = 1; ; attempt++) {
     try {
       expected = await transfer(remote, part, progress, options.hub, options.signal);

@@ -63,7 +63,7 @@ export function readLock(dir: string): ModelLock | undefined {
   // A pull deletes the files of the old lock that the new one does not list, and the registry opens
   // its graphs: a path that leaves the folder (a lock copied from elsewhere) is refused, as the
   // Hub's own listing is.
-  const outside = [...lock.files.map((file) => file.path), ...Object.values(lock.variants)].find((file) => !isSafePath(file!));
+  const outside = [...lock.files.map((file) => file.path), ...Object.values(lock.variants)].find((file) => !isSafePath(file));
   if (outside !== undefined) throw new LockFileError(`${path} names "${outside}", which is not a path inside the model folder: delete it and pull the model again.`);
   return lock;
 }

@@ -19,7 +19,6 @@ export function unknownFields(message: object): readonly Uint8Array[] {
 }
 
 type Decode = (reader: Reader, length?: number, end?: number, depth?: number) => object;
-type Encode = (message: object, writer?: Writer) => Writer;
 
 // Unknown-field lists of the messages being decoded, innermost last. Decoding
 // is synchronous, so one stack serves every reader.
@@ -38,8 +37,9 @@ function wrapType(type: protobuf.Type): void {
   // setup() generates the codecs; nested messages are decoded through
   // `types[i].decode`, i.e. through the property replaced below.
   type.setup();
-  const decode = type.decode as unknown as Decode;
-  const encode = type.encode as unknown as Encode;
+  // Bound: the wrappers below are installed on this same type, so `this` is always `type`.
+  const decode = (type.decode as unknown as Decode).bind(type);
+  const encode = type.encode.bind(type);
 
   const wrappedDecode = function (this: protobuf.Type, input: Reader | Uint8Array, length?: number, end?: number, depth?: number) {
     const reader = input instanceof protobuf.Reader ? input : protobuf.Reader.create(input);
@@ -48,7 +48,7 @@ function wrapType(type: protobuf.Type): void {
     frames.push(frame);
     let message: object;
     try {
-      message = decode.call(this, reader, length, end, depth);
+      message = decode(reader, length, end, depth);
     } finally {
       frames.pop();
     }
@@ -57,13 +57,13 @@ function wrapType(type: protobuf.Type): void {
   };
 
   const wrappedEncode = function (this: protobuf.Type, message: object, writer?: Writer) {
-    const w = encode.call(this, message, writer);
+    const w = encode(message, writer);
     for (const raw of unknownFields(message)) writeRawField(w, raw);
     return w;
   };
 
   type.decode = wrappedDecode as unknown as typeof type.decode;
-  type.encode = wrappedEncode as unknown as typeof type.encode;
+  type.encode = wrappedEncode;
 }
 
 /**
@@ -74,20 +74,20 @@ function wrapType(type: protobuf.Type): void {
 function instrument(reader: Reader): void {
   if (instrumented.has(reader)) return;
   instrumented.add(reader);
-  const uint32 = reader.uint32;
-  const skipType = reader.skipType;
+  const uint32 = reader.uint32.bind(reader);
+  const skipType = reader.skipType.bind(reader);
   let lastUint32At = 0;
   let skipping = false;
   reader.uint32 = function (this: Reader) {
     lastUint32At = this.pos;
-    return uint32.call(this);
+    return uint32();
   };
   reader.skipType = function (this: Reader, wireType: number) {
-    if (skipping) return skipType.call(this, wireType); // inside a group being skipped
+    if (skipping) return skipType(wireType); // inside a group being skipped
     const start = lastUint32At;
     skipping = true;
     try {
-      skipType.call(this, wireType);
+      skipType(wireType);
     } finally {
       skipping = false;
     }

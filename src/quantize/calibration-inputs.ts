@@ -149,7 +149,7 @@ export async function calibrationSet(dir: string, graph: { inputs: string[]; out
   const { source, texts } = await loadCalibrationTexts(file);
   const tokenizer = await TextTokenizer.fromDirectory(dir);
   const config = await readJson(join(dir, 'config.json'));
-  const architectures: string[] = Array.isArray(config?.architectures) ? config.architectures : [];
+  const architectures = Array.isArray(config?.architectures) ? (config.architectures as string[]) : [];
   // A sequence-classification head (cross-encoder or classifier, both take pairs) is calibrated on pairs; without config.json, its output says.
   const task =
     architectures.some((a) => a.endsWith('ForSequenceClassification')) || (architectures.length === 0 && graph.outputs.includes('logits')) ? 'rerank' : 'embedding';
@@ -159,9 +159,9 @@ export async function calibrationSet(dir: string, graph: { inputs: string[]; out
   return { source, inputs: sequences.length, tokens, runs };
 }
 
-async function readJson(path: string): Promise<Record<string, any> | undefined> {
+async function readJson(path: string): Promise<Record<string, unknown> | undefined> {
   try {
-    return JSON.parse(await readFile(path, 'utf8'));
+    return JSON.parse(await readFile(path, 'utf8')) as Record<string, unknown>;
   } catch {
     return undefined;
   }

@@ -105,6 +105,9 @@ export interface Patched {
 }
 
 /** The library's tokenizer of a tokenizer.json and tokenizer_config.json, patched. */
+/** The library's tokenizer as shipped, none of the patches applied: the reference the benchmarks measure against. */
+export const ShippedTokenizer: new (json: object, config: object) => LibraryTokenizer = library.Tokenizer;
+
 export function loadLibraryTokenizer(json: object, config: object): { tokenizer: LibraryTokenizer; patched: Patched } {
   checkLibraryPatches();
   const tokenizer = new library.Tokenizer(json, config);
@@ -242,7 +245,7 @@ function counted<K extends string>(object: Record<K, (...args: never[]) => unkno
   object[name] = ((...args: never[]) => {
     calls++;
     return original.apply(object, args);
-  }) as (typeof object)[K];
+  });
   return () => calls;
 }
 

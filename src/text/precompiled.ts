@@ -19,7 +19,7 @@ const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
 const SEGMENT_WINDOW = 256;
 const utf8 = new TextDecoder('utf-8');
 // Text in which every character is a grapheme cluster of its own: ASCII but CR (CR LF is one cluster).
-const SINGLE_CHAR_CLUSTERS = /^[\0-\x0C\x0E-\x7F]*$/;
+const SINGLE_CHAR_CLUSTERS = /^[^\r\u0080-\uffff]*$/;
 const NO_MATCH = -1;
 
 export class PrecompiledCharsmap {

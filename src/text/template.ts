@@ -117,7 +117,7 @@ function split(items: unknown, specials: Record<string, { ids?: unknown }>, expe
 
 /** `["[CLS]", 101]` -> 101 */
 function idOf(value: unknown, name: string): number {
-  const id = Array.isArray(value) ? value[1] : undefined;
+  const id: unknown = Array.isArray(value) ? value[1] : undefined;
   if (!Number.isInteger(id)) throw new Error(`post_processor: invalid ${name} token ${JSON.stringify(value)}`);
   return id as number;
 }

@@ -73,10 +73,10 @@ export class Runner {
       const base = r * seqLen;
       for (let t = 0; t < length; t++) {
         const id = task.ids[offset + t]!;
-        ids[base + t] = (wide ? BigInt(id) : id) as never;
-        if (t < attended) mask[base + t] = one as never;
-        if (typeIds && task.typeIds) typeIds[base + t] = (wide ? BigInt(task.typeIds[offset + t]!) : task.typeIds[offset + t]!) as never;
-        if (positions) positions[base + t] = (wide ? BigInt(t) : t) as never;
+        ids[base + t] = (wide ? BigInt(id) : id);
+        if (t < attended) mask[base + t] = one;
+        if (typeIds && task.typeIds) typeIds[base + t] = (wide ? BigInt(task.typeIds[offset + t]!) : task.typeIds[offset + t]!);
+        if (positions) positions[base + t] = (wide ? BigInt(t) : t);
       }
       offset += length;
     }

@@ -8,13 +8,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { textOfLength } from '../../src/cli/bench-latency.js';
+import { textOfLength, type BenchPoint } from '../../src/cli/bench-latency.js';
 import type { Server } from '../../src/main.js';
 import { probeDevice } from '../../src/engine/devices.js';
 import { missing } from '../helpers/resources.js';
 import { startServer, testKey } from '../helpers/server.js';
 
 const run = promisify(execFile);
+/** What --json writes for one model on one device. */
+interface BenchReport {
+  model: string;
+  points: BenchPoint[];
+}
 const webgpu = await probeDevice('webgpu');
 
 describe('onnx-gateway bench', () => {
@@ -32,7 +37,7 @@ describe('onnx-gateway bench', () => {
       '--batch-sizes', '1,4', '--seq-lengths', '8,32', '--requests', '3', '--json', json, '--csv', csv,
     ], { timeout: 120_000 });
     expect(stdout).toMatch(/batch\s+tokens\s+p50 ms\s+p90 ms\s+p99 ms\s+inputs\/s/);
-    const report = JSON.parse(await readFile(json, 'utf8'));
+    const report = JSON.parse(await readFile(json, 'utf8')) as BenchReport;
     expect(report.model).toBe('tiny-embedder');
     expect(report.points).toHaveLength(4);
     for (const point of report.points) {
@@ -41,7 +46,7 @@ describe('onnx-gateway bench', () => {
       expect(point.inputsPerSecond).toBeGreaterThan(0);
       expect(point.breakdownMs.inferenceMs).toBeGreaterThan(0);
     }
-    expect(report.points.map((p: { batchSize: number }) => p.batchSize)).toEqual([1, 4, 1, 4]);
+    expect(report.points.map((p) => p.batchSize)).toEqual([1, 4, 1, 4]);
     const lines = (await readFile(csv, 'utf8')).trim().split('\n');
     expect(lines[0]).toMatch(/^batch_size,sequence_length,/);
     expect(lines).toHaveLength(5);
@@ -59,10 +64,10 @@ describe('onnx-gateway bench', () => {
     it('reads the server-side breakdown from Server-Timing', async () => {
       const json = join(dir, 'server.json');
       await run(process.execPath, ['dist/cli/index.js', 'bench', '--server', url, '--api-key', testKey, '--model', 'tiny-reranker', '--task', 'rerank', '--batch-sizes', '3', '--seq-lengths', '16', '--requests', '2', '--json', json], { timeout: 120_000 });
-      const report = JSON.parse(await readFile(json, 'utf8'));
+      const report = JSON.parse(await readFile(json, 'utf8')) as BenchReport;
       expect(report.points).toHaveLength(1);
-      expect(report.points[0].breakdownMs.inferenceMs).toBeGreaterThan(0);
-      expect(Number.isFinite(report.points[0].breakdownMs.tokenizeMs)).toBe(true);
+      expect(report.points[0]!.breakdownMs.inferenceMs).toBeGreaterThan(0);
+      expect(Number.isFinite(report.points[0]!.breakdownMs.tokenizeMs)).toBe(true);
     });
   });
 
@@ -83,7 +88,7 @@ describe('onnx-gateway bench', () => {
 
   it('refuses a device that is not one, with the setting\'s error', async () => {
     const refused = run(process.execPath, ['dist/cli/index.js', 'bench', '--model', 'tiny-embedder', '--models-dir', inject('tinyModelsDir'), '--device', 'gpu']);
-    await expect(refused).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('device (ONNX_GATEWAY_DEVICE): "gpu" is not a device') });
+    await expect(refused).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('device (ONNX_GATEWAY_DEVICE): "gpu" is not a device') as unknown });
   });
 
   it('builds texts of about the asked length', () => {

@@ -17,6 +17,7 @@ import { pullModel, pullTarget } from '../../src/models/download.js';
 import { Hub } from '../../src/models/hub.js';
 import { commitSha } from '../fixtures/hub-repos.js';
 import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
+import type { ErrorBody } from '../helpers/bodies.js';
 import { missing } from '../helpers/resources.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
 import { expectConforms, specDocument } from '../helpers/specs.js';
@@ -36,13 +37,24 @@ interface Golden {
   classify: ClassifyItem[];
 }
 
+/** An answer of /v1/classify. */
+interface ClassifyList {
+  id: string;
+  object: 'list';
+  model: string;
+  data: { index: number; label: string; probs: number[]; num_classes: number }[];
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+}
+/** TEI's /predict: an input's labels, best first. */
+type Predictions = { label: string; score: number }[];
+
 const dir = inject('standinsDir');
 const standinsMissing = inject('standinsMissing');
 const TOXIC = 'Xenova/toxic-bert';
 const SST2 = 'Xenova/distilbert-base-uncased-finetuned-sst-2-english';
 const RERANKER = 'BAAI/bge-reranker-base';
 const threshold = 0.8;
-const golden = (repo: string): Golden => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8'));
+const golden = (repo: string) => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8')) as Golden;
 
 function expectClose(actual: number[], expected: number[], tolerance: number, what: string): void {
   expect(actual.length, what).toBe(expected.length);
@@ -78,7 +90,7 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
   });
 
   it('serves the classifiers as classify models with their labels, the cross-encoder as a reranker', async () => {
-    const listed = (await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth })).json().data as Array<{ id: string; task: string; labels?: string[] }>;
+    const listed = (await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth })).json<{ data: { id: string; task: string; labels?: string[] }[] }>().data;
     expect(listed.find((m) => m.id === TOXIC)).toMatchObject({ task: 'classify', labels: golden(TOXIC).labels });
     expect(listed.find((m) => m.id === SST2)).toMatchObject({ task: 'classify', labels: ['NEGATIVE', 'POSITIVE'] });
     expect(listed.find((m) => m.id === RERANKER)).toMatchObject({ task: 'rerank' });
@@ -95,10 +107,10 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
         for (const item of texts()) {
           const res = await post('/v1/classify', { model: repo, input: item.text });
           expect(res.statusCode, res.body).toBe(200);
-          const body = res.json();
+          const body = res.json<ClassifyList>();
           expect(body).toMatchObject({ object: 'list', model: repo, usage: { prompt_tokens: item.input_ids.length, completion_tokens: 0 } });
           expect(body.id).toMatch(/^classify-/);
-          const [data] = body.data;
+          const data = body.data[0]!;
           expectClose(data.probs, item.scores, tolerance, item.text);
           expect(data.num_classes).toBe(labels.length);
           expect(data.label).toBe(labels[item.scores.indexOf(Math.max(...item.scores))]);
@@ -108,12 +120,12 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
       it('matches them batched in one request, and gives the logits for raw_scores', async () => {
         const items = texts();
         const { tolerance } = golden(repo);
-        const scored = (await post('/v1/classify', { model: repo, input: items.map((i) => i.text) })).json();
-        const raw = (await post('/v1/classify', { model: repo, input: items.map((i) => i.text), raw_scores: true })).json();
+        const scored = (await post('/v1/classify', { model: repo, input: items.map((i) => i.text) })).json<ClassifyList>();
+        const raw = (await post('/v1/classify', { model: repo, input: items.map((i) => i.text), raw_scores: true })).json<ClassifyList>();
         items.forEach((item, i) => {
-          expect(scored.data[i].index).toBe(i);
-          expectClose(scored.data[i].probs, item.scores, tolerance, item.text);
-          expectClose(raw.data[i].probs, item.logits, tolerance, item.text);
+          expect(scored.data[i]!.index).toBe(i);
+          expectClose(scored.data[i]!.probs, item.scores, tolerance, item.text);
+          expectClose(raw.data[i]!.probs, item.logits, tolerance, item.text);
         });
         expect(scored.usage.prompt_tokens).toBe(items.reduce((sum, item) => sum + item.input_ids.length, 0));
       });
@@ -140,43 +152,43 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
       const item = gold().classify[0]!;
       const res = await post('/predict', { inputs: item.text });
       expect(res.statusCode, res.body).toBe(200);
-      expectPredictions(res.json(), sorted(item, item.scores), item.text);
+      expectPredictions(res.json<Predictions>(), sorted(item, item.scores), item.text);
       expectConforms('tei', 'PredictResponse', res.json());
     });
 
     it('answers a batch with a list per input, and raw_scores with the logits', async () => {
       const items = gold().classify.filter((item) => item.text_pair === null);
-      const batch = (await post('/predict', { inputs: items.map((i) => i.text) })).json();
-      const raw = (await post('/predict', { inputs: items.map((i) => i.text), raw_scores: true })).json();
+      const batch = (await post('/predict', { inputs: items.map((i) => i.text) })).json<Predictions[]>();
+      const raw = (await post('/predict', { inputs: items.map((i) => i.text), raw_scores: true })).json<Predictions[]>();
       items.forEach((item, i) => {
-        expectPredictions(batch[i], sorted(item, item.scores), item.text);
-        expectPredictions(raw[i], sorted(item, item.logits), item.text);
+        expectPredictions(batch[i]!, sorted(item, item.scores), item.text);
+        expectPredictions(raw[i]!, sorted(item, item.logits), item.text);
       });
     });
 
     it("describes the classifier in /info and answers TEI's default route as /predict", async () => {
-      const info = (await server.app.inject({ method: 'GET', url: '/info', headers: auth })).json();
+      const info = (await server.app.inject({ method: 'GET', url: '/info', headers: auth })).json<unknown>();
       expect(info).toMatchObject({ model_id: TOXIC, model_type: { classifier: { id2label: { 0: 'toxic', 5: 'identity_hate' }, label2id: { threat: 3 } } } });
       const item = gold().classify[1]!;
       const root = await post('/', { inputs: item.text });
       expect(root.statusCode, root.body).toBe(200);
-      expectPredictions(root.json(), sorted(item, item.scores), item.text);
+      expectPredictions(root.json<Predictions>(), sorted(item, item.scores), item.text);
     });
 
     it('reads two strings as one pair (with its token types), and batches of pairs', async () => {
       const pairs = gold().classify.filter((item) => item.text_pair !== null);
-      const one = (await post('/predict', { inputs: [pairs[0]!.text, pairs[0]!.text_pair] })).json();
+      const one = (await post('/predict', { inputs: [pairs[0]!.text, pairs[0]!.text_pair] })).json<Predictions>();
       expectPredictions(one, sorted(pairs[0]!, pairs[0]!.scores), 'one pair');
-      const many = (await post('/predict', { inputs: pairs.map((p) => [p.text, p.text_pair]) })).json();
-      pairs.forEach((pair, i) => expectPredictions(many[i], sorted(pair, pair.scores), pair.text));
+      const many = (await post('/predict', { inputs: pairs.map((p) => [p.text, p.text_pair]) })).json<Predictions[]>();
+      pairs.forEach((pair, i) => expectPredictions(many[i]!, sorted(pair, pair.scores), pair.text));
       // TEI's batch form: a text as a list of one string, beside pairs.
       const text = gold().classify[0]!;
       const mixed = await post('/predict', { inputs: [[text.text], [pairs[0]!.text, pairs[0]!.text_pair]] });
       expect(mixed.statusCode, mixed.body).toBe(200);
-      expectPredictions(mixed.json()[0], sorted(text, text.scores), text.text);
-      expectPredictions(mixed.json()[1], sorted(pairs[0]!, pairs[0]!.scores), 'pair in a batch');
+      expectPredictions(mixed.json<Predictions[]>()[0]!, sorted(text, text.scores), text.text);
+      expectPredictions(mixed.json<Predictions[]>()[1]!, sorted(pairs[0]!, pairs[0]!.scores), 'pair in a batch');
       // The same pair's texts alone score otherwise: the pair is not read as two inputs.
-      expect(one.map((p: { score: number }) => p.score)).not.toEqual(sorted(pairs[0]!, gold().classify[0]!.scores).map((p) => p.score));
+      expect(one.map((p) => p.score)).not.toEqual(sorted(pairs[0]!, gold().classify[0]!.scores).map((p) => p.score));
     });
   });
 
@@ -274,7 +286,7 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
     const res = await post(url, payload);
     expect(res.statusCode, res.body).toBeGreaterThanOrEqual(400);
     expect(res.statusCode, res.body).toBeLessThan(500);
-    expect(res.json().code ?? res.json().error.code).toBe(code);
+    expect(res.json<{ code?: string }>().code ?? res.json<ErrorBody>().error.code).toBe(code);
   });
 
   it('still serves after the bad inputs (no worker died)', async () => {
@@ -287,9 +299,9 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
     try {
       const res = await plain.app.inject({ method: 'POST', url: '/v1/moderations', headers: auth, payload: { input: 'hello' } });
       expect(res.statusCode).toBe(501);
-      expect(res.json().error).toMatchObject({ code: 'unsupported_operation', message: expect.stringMatching(/moderation classifier/) });
+      expect(res.json<ErrorBody>().error).toMatchObject({ code: 'unsupported_operation', message: expect.stringMatching(/moderation classifier/) as unknown });
       const classified = await plain.app.inject({ method: 'POST', url: '/v1/classify', headers: auth, payload: { input: 'hello' } });
-      expect(classified.json().model).toBe(SST2);
+      expect(classified.json<ClassifyList>().model).toBe(SST2);
     } finally {
       await plain.close();
     }

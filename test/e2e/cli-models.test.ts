@@ -13,6 +13,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import type { Server } from '../../src/main.js';
 import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
+import { floatVectors, type EmbeddingList, type ModelList } from '../helpers/bodies.js';
 import { auth, startServer } from '../helpers/server.js';
 
 const execFileAsync = promisify(execFile);
@@ -156,16 +157,16 @@ describe('onnx-gateway models list and quantize', () => {
 
     const server: Server = await startServer({ modelsDir, manifestsDir, models: ['tiny-embedder', 'tiny-embedder:int8'] });
     try {
-      const models = (await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth })).json();
+      const models = (await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth })).json<ModelList>();
       // Served by its repo id; the manifest's short id is an alias requests may use.
-      expect(models.data.find((m: { id: string }) => m.id === `${REPO}:int8`)).toMatchObject({ variant: 'int8', task: 'embedding' });
+      expect(models.data.find((m) => m.id === `${REPO}:int8`)).toMatchObject({ variant: 'int8', task: 'embedding' });
       const texts = ['the quick brown fox', 'a cat sat on the mat', 'hello world', 'onnx runtime on a cpu'];
       const embed = async (model: string) =>
-        (await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model, input: texts } })).json().data.map((d: { embedding: number[] }) => d.embedding);
+        floatVectors((await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model, input: texts } })).json<EmbeddingList>());
       const [fp32, int8] = [await embed('tiny-embedder'), await embed('tiny-embedder:int8')];
       for (let i = 0; i < texts.length; i++) {
-        const a: number[] = fp32[i];
-        const b: number[] = int8[i];
+        const a = fp32[i]!;
+        const b = int8[i]!;
         const cosine = a.reduce((sum, x, k) => sum + x * b[k]!, 0) / Math.hypot(...a) / Math.hypot(...b);
         expect(cosine, texts[i]).toBeGreaterThanOrEqual(0.99);
         expect(cosine, `${texts[i]}: int8 is not the fp32 graph`).toBeLessThan(1 - 1e-7);

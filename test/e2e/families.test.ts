@@ -49,7 +49,7 @@ interface Golden {
 
 const dir = inject('standinsDir');
 const standinsMissing = inject('standinsMissing');
-const readGolden = (repo: string): Golden => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8'));
+const readGolden = (repo: string) => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8')) as Golden;
 // The classifiers' stand-ins are served by test/e2e/classify.test.ts; the sparse and late-interaction
 // ones have goldens of their own shape (test/e2e/sparse-colbert.test.ts).
 const repos = (dir ? listStandins(dir) : []).filter((repo) => ['embedding', 'rerank'].includes(readGolden(repo).task));
@@ -124,7 +124,7 @@ describe.skipIf(missing(dir !== '', `the family stand-ins could not be generated
 
   it('serves each by its repo id: listed with its revision, found with the slash as it is or encoded, and by its catalogue alias', async () => {
     const get = (url: string) => server.app.inject({ method: 'GET', url, headers: auth });
-    const listed = (await get('/v1/models')).json().data as Array<{ id: string; revision?: string }>;
+    const listed = (await get('/v1/models')).json<{ data: { id: string; revision?: string }[] }>().data;
     expect(listed.map((m) => m.id).sort()).toEqual([...repos].sort());
     for (const model of listed) expect(model.revision, model.id).toBe(commitOf(model.id));
     for (const url of ['/v1/models/BAAI/bge-small-en-v1.5', '/v1/models/BAAI%2Fbge-small-en-v1.5', '/v1/models/bge-small-en-v1.5']) {
@@ -141,7 +141,7 @@ describe.skipIf(missing(dir !== '', `the family stand-ins could not be generated
     const res = await server.app.inject({ method: 'POST', url: '/embed', headers: auth, payload: { inputs: 'hello', prompt_name: 'bogus' } });
     // TEI's status for bad input on its routes.
     expect(res.statusCode).toBe(422);
-    expect(res.json().error).toMatch(/has no prompt named "bogus"/);
+    expect(res.json<{ error: string }>().error).toMatch(/has no prompt named "bogus"/);
   });
 
   it('has a stand-in of every family', () => {
@@ -156,7 +156,7 @@ describe.skipIf(missing(dir !== '', `the family stand-ins could not be generated
         const payload = { model: golden.repo, input, ...(inputType ? { input_type: inputType } : {}), ...extra };
         const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload });
         expect(res.statusCode, res.body).toBe(200);
-        return res.json() as { model: string; data: { embedding: number[] }[]; usage: { prompt_tokens: number } };
+        return res.json<{ model: string; data: { embedding: number[] }[]; usage: { prompt_tokens: number } }>();
       };
 
       it('tokenises every text (its prompt first, cut to the window) to the golden ids', () => {
@@ -204,7 +204,7 @@ describe.skipIf(missing(dir !== '', `the family stand-ins could not be generated
       const rerank = async (query: string, documents: string[]) => {
         const res = await server.app.inject({ method: 'POST', url: '/v1/rerank', headers: auth, payload: { model: golden.repo, query, documents } });
         expect(res.statusCode, res.body).toBe(200);
-        return res.json() as { results: { index: number; relevance_score: number }[] };
+        return res.json<{ results: { index: number; relevance_score: number }[] }>();
       };
 
       it('matches the golden scores pair by pair', async () => {

@@ -18,7 +18,7 @@ const tolerance = 1e-4;
 interface EmbedderItem { text: string; input_ids: number[]; normalized: number[]; normalized_128: number[]; normalized_64: number[] }
 interface RerankItem { query: string; document: string; input_ids: number[]; logit: number; score: number; truncated: boolean }
 
-const golden = (model: string) => JSON.parse(readFileSync(join(modelsDir!, model, 'golden.json'), 'utf8'));
+const golden = <Item>(model: string) => JSON.parse(readFileSync(join(modelsDir!, model, 'golden.json'), 'utf8')) as { items: Item[] };
 
 function expectClose(actual: ArrayLike<number>, expected: number[]) {
   expect(actual.length).toBe(expected.length);
@@ -33,8 +33,8 @@ describe.skipIf(missing(modelsDir !== undefined, sharedModelsHint))(`golden outp
   let items: EmbedderItem[];
   let pairs: RerankItem[];
   beforeAll(async () => {
-    items = golden(embedderId).items;
-    pairs = golden(rerankerId).items;
+    items = golden<EmbedderItem>(embedderId).items;
+    pairs = golden<RerankItem>(rerankerId).items;
     server = await startServer({ modelsDir, models: [embedderId, rerankerId] });
     truncating = await startServer({ modelsDir, models: [rerankerId], rerankMaxChunks: 1, workers: 1 });
   });
@@ -46,7 +46,7 @@ describe.skipIf(missing(modelsDir !== undefined, sharedModelsHint))(`golden outp
   const embed = async (input: unknown, extra: object = {}) => {
     const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model: embedderId, input, ...extra } });
     expect(res.statusCode).toBe(200);
-    return res.json() as { data: { embedding: number[] }[]; usage: { prompt_tokens: number } };
+    return res.json<{ data: { embedding: number[] }[]; usage: { prompt_tokens: number } }>();
   };
 
   it('tokenises every golden text to the golden ids (with truncation to 512)', () => {
@@ -98,12 +98,12 @@ describe.skipIf(missing(modelsDir !== undefined, sharedModelsHint))(`golden outp
   const rerank = async (target: Server, query: string, documents: string[]) => {
     const res = await target.app.inject({ method: 'POST', url: '/v1/rerank', headers: auth, payload: { model: rerankerId, query, documents } });
     expect(res.statusCode).toBe(200);
-    return res.json() as { results: { index: number; relevance_score: number }[] };
+    return res.json<{ results: { index: number; relevance_score: number }[] }>();
   };
 
   it('builds the golden pair ids and token types (longest_first truncation)', () => {
     const model = server.registry.list().find((m) => m.id === rerankerId)!;
-    const all = golden(rerankerId).items as (RerankItem & { token_type_ids: number[] })[];
+    const all = golden<RerankItem & { token_type_ids: number[] }>(rerankerId).items;
     for (const pair of all) {
       const built = model.tokenizer.pair(model.tokenizer.encode(pair.query), model.tokenizer.encode(pair.document), model.maxTokens);
       expect(Array.from(built.ids)).toEqual(pair.input_ids);

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { installHint } from '../../src/devices.js';
 import { probeDevice } from '../../src/engine/devices.js';
 import type { Server } from '../../src/main.js';
+import { floatVectors, type EmbeddingList, type RerankList } from '../helpers/bodies.js';
 import { missing } from '../helpers/resources.js';
 import { writeHalfPrecision } from '../helpers/half-precision.js';
 import { auth, sharedModelsDir, sharedModelsHint, startServer } from '../helpers/server.js';
@@ -91,10 +92,10 @@ const hint = webgpu !== undefined ? webgpuHint : shared === undefined ? sharedMo
 describe.skipIf(missing(present, hint))('every family on WebGPU against its golden outputs, one model on the CPU beside them', () => {
   let server: Server;
   const goldens = new Map<string, Golden>();
-  const post = async (url: string, payload: object) => {
+  const post = async <T>(url: string, payload: object) => {
     const res = await server.app.inject({ method: 'POST', url, headers: auth, payload });
     expect(res.statusCode, res.body).toBe(200);
-    return res.json();
+    return res.json<T>();
   };
 
   beforeAll(async () => {
@@ -103,15 +104,15 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
     for (const repo of [...Object.values(FAMILIES), ON_CPU]) {
       mkdirSync(join(modelsDir, dirname(repo)), { recursive: true });
       symlinkSync(join(standins, repo), join(modelsDir, repo));
-      goldens.set(repo, JSON.parse(readFileSync(join(standins, repo, 'golden.json'), 'utf8')));
+      goldens.set(repo, JSON.parse(readFileSync(join(standins, repo, 'golden.json'), 'utf8')) as Golden);
     }
     // A copy of the stand-in with an fp16 graph made from its fp32 one, as exporters make theirs.
     cpSync(join(standins, HALF), join(modelsDir, HALF), { recursive: true });
     writeHalfPrecision(join(standins, HALF, 'onnx/model.onnx'), join(modelsDir, HALF, 'onnx/model_fp16.onnx'));
-    goldens.set(HALF, JSON.parse(readFileSync(join(standins, HALF, 'golden.json'), 'utf8')));
+    goldens.set(HALF, JSON.parse(readFileSync(join(standins, HALF, 'golden.json'), 'utf8')) as Golden);
     for (const model of [EMBEDDER, RERANKER]) {
       symlinkSync(join(shared!, model), join(modelsDir, model));
-      goldens.set(model, JSON.parse(readFileSync(join(shared!, model, 'golden.json'), 'utf8')));
+      goldens.set(model, JSON.parse(readFileSync(join(shared!, model, 'golden.json'), 'utf8')) as Golden);
     }
     server = await startServer({
       modelsDir,
@@ -130,7 +131,7 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
 
   it('places every model on webgpu as one session, the mapped one on the CPU, and serves the fp16 graph where there is one', async () => {
     type Listed = { id: string; variant: string; placement: { device: string; sessions: number } };
-    const listed = (await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth })).json().data as Listed[];
+    const listed = (await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth })).json<{ data: Listed[] }>().data;
     const devices = Object.fromEntries(listed.map((model) => [model.id, model.placement.device]));
     expect(devices).toEqual(Object.fromEntries([EMBEDDER, RERANKER, ...Object.values(FAMILIES), HALF, ON_CPU].map((id) => [id, id === ON_CPU ? 'cpu' : 'webgpu'])));
     for (const model of listed.filter((m) => m.id !== ON_CPU)) expect(model.placement.sessions, model.id).toBe(1);
@@ -142,26 +143,26 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
     const golden = goldens.get(HALF)!;
     for (const prompt of new Set(golden.embeddings!.map((item) => item.prompt_name))) {
       const group = golden.embeddings!.filter((item) => item.prompt_name === prompt);
-      const body = await post('/v1/embeddings', { model: HALF, input: group.map((item) => item.text), ...(prompt ? { input_type: prompt } : {}) });
-      group.forEach((item, i) => expect(worst(body.data[i].embedding, item.normalized), item.text).toBeLessThanOrEqual(halfTolerance));
+      const body = await post<EmbeddingList>('/v1/embeddings', { model: HALF, input: group.map((item) => item.text), ...(prompt ? { input_type: prompt } : {}) });
+      group.forEach((item, i) => expect(worst(floatVectors(body)[i]!, item.normalized), item.text).toBeLessThanOrEqual(halfTolerance));
     }
     // Not the fp32 graph's answer: half precision shows.
     const [first] = golden.embeddings!;
-    const body = await post('/v1/embeddings', { model: HALF, input: first!.text, ...(first!.prompt_name ? { input_type: first!.prompt_name } : {}) });
-    expect(worst(body.data[0].embedding, first!.normalized)).toBeGreaterThan(1e-5);
+    const body = await post<EmbeddingList>('/v1/embeddings', { model: HALF, input: first!.text, ...(first!.prompt_name ? { input_type: first!.prompt_name } : {}) });
+    expect(worst(floatVectors(body)[0]!, first!.normalized)).toBeGreaterThan(1e-5);
   });
 
   it(`matches the synthetic MiniLM pair's golden vectors and scores (${EMBEDDER}, ${RERANKER})`, async () => {
     const items = goldens.get(EMBEDDER)!.items!;
-    const batched = await post('/v1/embeddings', { model: EMBEDDER, input: items.map((item) => item.text) });
-    items.forEach((item, i) => expect(worst(batched.data[i].embedding, item.normalized!), item.text).toBeLessThanOrEqual(tolerance));
+    const batched = await post<EmbeddingList>('/v1/embeddings', { model: EMBEDDER, input: items.map((item) => item.text) });
+    items.forEach((item, i) => expect(worst(floatVectors(batched)[i]!, item.normalized!), item.text).toBeLessThanOrEqual(tolerance));
     for (const item of items.slice(0, 3)) {
-      const alone = await post('/v1/embeddings', { model: EMBEDDER, input: item.text });
-      expect(worst(alone.data[0].embedding, item.normalized!), item.text).toBeLessThanOrEqual(tolerance);
+      const alone = await post<EmbeddingList>('/v1/embeddings', { model: EMBEDDER, input: item.text });
+      expect(worst(floatVectors(alone)[0]!, item.normalized!), item.text).toBeLessThanOrEqual(tolerance);
     }
     for (const pair of goldens.get(RERANKER)!.items!) {
-      const body = await post('/v1/rerank', { model: RERANKER, query: pair.query, documents: [pair.document] });
-      expect(Math.abs(body.results[0].relevance_score - pair.score!), pair.query).toBeLessThanOrEqual(tolerance);
+      const body = await post<RerankList>('/v1/rerank', { model: RERANKER, query: pair.query, documents: [pair.document] });
+      expect(Math.abs(body.results[0]!.relevance_score - pair.score!), pair.query).toBeLessThanOrEqual(tolerance);
     }
   });
 
@@ -173,12 +174,12 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
       const expected = (item: (typeof items)[number]) => (golden.normalize ? item.normalized : item.pooled);
       for (const prompt of new Set(items.map((item) => item.prompt_name))) {
         const group = items.filter((item) => item.prompt_name === prompt);
-        const body = await post('/v1/embeddings', { model: repo, input: group.map((item) => item.text), ...(prompt ? { input_type: prompt } : {}) });
-        group.forEach((item, i) => expect(worst(body.data[i].embedding, expected(item)), item.text).toBeLessThanOrEqual(tolerance));
+        const body = await post<EmbeddingList>('/v1/embeddings', { model: repo, input: group.map((item) => item.text), ...(prompt ? { input_type: prompt } : {}) });
+        group.forEach((item, i) => expect(worst(floatVectors(body)[i]!, expected(item)), item.text).toBeLessThanOrEqual(tolerance));
       }
       const [first] = items;
-      const alone = await post('/v1/embeddings', { model: repo, input: first!.text, ...(first!.prompt_name ? { input_type: first!.prompt_name } : {}) });
-      expect(worst(alone.data[0].embedding, expected(first!)), first!.text).toBeLessThanOrEqual(tolerance);
+      const alone = await post<EmbeddingList>('/v1/embeddings', { model: repo, input: first!.text, ...(first!.prompt_name ? { input_type: first!.prompt_name } : {}) });
+      expect(worst(floatVectors(alone)[0]!, expected(first!)), first!.text).toBeLessThanOrEqual(tolerance);
     });
   }
 
@@ -188,9 +189,9 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
       [...embedders, ...embedders].map(async (repo) => {
         const golden = goldens.get(repo)!;
         const item = golden.embeddings?.find((i) => i.prompt_name === null) ?? golden.items![0]!;
-        const body = await post('/v1/embeddings', { model: repo, input: [item.text, item.text] });
+        const body = await post<EmbeddingList>('/v1/embeddings', { model: repo, input: [item.text, item.text] });
         const expected = 'pooled' in item && !golden.normalize ? item.pooled : item.normalized!;
-        return { repo, worst: Math.max(worst(body.data[0].embedding, expected), worst(body.data[1].embedding, expected)) };
+        return { repo, worst: Math.max(worst(floatVectors(body)[0]!, expected), worst(floatVectors(body)[1]!, expected)) };
       }),
     );
     for (const { repo, worst: difference } of rounds) expect(difference, repo).toBeLessThanOrEqual(tolerance);
@@ -200,8 +201,8 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
     const metrics = (await server.app.inject({ method: 'GET', url: '/metrics' })).body;
     const batches = (device: string) => Number(new RegExp(`^onnx_gateway_device_batches_total\\{device="${device}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
     expect(batches('webgpu')).toBeGreaterThan(0);
-    expect((await server.app.inject({ method: 'GET', url: '/info', headers: auth })).json().device).toBe('webgpu');
-    const ps = (await server.app.inject({ method: 'GET', url: '/api/ps', headers: auth })).json().models as { name: string; size: number; size_vram: number }[];
+    expect((await server.app.inject({ method: 'GET', url: '/info', headers: auth })).json<{ device: string }>().device).toBe('webgpu');
+    const ps = (await server.app.inject({ method: 'GET', url: '/api/ps', headers: auth })).json<{ models: { name: string; size: number; size_vram: number }[] }>().models;
     const onGpu = ps.find((model) => model.name === `${EMBEDDER}:latest`)!;
     expect(onGpu.size_vram).toBe(onGpu.size);
     expect(ps.find((model) => model.name === `${ON_CPU}:latest`)?.size_vram ?? 0).toBe(0);
@@ -210,18 +211,18 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
   for (const repo of [FAMILIES.splade, FAMILIES['xlmr dense and token weights']]) {
     it(`matches the golden sparse vectors of ${repo}`, async () => {
       const items = goldens.get(repo)!.sparse!;
-      const body = await post('/v1/embeddings', { model: repo, input: items.map((item) => item.text), encoding_format: 'sparse' });
-      items.forEach((item, i) => expect(sparseWorst(body.data[i].embedding, item), item.text).toBeLessThanOrEqual(tolerance));
+      const body = await post<EmbeddingList>('/v1/embeddings', { model: repo, input: items.map((item) => item.text), encoding_format: 'sparse' });
+      items.forEach((item, i) => expect(sparseWorst(body.data[i]!.embedding as { indices: number[]; values: number[] }, item), item.text).toBeLessThanOrEqual(tolerance));
     });
   }
 
   it(`matches the golden token vectors and MaxSim scores of ${FAMILIES.colbert} (colbert)`, async () => {
     const golden = goldens.get(FAMILIES.colbert)!;
-    const vectors = (await post('/embed_all', { inputs: golden.queries!.map((query) => query.text), prompt_name: 'query' })) as number[][][];
+    const vectors = await post<number[][][]>('/embed_all', { inputs: golden.queries!.map((query) => query.text), prompt_name: 'query' });
     golden.queries!.forEach((query, i) => expect(worst(vectors[i]!.flat(), query.vectors.flat()), query.text).toBeLessThanOrEqual(tolerance));
     for (const query of new Set(golden.scores!.map((score) => score.query))) {
       const pairs = golden.scores!.filter((score) => score.query === query);
-      const body = await post('/v1/rerank', { model: FAMILIES.colbert, query, documents: pairs.map((pair) => pair.document) });
+      const body = await post<RerankList>('/v1/rerank', { model: FAMILIES.colbert, query, documents: pairs.map((pair) => pair.document) });
       for (const result of body.results) expect(Math.abs(result.relevance_score - pairs[result.index]!.score), query).toBeLessThanOrEqual(tolerance);
     }
   });
@@ -231,7 +232,7 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
       const pairs = goldens.get(repo)!.rerank!;
       for (const query of new Set(pairs.map((pair) => pair.query))) {
         const group = pairs.filter((pair) => pair.query === query);
-        const body = await post('/v1/rerank', { model: repo, query, documents: group.map((pair) => pair.document) });
+        const body = await post<RerankList>('/v1/rerank', { model: repo, query, documents: group.map((pair) => pair.document) });
         for (const result of body.results) expect(Math.abs(result.relevance_score - group[result.index]!.score), query).toBeLessThanOrEqual(tolerance);
       }
     });
@@ -240,8 +241,8 @@ describe.skipIf(missing(present, hint))('every family on WebGPU against its gold
   for (const repo of [FAMILIES['bert classifier (sigmoid)'], FAMILIES['distilbert classifier (softmax)']]) {
     it(`matches the golden label scores of ${repo}, all texts batched`, async () => {
       const items = goldens.get(repo)!.classify!.filter((item) => item.text_pair === null);
-      const body = await post('/v1/classify', { model: repo, input: items.map((item) => item.text) });
-      items.forEach((item, i) => expect(worst(body.data[i].probs, item.scores), item.text).toBeLessThanOrEqual(tolerance));
+      const body = await post<{ data: { probs: number[] }[] }>('/v1/classify', { model: repo, input: items.map((item) => item.text) });
+      items.forEach((item, i) => expect(worst(body.data[i]!.probs, item.scores), item.text).toBeLessThanOrEqual(tolerance));
     });
   }
 });

@@ -13,6 +13,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from '../../src/main.js';
 import { writeTinyImageModels } from '../fixtures/tiny-image-model.js';
+import type { EditedImages, ErrorBody } from '../helpers/bodies.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
 
 let server: Server;
@@ -52,12 +53,12 @@ describe('input formats', () => {
   it.each([
     ['GIF', () => sharp({ create: { width: 8, height: 8, channels: 3, background: '#000' } }).gif().toBuffer()],
     ['TIFF', () => sharp({ create: { width: 8, height: 8, channels: 3, background: '#000' } }).tiff().toBuffer()],
-    ['SVG', async () => Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><rect width="8" height="8"/></svg>')],
+    ['SVG', () => Promise.resolve(Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><rect width="8" height="8"/></svg>'))],
   ])('refuses %s with 415 before decoding it', async (name, make) => {
     const res = await edit({ model: 'tiny-upscaler', prompt: 'x', image: [(await png(8, 8)).toString('base64'), (await make()).toString('base64')] });
     expect(res.statusCode).toBe(415);
-    expect(res.json().error).toMatchObject({ code: 'unsupported_media_type', param: 'image[1]' });
-    expect(res.json().error.message).toBe(`image[1] is ${name}; send PNG, JPEG or WebP.`);
+    expect(res.json<ErrorBody>().error).toMatchObject({ code: 'unsupported_media_type', param: 'image[1]' });
+    expect(res.json<ErrorBody>().error.message).toBe(`image[1] is ${name}; send PNG, JPEG or WebP.`);
   });
 
   it('edits PNG, JPEG and WebP', async () => {
@@ -65,7 +66,7 @@ describe('input formats', () => {
     for (const bytes of [await base.clone().png().toBuffer(), await base.clone().jpeg().toBuffer(), await base.clone().webp().toBuffer()]) {
       const res = await edit({ model: 'tiny-upscaler', prompt: 'x', image: bytes.toString('base64') });
       expect(res.statusCode).toBe(200);
-      expect(res.json().size).toBe('16x16');
+      expect(res.json<EditedImages>().size).toBe('16x16');
     }
   });
 });
@@ -75,8 +76,8 @@ describe('the answer', () => {
     const image = (await png(128, 128)).toString('base64');
     const res = await edit({ model: 'tiny-upscaler', prompt: 'x', image: Array.from({ length: 16 }, () => image) });
     expect(res.statusCode).toBe(413);
-    expect(res.json().error).toMatchObject({ code: 'response_too_large', param: 'image' });
-    expect(res.json().error.message).toMatch(/MB of images \(16 png images of 1,048,576 pixels together, 256x256, .*\); .* Split the request: about \d+ of these inputs fit/);
+    expect(res.json<ErrorBody>().error).toMatchObject({ code: 'response_too_large', param: 'image' });
+    expect(res.json<ErrorBody>().error.message).toMatch(/MB of images \(16 png images of 1,048,576 pixels together, 256x256, .*\); .* Split the request: about \d+ of these inputs fit/);
     // Two of them fit.
     expect((await edit({ model: 'tiny-upscaler', prompt: 'x', image: [image, image] })).statusCode).toBe(200);
   });
@@ -84,7 +85,7 @@ describe('the answer', () => {
   it('may always hold one image at the largest size the limits allow', async () => {
     const res = await edit({ model: 'tiny-upscaler', prompt: 'x', image: (await png(256, 256)).toString('base64'), size: '512x512' });
     expect(res.statusCode).toBe(200);
-    expect(res.json().size).toBe('512x512');
+    expect(res.json<EditedImages>().size).toBe('512x512');
   });
 });
 
@@ -105,13 +106,13 @@ describe('admission', () => {
     // Not base64 at all: decoded first, this would be a 400.
     const refused = await edit({ model: 'tiny-upscaler', prompt: 'x', image: '%%% not base64 %%%' });
     expect(refused.statusCode).toBe(429);
-    expect(refused.json().error.code).toBe('overloaded');
+    expect(refused.json<ErrorBody>().error.code).toBe('overloaded');
     expect(refused.headers['retry-after']).toBeDefined();
     expect((await running).status).toBe(200);
     // With the place free, the same body is read, and refused for what it is.
     const bad = await edit({ model: 'tiny-upscaler', prompt: 'x', image: '%%% not base64 %%%' });
     expect(bad.statusCode).toBe(400);
-    expect(bad.json().error).toMatchObject({ code: 'invalid_image', param: 'image[0]' });
+    expect(bad.json<ErrorBody>().error).toMatchObject({ code: 'invalid_image', param: 'image[0]' });
   });
 });
 

@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from '../../src/main.js';
+import type { EditedImages } from '../helpers/bodies.js';
 import { auth, startServer } from '../helpers/server.js';
 import { missing } from '../helpers/resources.js';
 
@@ -43,8 +44,8 @@ function picture(width: number, height: number): Promise<Buffer> {
 async function edit(payload: Record<string, unknown>) {
   const response = await server.app.inject({ method: 'POST', url: '/v1/images/edits', headers: auth, payload });
   expect(response.statusCode, response.body.slice(0, 300)).toBe(200);
-  const body = response.json();
-  const bytes = Buffer.from(body.data[0].b64_json, 'base64');
+  const body = response.json<EditedImages>();
+  const bytes = Buffer.from(body.data[0]!.b64_json!, 'base64');
   const { data, info } = await sharp(bytes).raw().toBuffer({ resolveWithObject: true });
   return { body, bytes, data, info };
 }
@@ -63,7 +64,7 @@ describe.skipIf(!has('realesr-animevideov3'))(`super-resolution with realesr-ani
     const { body, info } = await edit({ model: 'realesr-animevideov3', prompt: 'upscale', image: (await picture(width, height)).toString('base64'), size });
     expect(body.size).toBe(size);
     expect(`${info.width}x${info.height}`).toBe(size);
-    expect(body.data[0].revised_prompt).toMatch(/1 pass/);
+    expect(body.data[0]!.revised_prompt).toMatch(/1 pass/);
   }, slow);
 
   it('stays true to its input: downscaled back, PSNR >= 30 dB against the input', async () => {

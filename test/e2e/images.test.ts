@@ -11,6 +11,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from '../../src/main.js';
 import { writeTinyImageModels } from '../fixtures/tiny-image-model.js';
+import type { EditedImages, ErrorBody } from '../helpers/bodies.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
 
 let server: Server;
@@ -61,7 +62,7 @@ async function edit(payload: Record<string, unknown>) {
 describe('GET /v1/models', () => {
   it('lists the image pipelines beside the text models, with their task and scale', async () => {
     const res = await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth });
-    const data = res.json().data as Array<{ id: string; task: string; scale?: number }>;
+    const data = res.json<{ data: { id: string; task: string; scale?: number }[] }>().data;
     expect(data.find((m) => m.id === 'tiny-upscaler')).toMatchObject({ task: 'super-resolution', scale: 2 });
     expect(data.find((m) => m.id === 'tiny-matte')).toMatchObject({ task: 'background-removal', scale: 1 });
     expect(data.find((m) => m.id === 'tiny-embedder')).toMatchObject({ task: 'embedding' });
@@ -75,12 +76,12 @@ describe('POST /v1/images/edits (JSON)', () => {
     const { png, raw } = await noisePng(150, 70);
     const response = await edit({ model: 'tiny-upscaler', prompt: 'make it bigger', image: [png.toString('base64')] });
     expect(response.statusCode).toBe(200);
-    const body = response.json();
+    const body = response.json<EditedImages>();
     expect(body.size).toBe('300x140');
     expect(body.output_format).toBe('png');
     expect(body.background).toBe('opaque');
     expect(body.quality).toBe('medium');
-    const { data, info } = await decode(body.data[0].b64_json);
+    const { data, info } = await decode(body.data[0]!.b64_json!);
     expect([info.width, info.height, info.channels]).toEqual([300, 140, 3]);
     let mismatches = 0;
     for (let y = 0; y < 140; y++) {
@@ -89,8 +90,8 @@ describe('POST /v1/images/edits (JSON)', () => {
       }
     }
     expect(mismatches).toBe(0);
-    expect(body.data[0].revised_prompt).toMatch(/^Upscaled image\[0\] from 150x70 to 300x140 with tiny-upscaler \(x2 super-resolution, 1 pass/);
-    expect(body.data[0].revised_prompt).toMatch(/not otherwise interpreted/);
+    expect(body.data[0]!.revised_prompt).toMatch(/^Upscaled image\[0\] from 150x70 to 300x140 with tiny-upscaler \(x2 super-resolution, 1 pass/);
+    expect(body.data[0]!.revised_prompt).toMatch(/not otherwise interpreted/);
   });
 
   it.each([
@@ -100,12 +101,12 @@ describe('POST /v1/images/edits (JSON)', () => {
     const { png } = await noisePng(256, 256);
     const response = await edit({ model: 'tiny-upscaler', prompt: 'upscale', image: png.toString('base64'), size, quality: 'low' });
     expect(response.statusCode).toBe(200);
-    const body = response.json();
+    const body = response.json<EditedImages>();
     expect(body.size).toBe(size);
-    const { info } = await decode(body.data[0].b64_json);
+    const { info } = await decode(body.data[0]!.b64_json!);
     expect([info.width, info.height]).toEqual([width, height]);
     // 256 -> 2048 is x8: three passes of x2; 256x144 (the 16:9 centre) -> 3840x2160 is x15: four passes.
-    expect(body.data[0].revised_prompt).toMatch(size === '2048x2048' ? /3 passes/ : /Cropped image\[0\] from 256x256 to its centre 256x144.* 4 passes/);
+    expect(body.data[0]!.revised_prompt).toMatch(size === '2048x2048' ? /3 passes/ : /Cropped image\[0\] from 256x256 to its centre 256x144.* 4 passes/);
   });
 
   it('picks the pipeline from the prompt when no model is named, and refuses a prompt it can not do', async () => {
@@ -113,7 +114,7 @@ describe('POST /v1/images/edits (JSON)', () => {
     const upscale = await edit({ prompt: 'Upscale this to 4K please', image: png.toString('base64'), size: '80x80' });
     expect(upscale.statusCode).toBe(200);
     expect(upscale.headers['x-image-model']).toBe('tiny-upscaler');
-    expect(upscale.json().data[0].revised_prompt).toMatch(/Chosen from the prompt's words; nothing else in the prompt was done\./);
+    expect(upscale.json<EditedImages>().data[0]!.revised_prompt).toMatch(/Chosen from the prompt's words; nothing else in the prompt was done\./);
     const style = await edit({ prompt: 'paint it in the invert style', image: png.toString('base64') });
     expect(style.headers['x-image-model']).toBe('tiny-style-invert');
     const cutout = await edit({ prompt: 'remove the background', image: png.toString('base64') });
@@ -121,30 +122,30 @@ describe('POST /v1/images/edits (JSON)', () => {
 
     const refused = await edit({ prompt: 'give the cat a hat', image: png.toString('base64') });
     expect(refused.statusCode).toBe(400);
-    expect(refused.json().error).toMatchObject({ code: 'invalid_request', param: 'prompt' });
-    expect(refused.json().error.message).toMatch(/upscale/);
+    expect(refused.json<ErrorBody>().error).toMatchObject({ code: 'invalid_request', param: 'prompt' });
+    expect(refused.json<ErrorBody>().error.message).toMatch(/upscale/);
   });
 
   it('answers data URIs for response_format url and plain base64 for b64_json, in the asked format', async () => {
     const { png } = await noisePng(30, 20);
     const url = await edit({ model: 'tiny-upscaler', prompt: 'x', image: `data:image/png;base64,${png.toString('base64')}`, response_format: 'url', output_format: 'webp' });
     expect(url.statusCode).toBe(200);
-    const item = url.json().data[0];
+    const item = url.json<EditedImages>().data[0]!;
     expect(item.b64_json).toBeUndefined();
     expect(item.url).toMatch(/^data:image\/webp;base64,/);
-    expect((await decode(item.url.split(',')[1])).format).toBe('webp');
+    expect((await decode(item.url!.split(',')[1]!)).format).toBe('webp');
 
     const jpeg = await edit({ model: 'tiny-upscaler', prompt: 'x', image: png.toString('base64'), output_format: 'jpeg', output_compression: 50 });
-    const body = jpeg.json();
+    const body = jpeg.json<EditedImages>();
     expect(body.output_format).toBe('jpeg');
-    expect(body.data[0].url).toBeUndefined();
-    expect((await decode(body.data[0].b64_json)).format).toBe('jpeg');
+    expect(body.data[0]!.url).toBeUndefined();
+    expect((await decode(body.data[0]!.b64_json!)).format).toBe('jpeg');
   });
 
   it('reports usage deterministically: 64x64 tiles of input and output, and the prompt tokens', async () => {
     const { png } = await noisePng(100, 60);
-    const first = (await edit({ model: 'tiny-upscaler', prompt: 'upscale the photo', image: png.toString('base64') })).json();
-    const again = (await edit({ model: 'tiny-upscaler', prompt: 'upscale the photo', image: png.toString('base64') })).json();
+    const first = (await edit({ model: 'tiny-upscaler', prompt: 'upscale the photo', image: png.toString('base64') })).json<EditedImages>();
+    const again = (await edit({ model: 'tiny-upscaler', prompt: 'upscale the photo', image: png.toString('base64') })).json<EditedImages>();
     expect(first.usage).toEqual(again.usage);
     const { usage } = first;
     expect(usage.input_tokens_details.image_tokens).toBe(2 * 1);
@@ -152,18 +153,18 @@ describe('POST /v1/images/edits (JSON)', () => {
     expect(usage.input_tokens_details.text_tokens).toBeGreaterThan(0);
     expect(usage.input_tokens).toBe(usage.input_tokens_details.image_tokens + usage.input_tokens_details.text_tokens);
     expect(usage.total_tokens).toBe(usage.input_tokens + usage.output_tokens);
-    const longer = (await edit({ model: 'tiny-upscaler', prompt: 'upscale the photo upscale the photo', image: png.toString('base64') })).json();
+    const longer = (await edit({ model: 'tiny-upscaler', prompt: 'upscale the photo upscale the photo', image: png.toString('base64') })).json<EditedImages>();
     expect(longer.usage.input_tokens_details.text_tokens).toBeGreaterThan(usage.input_tokens_details.text_tokens);
   });
 
   it('edits each image of a request on its own: one output per input, in order', async () => {
     const [a, b] = [await noisePng(20, 10), await noisePng(30, 30)];
-    const body = (await edit({ model: 'tiny-upscaler', prompt: 'x', image: [a.png.toString('base64'), b.png.toString('base64')] })).json();
+    const body = (await edit({ model: 'tiny-upscaler', prompt: 'x', image: [a.png.toString('base64'), b.png.toString('base64')] })).json<EditedImages>();
     expect(body.data).toHaveLength(2);
     expect(body.size).toBe('40x20,60x60');
-    expect((await decode(body.data[0].b64_json)).info.width).toBe(40);
-    expect((await decode(body.data[1].b64_json)).info.width).toBe(60);
-    expect(body.data[1].revised_prompt).toMatch(/^Upscaled image\[1\]/);
+    expect((await decode(body.data[0]!.b64_json!)).info.width).toBe(40);
+    expect((await decode(body.data[1]!.b64_json!)).info.width).toBe(60);
+    expect(body.data[1]!.revised_prompt).toMatch(/^Upscaled image\[1\]/);
     expect(body.usage.input_tokens_details.image_tokens).toBe(1 + 1);
   });
 
@@ -172,7 +173,7 @@ describe('POST /v1/images/edits (JSON)', () => {
     const jpeg = await sharp({ create: { width: 40, height: 20, channels: 3, background: { r: 200, g: 50, b: 50 } } }).jpeg().withMetadata({ orientation: 6 }).toBuffer();
     const response = await edit({ model: 'tiny-upscaler', prompt: 'x', image: jpeg.toString('base64') });
     expect(response.statusCode).toBe(200);
-    expect(response.json().size).toBe('40x80');
+    expect(response.json<EditedImages>().size).toBe('40x80');
   });
 
   it('keeps the alpha channel of an image that has one', async () => {
@@ -181,29 +182,29 @@ describe('POST /v1/images/edits (JSON)', () => {
       for (let x = 0; x < 64; x++) raw.set([255, 128, 0, x < 32 ? 0 : 255], (y * 64 + x) * 4);
     }
     const png = await sharp(raw, { raw: { width: 64, height: 32, channels: 4 } }).png().toBuffer();
-    const body = (await edit({ model: 'tiny-upscaler', prompt: 'x', image: png.toString('base64') })).json();
+    const body = (await edit({ model: 'tiny-upscaler', prompt: 'x', image: png.toString('base64') })).json<EditedImages>();
     expect(body.background).toBe('transparent');
-    const { data, info } = await decode(body.data[0].b64_json);
+    const { data, info } = await decode(body.data[0]!.b64_json!);
     expect([info.width, info.height, info.channels]).toEqual([128, 64, 4]);
     expect(data[(32 * 128 + 10) * 4 + 3]).toBe(0);
     expect(data[(32 * 128 + 120) * 4 + 3]).toBe(255);
 
-    const opaque = (await edit({ model: 'tiny-upscaler', prompt: 'x', image: png.toString('base64'), background: 'opaque' })).json();
+    const opaque = (await edit({ model: 'tiny-upscaler', prompt: 'x', image: png.toString('base64'), background: 'opaque' })).json<EditedImages>();
     expect(opaque.background).toBe('opaque');
-    const flat = await decode(opaque.data[0].b64_json);
+    const flat = await decode(opaque.data[0]!.b64_json!);
     expect(flat.info.channels).toBe(3);
     expect([...flat.data.subarray((32 * 128 + 10) * 3, (32 * 128 + 10) * 3 + 3)]).toEqual([255, 255, 255]);
-    expect(opaque.data[0].revised_prompt).toMatch(/flattened onto white/);
+    expect(opaque.data[0]!.revised_prompt).toMatch(/flattened onto white/);
   });
 
   it('stylises at the working size and brings the result to the size asked', async () => {
     const flat = await sharp({ create: { width: 50, height: 50, channels: 3, background: { r: 10, g: 100, b: 250 } } }).png().toBuffer();
-    const body = (await edit({ model: 'tiny-style-invert', prompt: 'x', image: flat.toString('base64'), size: '300x300' })).json();
-    const { data, info } = await decode(body.data[0].b64_json);
+    const body = (await edit({ model: 'tiny-style-invert', prompt: 'x', image: flat.toString('base64'), size: '300x300' })).json<EditedImages>();
+    const { data, info } = await decode(body.data[0]!.b64_json!);
     expect([info.width, info.height]).toEqual([300, 300]);
     const centre = (150 * 300 + 150) * 3;
     expect([...data.subarray(centre, centre + 3)]).toEqual([245, 155, 5]);
-    expect(body.data[0].revised_prompt).toMatch(/"invert" style with tiny-style-invert at 128x128/);
+    expect(body.data[0]!.revised_prompt).toMatch(/"invert" style with tiny-style-invert at 128x128/);
   });
 });
 
@@ -216,9 +217,9 @@ describe('background removal', () => {
       .toBuffer();
 
   it('cuts the subject out: alpha near 1 on it, near 0 at the border', async () => {
-    const body = (await edit({ model: 'tiny-matte', prompt: 'x', image: (await subject()).toString('base64') })).json();
+    const body = (await edit({ model: 'tiny-matte', prompt: 'x', image: (await subject()).toString('base64') })).json<EditedImages>();
     expect(body.background).toBe('transparent');
-    const { data, info } = await decode(body.data[0].b64_json);
+    const { data, info } = await decode(body.data[0]!.b64_json!);
     expect([info.width, info.height, info.channels]).toEqual([120, 80, 4]);
     expect(data[(40 * 120 + 60) * 4 + 3]).toBeGreaterThan(240);
     for (const [x, y] of [[0, 0], [119, 79], [5, 40], [115, 40]]) expect(data[(y! * 120 + x!) * 4 + 3]).toBeLessThan(15);
@@ -228,25 +229,25 @@ describe('background removal', () => {
     const scene = await sharp({ create: { width: 200, height: 100, channels: 3, background: { r: 20, g: 160, b: 40 } } }).png().toBuffer();
     const response = await edit({ model: 'tiny-matte', prompt: 'x', image: [(await subject()).toString('base64'), scene.toString('base64')] });
     expect(response.statusCode).toBe(200);
-    const body = response.json();
+    const body = response.json<EditedImages>();
     expect(body.size).toBe('200x100');
     expect(body.background).toBe('opaque');
-    const { data, info } = await decode(body.data[0].b64_json);
+    const { data, info } = await decode(body.data[0]!.b64_json!);
     expect(info.channels).toBe(3);
     const at = (x: number, y: number) => [...data.subarray((y * 200 + x) * 3, (y * 200 + x) * 3 + 3)];
     expect(at(100, 50).map((v, c) => Math.abs(v - [250, 240, 230][c]!))).toSatisfy((d: number[]) => d.every((v) => v < 12));
     expect(at(5, 5)).toEqual([20, 160, 40]);
-    expect(body.data[0].revised_prompt).toMatch(/subject of image\[0\].*on image\[1\]/);
+    expect(body.data[0]!.revised_prompt).toMatch(/subject of image\[0\].*on image\[1\]/);
   });
 
   it('refuses a transparent JPEG and more than two images', async () => {
     const png = (await subject()).toString('base64');
     const jpeg = await edit({ model: 'tiny-matte', prompt: 'x', image: png, output_format: 'jpeg', background: 'transparent' });
     expect(jpeg.statusCode).toBe(400);
-    expect(jpeg.json().error.param).toBe('background');
+    expect(jpeg.json<ErrorBody>().error.param).toBe('background');
     const three = await edit({ model: 'tiny-matte', prompt: 'x', image: [png, png, png] });
     expect(three.statusCode).toBe(400);
-    expect(three.json().error.param).toBe('image');
+    expect(three.json<ErrorBody>().error.param).toBe('image');
   });
 });
 
@@ -256,14 +257,14 @@ describe('bad input', () => {
     const corrupt = png.subarray(0, 60).toString('base64');
     const response = await edit({ model: 'tiny-upscaler', prompt: 'x', image: [png.toString('base64'), corrupt] });
     expect(response.statusCode).toBe(400);
-    expect(response.json().error).toMatchObject({ code: 'invalid_image', param: 'image[1]' });
+    expect(response.json<ErrorBody>().error).toMatchObject({ code: 'invalid_image', param: 'image[1]' });
 
     const text = await edit({ model: 'tiny-upscaler', prompt: 'x', image: Buffer.from('just some text').toString('base64') });
-    expect(text.json().error).toMatchObject({ code: 'invalid_image', param: 'image[0]' });
+    expect(text.json<ErrorBody>().error).toMatchObject({ code: 'invalid_image', param: 'image[0]' });
     const notBase64 = await edit({ model: 'tiny-upscaler', prompt: 'x', image: '%%%' });
-    expect(notBase64.json().error).toMatchObject({ code: 'invalid_image', param: 'image[0]' });
+    expect(notBase64.json<ErrorBody>().error).toMatchObject({ code: 'invalid_image', param: 'image[0]' });
     const url = await edit({ model: 'tiny-upscaler', prompt: 'x', image: 'https://example.org/cat.png' });
-    expect(url.json().error.message).toMatch(/does not fetch/);
+    expect(url.json<ErrorBody>().error.message).toMatch(/does not fetch/);
   });
 
   it('refuses a decompression bomb from its header, before decoding it', async () => {
@@ -272,8 +273,8 @@ describe('bad input', () => {
     expect(bomb.length).toBeLessThan(200_000);
     const response = await edit({ model: 'tiny-upscaler', prompt: 'x', image: bomb.toString('base64') });
     expect(response.statusCode).toBe(400);
-    expect(response.json().error).toMatchObject({ code: 'invalid_image', param: 'image[0]' });
-    expect(response.json().error.message).toMatch(/5000x5000 pixels, over the limit/);
+    expect(response.json<ErrorBody>().error).toMatchObject({ code: 'invalid_image', param: 'image[0]' });
+    expect(response.json<ErrorBody>().error.message).toMatch(/5000x5000 pixels, over the limit/);
   });
 
   it.each([
@@ -287,17 +288,17 @@ describe('bad input', () => {
     const { png } = await noisePng(8, 8);
     const response = await edit({ model: 'tiny-upscaler', prompt: 'x', image: png.toString('base64'), ...fields });
     expect(response.statusCode).toBe(400);
-    expect(response.json().error.param).toBe(param);
+    expect(response.json<ErrorBody>().error.param).toBe(param);
   });
 
   it('answers 404 for a model that is not served, and 413 over the body limit', async () => {
     const { png } = await noisePng(8, 8);
     const unknown = await edit({ model: 'gpt-image-1', prompt: 'x', image: png.toString('base64') });
     expect(unknown.statusCode).toBe(404);
-    expect(unknown.json().error.code).toBe('model_not_found');
+    expect(unknown.json<ErrorBody>().error.code).toBe('model_not_found');
     const big = await edit({ model: 'tiny-upscaler', prompt: 'x', image: 'A'.repeat(bodyLimit + 1) });
     expect(big.statusCode).toBe(413);
-    expect(big.json().error.code).toBe('payload_too_large');
+    expect(big.json<ErrorBody>().error.code).toBe('payload_too_large');
   });
 });
 
@@ -306,7 +307,7 @@ describe('the OpenAI SDK (multipart/form-data)', () => {
 
   it('images.edit with one file', async () => {
     const { png, raw } = await noisePng(64, 48);
-    const result = await client().images.edit({ model: 'tiny-upscaler', image: await toFile(png, 'a.png', { type: 'image/png' }), prompt: 'upscale', size: '128x96' as never });
+    const result = await client().images.edit({ model: 'tiny-upscaler', image: await toFile(png, 'a.png', { type: 'image/png' }), prompt: 'upscale', size: '128x96' });
     expect(result.size).toBe('128x96');
     expect(result.usage?.output_tokens_details?.image_tokens).toBe(2 * 2);
     const { data, info } = await decode(result.data![0]!.b64_json!);
@@ -356,8 +357,8 @@ describe('a server without image models', () => {
       const { png } = await noisePng(8, 8);
       const response = await plain.app.inject({ method: 'POST', url: '/v1/images/edits', headers: auth, payload: { prompt: 'upscale', image: png.toString('base64') } });
       expect(response.statusCode).toBe(404);
-      expect(response.json().error).toMatchObject({ code: 'model_not_found', param: 'model' });
-      expect(response.json().error.message).toMatch(/ONNX_GATEWAY_IMAGE_MODELS/);
+      expect(response.json<ErrorBody>().error).toMatchObject({ code: 'model_not_found', param: 'model' });
+      expect(response.json<ErrorBody>().error.message).toMatch(/ONNX_GATEWAY_IMAGE_MODELS/);
     } finally {
       await plain.close();
     }

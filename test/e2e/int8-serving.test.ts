@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { planInt8, quantizeToInt8 } from '../../src/quantize/int8-variant.js';
 import type { Server } from '../../src/main.js';
+import { floatVectors, type EmbeddingList, type ModelList } from '../helpers/bodies.js';
 import { auth, sharedModelsDir, sharedModelsHint, startServer } from '../helpers/server.js';
 import { missing } from '../helpers/resources.js';
 
@@ -30,12 +31,12 @@ describe('int8 serving', () => {
   const embed = async (model: string, input: string[]) => {
     const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model, input } });
     expect(res.statusCode).toBe(200);
-    return (res.json().data as { embedding: number[] }[]).map((d) => d.embedding);
+    return floatVectors(res.json<EmbeddingList>());
   };
 
   it('lists both variants under distinct ids', async () => {
     const res = await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth });
-    const variants = Object.fromEntries(res.json().data.map((m: { id: string; variant: string }) => [m.id, m.variant]));
+    const variants = Object.fromEntries(res.json<ModelList>().data.map((m) => [m.id, m.variant]));
     expect(variants).toMatchObject({ 'tiny-embedder': 'fp32', 'tiny-embedder:int8': 'int8' });
   });
 
@@ -71,7 +72,7 @@ describe.skipIf(!hasInt8)(
     const embed = async (input: string[]) => {
       const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model: 'synthetic-all-MiniLM-L6-v2:int8', input } });
       expect(res.statusCode).toBe(200);
-      return (res.json().data as { embedding: number[] }[]).map((d) => d.embedding);
+      return floatVectors(res.json<EmbeddingList>());
     };
 
     it('gives an input the same vector alone, inside a request of other inputs, and beside concurrent requests', async () => {

@@ -12,6 +12,7 @@ import { Ollama } from 'ollama';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Server } from '../../src/main.js';
 import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
+import type { ErrorBody, ModelCard } from '../helpers/bodies.js';
 import { auth, startServer } from '../helpers/server.js';
 
 const adminKey = 'admin-key-0123456789';
@@ -39,39 +40,39 @@ afterAll(async () => {
 
 const get = (url: string) => server.app.inject({ method: 'GET', url, headers: auth });
 const post = (url: string, payload: unknown, headers: Record<string, string> = auth) => server.app.inject({ method: 'POST', url, headers, payload: payload as object });
-const status = async (id: string) => (await get(`/v1/models/${id}`)).json().status as string;
+const status = async (id: string) => (await get(`/v1/models/${id}`)).json<ModelCard>().status;
 const embed = async (model: string, extra: object = {}) => {
   const res = await post('/api/embed', { model, input: ['the same text, twice'], ...extra });
   expect(res.statusCode).toBe(200);
-  return res.json().embeddings[0] as number[];
+  return res.json<{ embeddings: number[][] }>().embeddings[0]!;
 };
 
 describe('the model lifecycle over HTTP', () => {
   it('serves with no model loaded, and loads one on its first request', async () => {
     expect((await get('/health')).statusCode).toBe(200);
     expect(await status('tiny-embedder')).toBe('unloaded');
-    expect((await get('/v1/models/tiny-embedder')).json().placement).toBeUndefined();
+    expect((await get('/v1/models/tiny-embedder')).json<ModelCard>().placement).toBeUndefined();
     await embed('tiny-embedder');
-    const model = (await get('/v1/models/tiny-embedder')).json();
+    const model = (await get('/v1/models/tiny-embedder')).json<ModelCard>();
     expect(model.status).toBe('loaded');
     expect(model.placement).toMatchObject({ device: 'cpu', sessions: 2, threads_per_session: 1 });
-    expect(model.placement.resident_bytes).toBeGreaterThan(0);
+    expect(model.placement!.resident_bytes).toBeGreaterThan(0);
   });
 
   it('lets only admin keys load and unload, refuses unknown ids and malformed keep_alive', async () => {
     expect((await post('/v1/models/tiny-reranker/load', {})).statusCode).toBe(403);
-    expect((await post('/v1/models/tiny-reranker/unload', {})).json().error.code).toBe('forbidden');
+    expect((await post('/v1/models/tiny-reranker/unload', {})).json<ErrorBody>().error.code).toBe('forbidden');
     expect((await post('/v1/models/no-such-model/load', {}, admin)).statusCode).toBe(404);
     const bad = await post('/v1/models/tiny-reranker/load', { keep_alive: 'soon' }, admin);
     expect(bad.statusCode).toBe(400);
-    expect(bad.json().error.param).toBe('keep_alive');
+    expect(bad.json<ErrorBody>().error.param).toBe('keep_alive');
     expect(await status('tiny-reranker')).toBe('unloaded');
     const loaded = await post('/v1/models/tiny-reranker/load', null, admin);
     expect(loaded.statusCode).toBe(200);
     expect(loaded.json()).toMatchObject({ id: 'tiny-reranker', status: 'loaded', placement: { device: 'cpu' } });
     const unloaded = await post('/v1/models/tiny-reranker/unload', {}, admin);
     expect(unloaded.json()).toMatchObject({ id: 'tiny-reranker', status: 'unloaded' });
-    expect(unloaded.json().placement).toBeUndefined();
+    expect(unloaded.json<ModelCard>().placement).toBeUndefined();
   });
 
   it('gives the same vectors after an unload and a reload', async () => {

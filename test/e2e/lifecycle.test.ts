@@ -150,7 +150,7 @@ describe('model lifecycle', () => {
   it('refuses at start a listed model that does not fit even as one session', async () => {
     await expect(start({ preload: true }, { 'tiny-embedder': 40, 'tiny-reranker': 120 })).rejects.toMatchObject({
       code: 'memory_budget',
-      message: expect.stringMatching(/"tiny-reranker" needs 120 MB for one session, but the memory budget is 100 MB/),
+      message: expect.stringMatching(/"tiny-reranker" needs 120 MB for one session, but the memory budget is 100 MB/) as unknown,
     });
     engine = undefined;
   });

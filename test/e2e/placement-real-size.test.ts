@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeStandins } from '../../src/cli/bench-standins.js';
 import type { Server } from '../../src/main.js';
+import type { EmbeddingList, ModelCard } from '../helpers/bodies.js';
 import { missing } from '../helpers/resources.js';
 import { auth, startServer } from '../helpers/server.js';
 import { generateStandins, standinsHint } from '../helpers/standins.js';
@@ -33,10 +34,10 @@ describe.skipIf(skip)('placement of a real-size model', () => {
   it('holds fewer sessions with more threads each, and stays inside the budget', async () => {
     const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model: repo, input: ['query: how much memory does a session hold?'] } });
     expect(res.statusCode).toBe(200);
-    expect(res.json().data[0].embedding).toHaveLength(384);
-    const model = (await server.app.inject({ method: 'GET', url: `/v1/models/${repo}`, headers: auth })).json();
+    expect(res.json<EmbeddingList>().data[0]!.embedding).toHaveLength(384);
+    const model = (await server.app.inject({ method: 'GET', url: `/v1/models/${repo}`, headers: auth })).json<ModelCard>();
     expect(model.status).toBe('loaded');
-    const { placement } = model;
+    const placement = model.placement!;
     // Eight sessions of ~550 MB would hold 4.4 GB: two fit, sharing the eight cores, and no solo session.
     expect(placement.device).toBe('cpu');
     expect(placement.sessions).toBeGreaterThanOrEqual(1);

@@ -78,7 +78,7 @@ describe.skipIf(!hasChromium)(`playground (${hasChromium ? 'headless Chromium' :
       expect(asset.statusCode).toBe(200);
       expect(asset.headers['content-type']).toMatch(type);
     }
-    const openapi = (await server.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    const openapi = (await server.app.inject({ method: 'GET', url: '/openapi.json' })).json<{ paths: Record<string, unknown> }>();
     expect(Object.keys(openapi.paths)).not.toContain('/');
     expect(Object.keys(openapi.paths).some((p) => p.startsWith('/playground'))).toBe(false);
   });

@@ -33,7 +33,7 @@ describe('pulling an image pipeline', () => {
     });
     await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const own = JSON.parse(readFileSync(join(fixtures, 'tiny-upscaler', 'pipeline.json'), 'utf8'));
+    const own = JSON.parse(readFileSync(join(fixtures, 'tiny-upscaler', 'pipeline.json'), 'utf8')) as Record<string, unknown>;
     manifest = validateImageManifest({ ...own, source: { url: `${base}/models/upscaler.onnx`, sha256: createHash('sha256').update(bytes).digest('hex') } }, 'test');
   });
   afterAll(() => new Promise<void>((done) => server.close(() => done())));

@@ -118,10 +118,10 @@ describe('POST /api/pull with the ollama client', () => {
 
   it('refuses a key that is not an admin key, and a repository pullAllow does not name, with 403', async () => {
     const notAdmin = await ollama(userKey).pull({ model: REPO, stream: true }).catch((e: unknown) => e);
-    expect(notAdmin).toMatchObject({ status_code: 403, error: expect.stringMatching(/admin key \(ONNX_GATEWAY_ADMIN_KEYS\)/) });
+    expect(notAdmin).toMatchObject({ status_code: 403, error: expect.stringMatching(/admin key \(ONNX_GATEWAY_ADMIN_KEYS\)/) as unknown });
     const notAllowed = await ollama(adminKey).pull({ model: 'someone-else/model', stream: true }).catch((e: unknown) => e);
     const refusal = /someone-else\/model can not be pulled here: ONNX_GATEWAY_PULL_ALLOW/;
-    expect(notAllowed).toMatchObject({ status_code: 403, error: expect.stringMatching(refusal) });
+    expect(notAllowed).toMatchObject({ status_code: 403, error: expect.stringMatching(refusal) as unknown });
     const noKey = await new Ollama({ host: base }).pull({ model: REPO }).catch((e: unknown) => e);
     expect(noKey).toMatchObject({ status_code: 401 });
     expect(hub.requests).toEqual([]);
@@ -134,10 +134,10 @@ describe('POST /api/pull with the ollama client', () => {
     const error = await collect(streamed).catch((e: unknown) => e);
     expect((error as Error).message).toMatch(/The Hub has no repository onnx-gateway-tests\/no-such-model/);
     const once = await ollama(adminKey).pull({ model: missing, stream: false }).catch((e: unknown) => e);
-    expect(once).toMatchObject({ status_code: 404, error: expect.stringMatching(/no repository onnx-gateway-tests\/no-such-model/) });
+    expect(once).toMatchObject({ status_code: 404, error: expect.stringMatching(/no repository onnx-gateway-tests\/no-such-model/) as unknown });
     // A bad variant tag is the request's fault.
     const tag = await ollama(adminKey).pull({ model: `${REPO}:q4_K_M` }).catch((e: unknown) => e);
-    expect(tag).toMatchObject({ status_code: 400, error: expect.stringMatching(/q4_K_M/) });
+    expect(tag).toMatchObject({ status_code: 400, error: expect.stringMatching(/q4_K_M/) as unknown });
     expect(pulled).toEqual([]);
   });
 
@@ -177,7 +177,7 @@ describe('POST /api/pull with the ollama client', () => {
     hub.faults.stall = { path: GRAPH, afterBytes: Math.floor(graphSize() / 2), times: 1 };
     const progress = await ollama(adminKey).pull({ model: REPO, stream: true });
     const lines = progress[Symbol.asyncIterator]();
-    const underWay = (line: IteratorResult<ProgressResponse>) => line.value?.digest === graphDigest() && line.value.completed > 0;
+    const underWay = (line: IteratorResult<ProgressResponse, void>) => line.value?.digest === graphDigest() && line.value.completed > 0;
     for (let line = await lines.next(); !underWay(line); line = await lines.next()) expect(line.done).toBe(false);
     const closed = app.close();
     await expect(lines.next()).rejects.toThrow(/shutting down: the pull stopped; its partial files are kept/);

@@ -128,8 +128,8 @@ describe.skipIf(!available)(`int8 quantization of the synthetic MiniLM models${a
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-int8-'));
-    texts = JSON.parse(await readFile(join(EMBEDDER, 'golden.json'), 'utf8')).items;
-    pairs = JSON.parse(await readFile(join(RERANKER, 'golden.json'), 'utf8')).items;
+    texts = (JSON.parse(await readFile(join(EMBEDDER, 'golden.json'), 'utf8')) as { items: GoldenText[] }).items;
+    pairs = (JSON.parse(await readFile(join(RERANKER, 'golden.json'), 'utf8')) as { items: GoldenPair[] }).items;
     for (const [kind, folder] of [
       ['embedder', EMBEDDER],
       ['reranker', RERANKER],

@@ -13,6 +13,14 @@ import { auth, startServer } from '../helpers/server.js';
 
 const run = promisify(execFile);
 
+/** A search task as GET /v1/web-search/search/:id answers it when it has succeeded (the fields read here). */
+interface SearchTask {
+  id: string;
+  state: string;
+  results: { title: string; url: string; content?: string; source: string; published_date?: string }[];
+  images: { url: string }[];
+}
+
 let root: string;
 let docs: string;
 let dataDir: string;
@@ -64,28 +72,28 @@ describe('onnx-gateway index', () => {
 
     async function search(body: object) {
       const created = await server.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: body, headers: auth });
-      return (await server.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.json().id}?wait=30`, headers: auth })).json();
+      return (await server.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.json<{ id: string }>().id}?wait=30`, headers: auth })).json<SearchTask>();
     }
 
     it('finds the files with their titles, languages, dates and images', async () => {
       const task = await search({ query: 'otters sleep volcano', includeImages: true });
       expect(task.state).toBe('succeeded');
-      const otters = task.results.find((r: { title: string }) => r.title === 'Sea otters');
+      const otters = task.results.find((r) => r.title === 'Sea otters')!;
       expect(otters).toMatchObject({ source: join('notes', 'otters.md') });
       expect(otters.url).toMatch(/^file:\/\/.*otters\.md$/);
-      const volcano = task.results.find((r: { title: string }) => r.title === 'Vulkane');
+      const volcano = task.results.find((r) => r.title === 'Vulkane')!;
       expect(volcano).toMatchObject({ published_date: '2020-05-01T10:00:00.000Z' });
       expect(volcano.content).toContain('Ein Vulkan ist');
       expect(volcano.content).not.toContain('Menu');
       expect(volcano.content).not.toContain('var x');
-      expect(task.images.map((i: { url: string }) => i.url)).toEqual([expect.stringMatching(/^file:\/\/.*lava\.png$/)]);
+      expect(task.images.map((i) => i.url)).toEqual([expect.stringMatching(/^file:\/\/.*lava\.png$/)]);
     });
 
     it('filters them by the language and date found in the files', async () => {
       const english = await search({ query: 'otters volcano glaciers deserts', area: 'en', freshness: 'oneWeek' });
-      expect(english.results.map((r: { title: string }) => r.title)).toEqual(['Sea otters']);
+      expect(english.results.map((r) => r.title)).toEqual(['Sea otters']);
       const german = await search({ query: 'otters volcano', area: 'de' });
-      expect(german.results.map((r: { title: string }) => r.title)).not.toContain('Sea otters');
+      expect(german.results.map((r) => r.title)).not.toContain('Sea otters');
     });
   });
 });

@@ -24,7 +24,12 @@ interface Replica {
   url: string;
 }
 
-type Body = Record<string, any>;
+/** GET /v1/web-search/index, with Redis (as here): the fields read here. */
+interface IndexStats {
+  documents: number;
+  vectors: Record<string, number>;
+  replication: { last_applied_id: string | null; applied: number; written: number; behind: number; lag_seconds: number; snapshots_loaded: number };
+}
 
 describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`one local index for every replica through Redis${hasRedisServer ? '' : ` (skipped: ${REDIS_SKIP_REASON})`}`, () => {
   let redis: RedisServer;
@@ -50,13 +55,13 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`one local index for
 
   const named = (name: string) => running.find((replica) => replica.name === name)!;
 
-  const call = async (replica: Replica, method: string, path: string, body?: unknown): Promise<{ status: number; body: Body }> => {
+  const call = async <T = unknown>(replica: Replica, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> => {
     const response = await fetch(`${replica.url}${path}`, {
       method,
       headers: body ? { 'content-type': 'application/json' } : {},
       body: body ? JSON.stringify(body) : undefined,
     });
-    return { status: response.status, body: (await response.json()) as Body };
+    return { status: response.status, body: (await response.json()) as T };
   };
 
   const add = async (replica: Replica, id: string, text: string) => {
@@ -65,10 +70,10 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`one local index for
     return response.body;
   };
 
-  const describeIndex = async (replica: Replica) => (await call(replica, 'GET', '/v1/web-search/index')).body;
+  const describeIndex = async (replica: Replica) => (await call<IndexStats>(replica, 'GET', '/v1/web-search/index')).body;
 
   /** Polls a replica's index description until `test` passes (applying is asynchronous on the others). */
-  async function indexOf(replica: Replica, test: (index: Body) => boolean): Promise<Body> {
+  async function indexOf(replica: Replica, test: (index: IndexStats) => boolean): Promise<IndexStats> {
     let index = await describeIndex(replica);
     for (let i = 0; i < 300 && !test(index); i++) {
       await sleep(50);
@@ -79,11 +84,11 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`one local index for
 
   /** The urls a search through `replica` finds, best first. */
   async function search(replica: Replica, query: string): Promise<string[]> {
-    const created = await call(replica, 'POST', '/v1/web-search/search', { query });
+    const created = await call<{ id: string }>(replica, 'POST', '/v1/web-search/search', { query });
     expect(created.status).toBe(200);
-    const done = await call(replica, 'GET', `/v1/web-search/search/${created.body.id}?wait=30`);
+    const done = await call<{ state: string; results: { url: string }[] }>(replica, 'GET', `/v1/web-search/search/${created.body.id}?wait=30`);
     expect(done.body.state).toBe('succeeded');
-    return (done.body.results as { url: string }[]).map((r) => r.url);
+    return done.body.results.map((r) => r.url);
   }
 
   const url = (id: string) => `urn:onnx-gateway:document:${id}`;

@@ -24,6 +24,14 @@ interface Replica {
   searxng: StandInSearxng;
 }
 
+/** A search task, or an error (the fields read here). */
+interface Answer {
+  id?: string;
+  state?: string;
+  results?: unknown[];
+  error?: { code: string };
+}
+
 describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`search tasks shared by two replicas through Redis${hasRedisServer ? '' : ` (skipped: ${REDIS_SKIP_REASON})`}`, () => {
   let redis: RedisServer;
   let redisUrl: string;
@@ -51,7 +59,7 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`search tasks shared
       headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) },
       body: body ? JSON.stringify(body) : undefined,
     });
-    return { status: response.status, body: (await response.json()) as Record<string, any> };
+    return { status: response.status, body: (await response.json()) as Answer };
   };
   const create = async (replica: Replica, query = 'cats') => {
     const { status, body } = await call(replica, 'POST', '/v1/web-search/search', KEY_A, { query });
@@ -97,12 +105,12 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`search tasks shared
     const done = await waitFor(b, id);
     expect(done.status).toBe(200);
     expect(done.body).toMatchObject({ id, prompt: 'cats', state: 'succeeded', provider: 'searxng' });
-    expect(done.body.results.length).toBeGreaterThan(0);
+    expect(done.body.results!.length).toBeGreaterThan(0);
     expect((await call(a, 'GET', `/v1/web-search/search/${id}`)).body.state).toBe('succeeded');
     for (const replica of [a, b]) {
       const other = await call(replica, 'GET', `/v1/web-search/search/${id}`, KEY_B);
       expect(other.status).toBe(404);
-      expect(other.body.error.code).toBe('not_found');
+      expect(other.body.error!.code).toBe('not_found');
     }
   });
 
@@ -144,7 +152,7 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`search tasks shared
     // The job's lock expires (10 s) and B's stalled-job check (every 5 s) fails it.
     const done = await waitFor(b, id, 40);
     expect(done.body.state).toBe('failed');
-    expect(done.body.error.code).toBe('interrupted');
+    expect(done.body.error!.code).toBe('interrupted');
   }, 60_000);
 
   it('a replica stopped with SIGTERM leaves its pending tasks to the others', async () => {
@@ -165,7 +173,7 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`search tasks shared
     expect(states.filter((task) => task.state === 'succeeded')).toHaveLength(2);
     for (const task of states.filter((t) => t.state !== 'succeeded')) {
       expect(task.state).toBe('failed');
-      expect(['shutting_down', 'upstream_error', 'timeout']).toContain(task.error.code);
+      expect(['shutting_down', 'upstream_error', 'timeout']).toContain(task.error!.code);
     }
   }, 90_000);
 
@@ -203,7 +211,7 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`search tasks shared
     ] as const) {
       const response = await call(c, method, path, KEY_A, body);
       expect(response.status, `${method} ${path}`).toBe(503);
-      expect(response.body.error.code).toBe('store_unavailable');
+      expect(response.body.error!.code).toBe('store_unavailable');
     }
     // Embeddings do not need Redis.
     const embeddings = await call(c, 'POST', '/v1/embeddings', KEY_A, { model: 'tiny-embedder', input: 'still here' });

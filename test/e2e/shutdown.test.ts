@@ -9,10 +9,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ErrorBody } from '../helpers/bodies.js';
 import { spawnTinyServer, type ServerProcess } from '../helpers/server-process.js';
 
-/** Connects, or resolves with the error code when the connection is refused. */
-function tryConnect(port: number): Promise<'connected' | string> {
+/** Connects ('connected'), or resolves with the error code when the connection is refused. */
+function tryConnect(port: number): Promise<string> {
   return new Promise((resolve) => {
     const socket = connect({ port, host: '127.0.0.1' });
     socket.once('connect', () => {
@@ -81,7 +82,7 @@ describe('SIGTERM', () => {
     const lateText = await lateResponse;
     expect(lateText).toMatch(/^HTTP\/1\.1 503 /);
     expect(lateText.toLowerCase()).toContain('connection: close');
-    expect(JSON.parse(lateText.slice(lateText.indexOf('\r\n\r\n') + 4)).error.code).toBe('shutting_down');
+    expect((JSON.parse(lateText.slice(lateText.indexOf('\r\n\r\n') + 4)) as ErrorBody).error.code).toBe('shutting_down');
 
     const response = await inFlight;
     expect(response.status).toBe(200);

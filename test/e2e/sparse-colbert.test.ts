@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Server } from '../../src/main.js';
+import type { EmbeddingList, ErrorBody, ModelCard, RerankList } from '../helpers/bodies.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
 import { missing } from '../helpers/resources.js';
 import { expectConforms } from '../helpers/specs.js';
@@ -76,7 +77,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       const res = await post('/embed_sparse', { inputs: golden.sparse.map((item) => item.text) });
       expect(res.statusCode, res.body).toBe(200);
       expectConforms('tei', 'EmbedSparseResponse', res.json());
-      const body = res.json() as Array<Array<{ index: number; value: number }>>;
+      const body = res.json<Array<Array<{ index: number; value: number }>>>();
       golden.sparse.forEach((item, i) => {
         const row = body[i]!;
         const indices = row.map((entry) => entry.index);
@@ -90,13 +91,13 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       for (const item of golden.sparse) {
         const res = await post('/v1/embeddings', { model: SPLADE, input: item.text, encoding_format: 'sparse' });
         expect(res.statusCode, res.body).toBe(200);
-        const { indices, values } = res.json().data[0].embedding as { indices: number[]; values: number[] };
+        const { indices, values } = res.json<EmbeddingList>().data[0]!.embedding as { indices: number[]; values: number[] };
         expect(sparseDifference(indices, values, item), item.text).toBeLessThanOrEqual(golden.tolerance);
-        expect(res.json().usage.prompt_tokens).toBe(item.input_ids.length);
+        expect(res.json<EmbeddingList>().usage.prompt_tokens).toBe(item.input_ids.length);
       }
       const item = golden.sparse.find((i) => i.indices.length > 10)!;
       const res = await post('/v1/embeddings', { model: SPLADE, input: item.text, encoding_format: 'sparse', top_k: 5 });
-      const { indices, values } = res.json().data[0].embedding as { indices: number[]; values: number[] };
+      const { indices, values } = res.json<EmbeddingList>().data[0]!.embedding as { indices: number[]; values: number[] };
       const largest = item.indices.map((index, i) => ({ index, value: item.values[i]! })).sort((a, b) => b.value - a.value).slice(0, 5);
       expect(indices).toEqual(largest.map((e) => e.index).sort((a, b) => a - b));
       expect(values.length).toBe(5);
@@ -128,7 +129,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
     });
 
     it('lists each model with the kinds of vector it gives', async () => {
-      const get = async (id: string) => (await server.app.inject({ method: 'GET', url: `/v1/models/${id}`, headers: auth })).json();
+      const get = async (id: string) => (await server.app.inject({ method: 'GET', url: `/v1/models/${id}`, headers: auth })).json<ModelCard>();
       expect(await get(SPLADE)).toMatchObject({ task: 'embedding', outputs: ['sparse'], dimensions: 30522 });
       expect(await get(COLBERT)).toMatchObject({ task: 'embedding', outputs: ['tokens'], late_interaction: true });
       expect(await get(M3)).toMatchObject({ outputs: ['dense', 'sparse'] });
@@ -139,18 +140,18 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
     it('refuses what a sparse model can not give, and bad top_k, with 400s', async () => {
       const dense = await post('/v1/embeddings', { model: SPLADE, input: 'hello' });
       expect(dense.statusCode).toBe(400);
-      expect(dense.json().error).toMatchObject({ code: 'invalid_request', param: 'model' });
-      expect(dense.json().error.message).toMatch(/does not give dense vectors; it gives sparse/);
+      expect(dense.json<ErrorBody>().error).toMatchObject({ code: 'invalid_request', param: 'model' });
+      expect(dense.json<ErrorBody>().error.message).toMatch(/does not give dense vectors; it gives sparse/);
       const sparseOfDense = await post('/v1/embeddings', { model: DENSE, input: 'hello', encoding_format: 'sparse' });
       expect(sparseOfDense.statusCode).toBe(400);
-      expect(sparseOfDense.json().error.message).toMatch(/does not give sparse vectors/);
+      expect(sparseOfDense.json<ErrorBody>().error.message).toMatch(/does not give sparse vectors/);
       for (const topK of [0, -1, 1.5, 'three']) {
         const res = await post('/v1/embeddings', { model: SPLADE, input: 'hello', encoding_format: 'sparse', top_k: topK });
         expect(res.statusCode, String(topK)).toBe(400);
       }
       const topKOfFloat = await post('/v1/embeddings', { model: DENSE, input: 'hello', top_k: 3 });
       expect(topKOfFloat.statusCode).toBe(400);
-      expect(topKOfFloat.json().error.param).toBe('top_k');
+      expect(topKOfFloat.json<ErrorBody>().error.param).toBe('top_k');
       const empty = await post('/embed_sparse', { inputs: [''] });
       expect(empty.statusCode).toBe(400);
       expect(empty.json()).toMatchObject({ error_type: 'Empty' });
@@ -165,13 +166,13 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       const tei = await post('/embed_sparse', { inputs });
       expect(tei.statusCode).toBe(413);
       expect(tei.json()).toMatchObject({ code: 'response_too_large', error_type: 'Validation' });
-      expect(tei.json().error).toMatch(/up to [\d.]+ MB of sparse vectors \(60 inputs, up to 1,831,320 weights \(each vector may weigh all 30,522 vocabulary entries; top_k bounds it\)\); this server sends at most 64\.0 MB/);
+      expect(tei.json<{ error: string }>().error).toMatch(/up to [\d.]+ MB of sparse vectors \(60 inputs, up to 1,831,320 weights \(each vector may weigh all 30,522 vocabulary entries; top_k bounds it\)\); this server sends at most 64\.0 MB/);
       const v1 = await post('/v1/embeddings', { model: SPLADE, input: inputs, encoding_format: 'sparse' });
       expect(v1.statusCode).toBe(413);
-      expect(v1.json().error).toMatchObject({ code: 'response_too_large', param: 'input' });
+      expect(v1.json<ErrorBody>().error).toMatchObject({ code: 'response_too_large', param: 'input' });
       const bounded = await post('/v1/embeddings', { model: SPLADE, input: inputs, encoding_format: 'sparse', top_k: 100 });
       expect(bounded.statusCode).toBe(200);
-      expect(bounded.json().data).toHaveLength(60);
+      expect(bounded.json<EmbeddingList>().data).toHaveLength(60);
     });
   });
 
@@ -193,10 +194,10 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       const queries = await post('/embed_all', { inputs: golden.queries.map((q) => q.text), prompt_name: 'query' });
       expect(queries.statusCode, queries.body).toBe(200);
       expectConforms('tei', 'EmbedAllResponse', queries.json());
-      golden.queries.forEach((query, i) => expect(matrixDifference(queries.json()[i], query.vectors), query.text).toBeLessThanOrEqual(golden.tolerance));
+      golden.queries.forEach((query, i) => expect(matrixDifference(queries.json<number[][][]>()[i]!, query.vectors), query.text).toBeLessThanOrEqual(golden.tolerance));
       const documents = await post('/embed_all', { inputs: golden.documents.map((d) => d.text) });
       expect(documents.statusCode, documents.body).toBe(200);
-      golden.documents.forEach((doc, i) => expect(matrixDifference(documents.json()[i], doc.vectors), doc.text).toBeLessThanOrEqual(golden.tolerance));
+      golden.documents.forEach((doc, i) => expect(matrixDifference(documents.json<number[][][]>()[i]!, doc.vectors), doc.text).toBeLessThanOrEqual(golden.tolerance));
     });
 
     it('reranks through /v1/rerank by MaxSim, the golden scores in the golden order', async () => {
@@ -204,7 +205,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
         const pairs = golden.scores.filter((s) => s.query === query);
         const res = await post('/v1/rerank', { model: COLBERT, query, documents: pairs.map((p) => p.document) });
         expect(res.statusCode, res.body).toBe(200);
-        const results = res.json().results as Array<{ index: number; relevance_score: number }>;
+        const results = res.json<RerankList>().results;
         for (const result of results) expect(Math.abs(result.relevance_score - pairs[result.index]!.score), query).toBeLessThanOrEqual(golden.tolerance * 10);
         expect(results.map((r) => r.index)).toEqual(pairs.map((p, index) => ({ index, score: p.score })).sort((a, b) => b.score - a.score).map((p) => p.index));
       }
@@ -216,7 +217,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       const query = 'battery chemistry';
       const res = await post('/v1/rerank', { model: COLBERT, query, documents: [long.text, tail] });
       expect(res.statusCode, res.body).toBe(200);
-      const body = res.json() as { results: Array<{ index: number; relevance_score: number }>; usage?: unknown };
+      const body = res.json<RerankList>();
       const byIndex = new Map(body.results.map((r) => [r.index, r.relevance_score]));
       // The whole document has a window over its tail, so it scores at least as the tail's best part can.
       expect(byIndex.get(0)!).toBeGreaterThan(0);
@@ -226,7 +227,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
     it('refuses dense and sparse requests of a ColBERT model', async () => {
       const dense = await post('/v1/embeddings', { model: COLBERT, input: 'hello' });
       expect(dense.statusCode).toBe(400);
-      expect(dense.json().error.message).toMatch(/gives tokens/);
+      expect(dense.json<ErrorBody>().error.message).toMatch(/gives tokens/);
       // TEI's statuses on TEI's routes: bad input is 422 Validation.
       const ids = await post('/embed_all', { inputs: [[101, 102]] });
       expect(ids.statusCode).toBe(422);
@@ -236,7 +237,7 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       expect(untruncated.json()).toMatchObject({ code: 'input_too_long', error_type: 'Validation' });
       const query = await post('/embed_all', { inputs: 'a short query', prompt_name: 'query', truncate: false });
       expect(query.statusCode).toBe(200);
-      expect(query.json()[0]).toHaveLength(32);
+      expect(query.json<number[][][]>()[0]).toHaveLength(32);
     });
   });
 
@@ -250,13 +251,13 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
       const sparse = await post('/v1/embeddings', { model: M3, input: texts, encoding_format: 'sparse' });
       expect(sparse.statusCode, sparse.body).toBe(200);
       golden!.sparse.forEach((item, i) => {
-        const { indices, values } = sparse.json().data[i].embedding as { indices: number[]; values: number[] };
+        const { indices, values } = sparse.json<EmbeddingList>().data[i]!.embedding as { indices: number[]; values: number[] };
         expect(sparseDifference(indices, values, item), item.text).toBeLessThanOrEqual(golden!.tolerance);
       });
       const dense = await post('/v1/embeddings', { model: M3, input: texts });
       expect(dense.statusCode, dense.body).toBe(200);
       golden!.embeddings.slice(0, texts.length).forEach((item, i) => {
-        const vector = dense.json().data[i].embedding as number[];
+        const vector = dense.json<EmbeddingList>().data[i]!.embedding as number[];
         expect(Math.max(...vector.map((x, d) => Math.abs(x - item.normalized[d]!))), item.text).toBeLessThanOrEqual(golden!.tolerance);
       });
     });

@@ -95,7 +95,7 @@ describe('start-up checks', () => {
     try {
       await listeningUrl(server);
       const warnings = server.lines.filter((line) => line.msg.includes('ONNX_GATEWAY_MAX_BATCH_TOKEN '));
-      expect(warnings).toEqual([expect.objectContaining({ level: 40, msg: expect.stringContaining('did you mean ONNX_GATEWAY_MAX_BATCH_TOKENS?') })]);
+      expect(warnings).toEqual([expect.objectContaining({ level: 40, msg: expect.stringContaining('did you mean ONNX_GATEWAY_MAX_BATCH_TOKENS?') as unknown })]);
     } finally {
       server.child.kill('SIGTERM');
       await server.exited;

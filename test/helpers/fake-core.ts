@@ -54,7 +54,7 @@ export async function startFakeApp(
   );
   const loaded = await Registry.load(config.models, config.modelsDir, loadCatalogue(config.manifestsDir));
   const registry = new Registry(models(loaded.list()));
-  const scheduler = { submit: async (id: string, inputs: EngineInput[]) => fakeRows(registry.list().find((m) => m.id === id)!, inputs) };
+  const scheduler = { submit: (id: string, inputs: EngineInput[]) => Promise.resolve(fakeRows(registry.list().find((m) => m.id === id)!, inputs)) };
   const core: CoreContext = { registry, scheduler, limits: config };
   const search = await SearchService.open(core, config);
   try {

@@ -7,6 +7,7 @@ import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { apiKeyAuth, requireAdmin } from '../../src/http/auth.js';
 import { registerErrorHandling } from '../../src/http/errors.js';
+import type { OllamaError } from '../helpers/bodies.js';
 import { useFakeApp } from '../helpers/fake-core.js';
 import { auth } from '../helpers/server.js';
 
@@ -22,7 +23,7 @@ describe('with API keys and admin keys', () => {
     for (const body of [{ model: 'BAAI/bge-small-en-v1.5' }, {}]) {
       const res = await post('/api/pull', body);
       expect(res.statusCode).toBe(403);
-      expect(res.json()).toEqual({ error: expect.stringMatching(/needs an admin key \(ONNX_GATEWAY_ADMIN_KEYS\)/), code: 'forbidden' });
+      expect(res.json<OllamaError>()).toEqual({ error: expect.stringMatching(/needs an admin key \(ONNX_GATEWAY_ADMIN_KEYS\)/) as unknown, code: 'forbidden' });
     }
     expect((await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' }, {})).statusCode).toBe(401);
     expect((await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' }, { authorization: 'Bearer wrong' })).statusCode).toBe(401);
@@ -32,8 +33,8 @@ describe('with API keys and admin keys', () => {
     // In, then refused by pullAllow (empty by default), which the answer names.
     const refused = await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' }, admin);
     expect(refused.statusCode).toBe(403);
-    expect(refused.json().error).toMatch(/BAAI\/bge-small-en-v1.5 can not be pulled here: .*ONNX_GATEWAY_PULL_ALLOW is empty/);
-    expect((await post('/api/pull', {}, admin)).json()).toEqual({ error: expect.stringMatching(/^model is required/), code: 'invalid_request' });
+    expect(refused.json<OllamaError>().error).toMatch(/BAAI\/bge-small-en-v1.5 can not be pulled here: .*ONNX_GATEWAY_PULL_ALLOW is empty/);
+    expect((await post('/api/pull', {}, admin)).json<OllamaError>()).toEqual({ error: expect.stringMatching(/^model is required/) as unknown, code: 'invalid_request' });
     expect((await post('/api/pull', { model: 'not a repository' }, admin)).statusCode).toBe(400);
     expect((await post('/v1/embeddings', { input: 'a' }, admin)).statusCode).toBe(200);
     expect((await app().inject({ method: 'GET', url: '/v1/models', headers: admin })).statusCode).toBe(200);
@@ -46,11 +47,11 @@ describe('requireAdmin on a route of the catalogue shape', () => {
     const app = Fastify();
     registerErrorHandling(app);
     await app.register(apiKeyAuth, { keys: ['user-key', adminKey], adminKeys: [adminKey] });
-    app.post('/v1/manage', { onRequest: requireAdmin }, async (request) => ({ admin: request.isAdmin }));
+    app.post('/v1/manage', { onRequest: requireAdmin }, (request) => ({ admin: request.isAdmin }));
     try {
       const refused = await app.inject({ method: 'POST', url: '/v1/manage', headers: { authorization: 'Bearer user-key' }, payload: {} });
       expect(refused.statusCode).toBe(403);
-      const error = { message: expect.stringMatching(/admin key/), type: 'permission_error', param: null, code: 'forbidden' };
+      const error = { message: expect.stringMatching(/admin key/) as unknown, type: 'permission_error', param: null, code: 'forbidden' };
       expect(refused.json()).toEqual({ error });
       const allowed = await app.inject({ method: 'POST', url: '/v1/manage', headers: admin, payload: {} });
       expect(allowed.json()).toEqual({ admin: true });
@@ -66,7 +67,7 @@ describe('with API keys and no admin keys', () => {
   it('lets no key manage the server', async () => {
     const res = await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' });
     expect(res.statusCode).toBe(403);
-    expect(res.json().error).toMatch(/admin key/);
+    expect(res.json<OllamaError>().error).toMatch(/admin key/);
   });
 });
 
@@ -76,7 +77,7 @@ describe('without any keys (loopback only)', () => {
   it('lets every request manage the server, as Ollama does; pullAllow still applies', async () => {
     const res = await post('/api/pull', { model: 'intfloat/e5-small-v2' }, {});
     expect(res.statusCode).toBe(403);
-    expect(res.json().error).toMatch(/intfloat\/e5-small-v2 can not be pulled here: ONNX_GATEWAY_PULL_ALLOW \(BAAI\) does not name it/);
+    expect(res.json<OllamaError>().error).toMatch(/intfloat\/e5-small-v2 can not be pulled here: ONNX_GATEWAY_PULL_ALLOW \(BAAI\) does not name it/);
     expect((await post('/api/pull', {}, {})).statusCode).toBe(400);
   });
 });

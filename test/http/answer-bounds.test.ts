@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from '../../src/main.js';
+import type { TeiError } from '../helpers/bodies.js';
 import { auth, startServer } from '../helpers/server.js';
 
 let server: Server;
@@ -28,7 +29,7 @@ describe('TEI POST /embed_all', () => {
   it('refuses one whose token vectors could pass the limit, before inference, saying how to split it', async () => {
     const res = await post('/embed_all', { inputs: Array.from({ length: 64 }, () => long) });
     expect(res.statusCode).toBe(413);
-    const body = res.json();
+    const body = res.json<TeiError>();
     expect(body).toMatchObject({ code: 'response_too_large', error_type: 'Validation' });
     expect(body.error).toMatch(/up to 2\.0 MB of token vectors \(64 inputs, 4,096 tokens x 32 numbers\); this server sends at most 1\.0 MB/);
     expect(body.error).toMatch(/Split the request: about 31 of these inputs fit in one \(3 or more requests\)/);
@@ -39,19 +40,19 @@ describe('TEI POST /tokenize', () => {
   it('refuses a request whose tokens could pass the limit', async () => {
     const res = await post('/tokenize', { inputs: Array.from({ length: 8 }, () => long.repeat(10)) });
     expect(res.statusCode).toBe(413);
-    expect(res.json().code).toBe('response_too_large');
-    expect(res.json().error).toMatch(/MB of tokens \(8 inputs, [\d,]+ tokens\)/);
+    expect(res.json<TeiError>().code).toBe('response_too_large');
+    expect(res.json<TeiError>().error).toMatch(/MB of tokens \(8 inputs, [\d,]+ tokens\)/);
   });
 
   it('names an input too large on its own: splitting would not help', async () => {
     const res = await post('/tokenize', { inputs: ['short', 'a '.repeat(90_000)] });
     expect(res.statusCode).toBe(413);
-    expect(res.json().error).toMatch(/inputs\[1\] alone could take [\d.]+ MB: shorten it/);
+    expect(res.json<TeiError>().error).toMatch(/inputs\[1\] alone could take [\d.]+ MB: shorten it/);
   });
 
   it('still answers what fits', async () => {
     const res = await post('/tokenize', { inputs: ['hello world', long] });
     expect(res.statusCode).toBe(200);
-    expect(res.json()[0].map((token: { text: string }) => token.text)).toEqual(['[CLS]', 'hello', 'world', '[SEP]']);
+    expect(res.json<{ text: string }[][]>()[0]!.map((token) => token.text)).toEqual(['[CLS]', 'hello', 'world', '[SEP]']);
   });
 });

@@ -6,7 +6,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { settings } from '../../src/config.js';
 import type { Server } from '../../src/main.js';
 import { chunkPair } from '../../src/text/chunking.js';
+import { floatVectors, type EmbeddingList, type ErrorBody, type ModelCard, type RerankList } from '../helpers/bodies.js';
 import { auth, startServer } from '../helpers/server.js';
+
+/** /v1/rerank's meta names Cohere's api_version too. */
+type RerankAnswer = RerankList & { meta: { api_version: { version: string } } };
+/** A model of /v1/models, with OpenAI's created. */
+interface ModelAnswer extends ModelCard {
+  created: number;
+}
 
 let server: Server;
 beforeAll(async () => {
@@ -26,12 +34,12 @@ describe('POST /v1/embeddings', () => {
   it('answers the OpenAI shape with float vectors of the native width, normalised', async () => {
     const res = await post('/v1/embeddings', { model: 'tiny-embedder', input: ['hello world', 'a second text'] });
     expect(res.statusCode).toBe(200);
-    const body = res.json();
+    const body = res.json<EmbeddingList>();
     expect(body.object).toBe('list');
     expect(body.model).toBe('tiny-embedder');
     expect(body.data).toHaveLength(2);
     expect(body.data[1]).toMatchObject({ object: 'embedding', index: 1 });
-    const vector: number[] = body.data[0].embedding;
+    const vector = floatVectors(body)[0]!;
     expect(vector).toHaveLength(32);
     expect(Math.hypot(...vector)).toBeCloseTo(1, 5);
     expect(body.usage.prompt_tokens).toBeGreaterThan(4);
@@ -40,51 +48,51 @@ describe('POST /v1/embeddings', () => {
   });
 
   it('encodes base64 as the little-endian float32 bytes of the same vector', async () => {
-    const float = (await post('/v1/embeddings', { input: 'same text' })).json().data[0].embedding as number[];
-    const b64 = (await post('/v1/embeddings', { input: 'same text', encoding_format: 'base64' })).json().data[0].embedding as string;
+    const float = (await post('/v1/embeddings', { input: 'same text' })).json<EmbeddingList>().data[0]!.embedding as number[];
+    const b64 = (await post('/v1/embeddings', { input: 'same text', encoding_format: 'base64' })).json<EmbeddingList>().data[0]!.embedding as string;
     const decoded = decodeBase64(b64);
     expect(Array.from(decoded)).toEqual(float.map((x) => Math.fround(x)));
   });
 
   it('honours dimensions: first N components, renormalised', async () => {
-    const full = (await post('/v1/embeddings', { input: 'cut me' })).json().data[0].embedding as number[];
-    const cut = (await post('/v1/embeddings', { input: 'cut me', dimensions: 8 })).json().data[0].embedding as number[];
+    const full = (await post('/v1/embeddings', { input: 'cut me' })).json<EmbeddingList>().data[0]!.embedding as number[];
+    const cut = (await post('/v1/embeddings', { input: 'cut me', dimensions: 8 })).json<EmbeddingList>().data[0]!.embedding as number[];
     expect(cut).toHaveLength(8);
     const norm = Math.hypot(...full.slice(0, 8));
     cut.forEach((x, i) => expect(x).toBeCloseTo(full[i]! / norm, 5));
-    expect((await post('/v1/embeddings', { input: 'x', dimensions: 0 })).json().data[0].embedding).toHaveLength(32);
+    expect((await post('/v1/embeddings', { input: 'x', dimensions: 0 })).json<EmbeddingList>().data[0]!.embedding).toHaveLength(32);
   });
 
   it('accepts token ids and arrays of token ids', async () => {
     const one = await post('/v1/embeddings', { input: [7, 8, 9] });
     expect(one.statusCode).toBe(200);
-    expect(one.json().data).toHaveLength(1);
+    expect(one.json<EmbeddingList>().data).toHaveLength(1);
     const many = await post('/v1/embeddings', { input: [[7, 8], [9]] });
-    expect(many.json().data).toHaveLength(2);
+    expect(many.json<EmbeddingList>().data).toHaveLength(2);
     const bad = await post('/v1/embeddings', { input: [[7, 10_000_000]] });
     expect(bad.statusCode).toBe(400);
-    expect(bad.json().error.param).toBe('input[0]');
+    expect(bad.json<ErrorBody>().error.param).toBe('input[0]');
   });
 
   it('serves the engines path, where the path names the model', async () => {
     const res = await post('/v1/engines/tiny-embedder/embeddings', { input: 'x', model: 'something-else' });
     expect(res.statusCode).toBe(200);
-    expect(res.json().model).toBe('tiny-embedder');
+    expect(res.json<EmbeddingList>().model).toBe('tiny-embedder');
     const unknown = await post('/v1/engines/nope/embeddings', { input: 'x' });
     expect(unknown.statusCode).toBe(404);
-    expect(unknown.json().error.code).toBe('model_not_found');
+    expect(unknown.json<ErrorBody>().error.code).toBe('model_not_found');
   });
 
   it('truncates inputs longer than the window and counts the tokens used', async () => {
     const res = await post('/v1/embeddings', { input: 'word '.repeat(500) });
     expect(res.statusCode).toBe(200);
-    expect(res.json().usage.prompt_tokens).toBe(64);
+    expect(res.json<EmbeddingList>().usage.prompt_tokens).toBe(64);
   });
 
   it('handles unicode, emoji and control characters', async () => {
     const res = await post('/v1/embeddings', { input: ['naïve café', '日本語のテキスト', '👨‍👩‍👧‍👦 family', 'tab\there\u0000nul', '   '] });
     expect(res.statusCode).toBe(200);
-    for (const item of res.json().data) expect(item.embedding.every((x: number) => Number.isFinite(x))).toBe(true);
+    for (const vector of floatVectors(res.json<EmbeddingList>())) expect(vector.every((x) => Number.isFinite(x))).toBe(true);
   });
 });
 
@@ -94,15 +102,15 @@ describe('POST /v1/rerank', () => {
   it('answers results sorted by score with sigmoid scores, cut to top_n', async () => {
     const res = await post('/v1/rerank', { model: 'tiny-reranker', query: 'cat', documents, top_n: 2, return_documents: true });
     expect(res.statusCode).toBe(200);
-    const body = res.json();
+    const body = res.json<RerankAnswer>();
     expect(body.id).toMatch(/[0-9a-f-]{36}/);
     expect(body.results).toHaveLength(2);
-    expect(body.results[0].relevance_score).toBeGreaterThanOrEqual(body.results[1].relevance_score);
+    expect(body.results[0]!.relevance_score).toBeGreaterThanOrEqual(body.results[1]!.relevance_score);
     for (const r of body.results) {
       expect(r.relevance_score).toBeGreaterThan(0);
       expect(r.relevance_score).toBeLessThan(1);
       const text = typeof documents[r.index] === 'string' ? documents[r.index] : (documents[r.index] as { text: string }).text;
-      expect(r.document.text).toBe(text);
+      expect(r.document!.text).toBe(text);
     }
     expect(body.meta.api_version.version).toBeDefined();
     expect(body.meta.billed_units.search_units).toBe(1);
@@ -110,9 +118,9 @@ describe('POST /v1/rerank', () => {
   });
 
   it('returns all documents without top_n, without document text by default', async () => {
-    const body = (await post('/v1/rerank', { query: 'cat', documents })).json();
-    expect(body.results.map((r: { index: number }) => r.index).sort()).toEqual([0, 1, 2]);
-    expect(body.results[0].document).toBeUndefined();
+    const body = (await post('/v1/rerank', { query: 'cat', documents })).json<RerankList>();
+    expect(body.results.map((r) => r.index).sort()).toEqual([0, 1, 2]);
+    expect(body.results[0]!.document).toBeUndefined();
   });
 
   it('scores a long document as its best window, each window scoring as a document of its own', async () => {
@@ -128,8 +136,8 @@ describe('POST /v1/rerank', () => {
     expect(windows.length).toBeGreaterThan(2);
     windowTexts.forEach((text, i) => expect(Array.from(tokenizer.encode(text)), `window ${i}`).toEqual(Array.from(windows[i]!)));
 
-    const body = (await post('/v1/rerank', { model: 'tiny-reranker', query, documents: [document, ...windowTexts] })).json();
-    const scoreOf = (index: number) => body.results.find((r: { index: number }) => r.index === index).relevance_score as number;
+    const body = (await post('/v1/rerank', { model: 'tiny-reranker', query, documents: [document, ...windowTexts] })).json<RerankList>();
+    const scoreOf = (index: number) => body.results.find((r) => r.index === index)!.relevance_score;
     const windowScores = windowTexts.map((_, i) => scoreOf(i + 1));
     const best = Math.max(...windowScores);
     expect(scoreOf(0)).toBeCloseTo(best, 6);
@@ -142,13 +150,13 @@ describe('GET /v1/models', () => {
   it('lists the served models in the OpenAI shape with task, dimensions and window', async () => {
     const res = await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth });
     expect(res.statusCode).toBe(200);
-    const body = res.json();
+    const body = res.json<{ object: 'list'; data: ModelAnswer[] }>();
     expect(body.object).toBe('list');
-    const embedder = body.data.find((m: { id: string }) => m.id === 'tiny-embedder');
+    const embedder = body.data.find((m) => m.id === 'tiny-embedder')!;
     expect(embedder).toMatchObject({ object: 'model', task: 'embedding', dimensions: 32, max_tokens: 64, variant: 'fp32' });
     expect(typeof embedder.created).toBe('number');
     expect(typeof embedder.owned_by).toBe('string');
-    expect(body.data.find((m: { id: string }) => m.id === 'tiny-reranker')).toMatchObject({ task: 'rerank' });
+    expect(body.data.find((m) => m.id === 'tiny-reranker')).toMatchObject({ task: 'rerank' });
   });
 });
 

@@ -9,8 +9,24 @@ import { ConfigError } from '../../src/config.js';
 import { catalogue } from '../../src/errors.js';
 import { pickTeiModels } from '../../src/http/compat/tei.js';
 import { Registry, type ServedModel } from '../../src/models/registry.js';
+import type { ErrorBody, OllamaError, TeiError } from '../helpers/bodies.js';
 import { startFakeApp, useFakeApp } from '../helpers/fake-core.js';
 import { auth } from '../helpers/server.js';
+
+/** TEI's /info on a reranker server: the labels of its one output. */
+interface RerankerInfo {
+  model_type: { reranker: { id2label: Record<string, string> } };
+}
+
+/** The parts of the OpenAPI document read here. */
+interface OpenApiDocument {
+  paths: Record<string, Record<string, Operation>>;
+}
+interface Operation {
+  tags?: string[];
+  requestBody?: { content: Record<string, { schema: { properties: object } }> };
+  responses: Record<string, { content: Record<string, { schema: { required?: string[] } }> }>;
+}
 
 const { app, post, get } = useFakeApp();
 
@@ -41,7 +57,7 @@ describe('TEI errors: TEI\'s statuses and error types', () => {
   ])('answers %s %j with 422 Validation, as TEI', async (url, body) => {
     const res = await post(url, body);
     expect(res.statusCode, res.body).toBe(422);
-    const error = res.json();
+    const error = res.json<TeiError>();
     expect(typeof error.error).toBe('string');
     expect(error.error_type).toBe('Validation');
     expect(error.code).toBe('invalid_request');
@@ -61,7 +77,7 @@ describe('TEI errors: TEI\'s statuses and error types', () => {
   ])('answers %s %j, an empty batch or text, with 400 Empty, as TEI', async (url, body) => {
     const res = await post(url, body);
     expect(res.statusCode, res.body).toBe(400);
-    expect(res.json()).toMatchObject({ error_type: 'Empty', code: 'invalid_request', error: expect.stringMatching(/cannot be empty/) });
+    expect(res.json()).toMatchObject({ error_type: 'Empty', code: 'invalid_request', error: expect.stringMatching(/cannot be empty/) as unknown });
   });
 
   it.each([
@@ -72,7 +88,7 @@ describe('TEI errors: TEI\'s statuses and error types', () => {
   ])('answers %s over the batch limit with 413 Validation, as TEI', async (url, body) => {
     const res = await post(url, body);
     expect(res.statusCode, res.body).toBe(413);
-    expect(res.json()).toMatchObject({ error_type: 'Validation', error: expect.stringMatching(/^batch size \d+ > maximum allowed batch size 2048$/) });
+    expect(res.json()).toMatchObject({ error_type: 'Validation', error: expect.stringMatching(/^batch size \d+ > maximum allowed batch size 2048$/) as unknown });
   });
 
   it('answers a missing or wrong key with a bare 401, as TEI', async () => {
@@ -103,7 +119,7 @@ describe('a TEI embedder server', () => {
     ] as const) {
       const res = await embedderOnly.post(url, body);
       expect(res.statusCode, url).toBe(424);
-      expect(res.json(), url).toMatchObject({ error_type: 'Backend', code: 'model_not_found', error: expect.stringMatching(/TEI_MODELS/) });
+      expect(res.json(), url).toMatchObject({ error_type: 'Backend', code: 'model_not_found', error: expect.stringMatching(/TEI_MODELS/) as unknown });
     }
   });
 
@@ -121,7 +137,7 @@ describe('a TEI embedder server', () => {
   });
 
   it('describes its model in /info with the served model name', async () => {
-    const info = (await embedderOnly.get('/info')).json();
+    const info = (await embedderOnly.get('/info')).json<unknown>();
     expect(info).toMatchObject({ model_id: 'tiny-embedder', served_model_name: 'tiny-embedder', model_type: { embedding: { pooling: 'mean' } } });
   });
 });
@@ -158,30 +174,30 @@ describe('a TEI reranker server', () => {
   it('answers POST / as /rerank, describes the reranker, and has no /embed model', async () => {
     const root = await rerankOnly.post('/', { query: 'cat', texts: ['a cat', 'a dog'] });
     expect(root.statusCode).toBe(200);
-    expect(root.json()[0]).toHaveProperty('score');
-    const info = (await rerankOnly.get('/info')).json();
-    expect(info).toMatchObject({ model_id: 'tiny-reranker', model_type: { reranker: { id2label: { 0: expect.any(String) } } } });
+    expect(root.json<unknown[]>()[0]).toHaveProperty('score');
+    const info = (await rerankOnly.get('/info')).json<unknown>();
+    expect(info).toMatchObject({ model_id: 'tiny-reranker', model_type: { reranker: { id2label: { 0: expect.any(String) as unknown } } } });
     const embed = await rerankOnly.post('/embed', { inputs: 'a' });
     expect(embed.statusCode).toBe(424);
-    expect(embed.json()).toMatchObject({ code: 'model_not_found', error_type: 'Backend', error: expect.stringMatching(/TEI_MODELS/) });
+    expect(embed.json()).toMatchObject({ code: 'model_not_found', error_type: 'Backend', error: expect.stringMatching(/TEI_MODELS/) as unknown });
   });
 
   it('answers /predict with the cross-encoder as TEI does: its label and the score /rerank gives, for texts, pairs and batches', async () => {
-    const label = (await rerankOnly.get('/info')).json().model_type.reranker.id2label[0];
+    const label = (await rerankOnly.get('/info')).json<RerankerInfo>().model_type.reranker.id2label[0];
     const ranks: Array<{ index: number; score: number }> = (await rerankOnly.post('/rerank', { query: 'cat', texts: ['a cat', 'a dog'] })).json();
     const byIndex = (i: number) => ranks.find((r) => r.index === i)!.score;
     const pair = await rerankOnly.post('/predict', { inputs: ['cat', 'a cat'] });
     expect(pair.statusCode, pair.body).toBe(200);
-    expect(pair.json()).toEqual([{ label, score: expect.closeTo(byIndex(0), 6) }]);
+    expect(pair.json()).toEqual([{ label, score: expect.closeTo(byIndex(0), 6) as unknown }]);
     // TEI's batch form: items of one string (a text) or two (a pair).
     const batch = await rerankOnly.post('/predict', { inputs: [['cat', 'a dog'], ['a cat'], ['cat', 'a cat']] });
     expect(batch.statusCode, batch.body).toBe(200);
-    const [dog, text, cat] = batch.json() as Array<Array<{ label: string; score: number }>>;
+    const [dog, text, cat] = batch.json<Array<Array<{ label: string; score: number }>>>();
     expect(dog![0]!.score).toBeCloseTo(byIndex(1), 6);
     expect(cat![0]!.score).toBeCloseTo(byIndex(0), 6);
-    expect(text).toEqual([{ label, score: expect.any(Number) }]);
+    expect(text).toEqual([{ label, score: expect.any(Number) as unknown }]);
     // A list of one string is one text, answered as a single input.
-    const one = (await rerankOnly.post('/predict', { inputs: ['a cat'] })).json();
+    const one = (await rerankOnly.post('/predict', { inputs: ['a cat'] })).json<unknown>();
     expect(one).toEqual(text);
   });
 });
@@ -211,7 +227,7 @@ describe('Cohere POST /v2/rerank', () => {
   ])('answers %j with %i %s', async (body, status, code) => {
     const res = await post('/v2/rerank', body);
     expect(res.statusCode).toBe(status);
-    expect(res.json().error.code).toBe(code);
+    expect(res.json<ErrorBody>().error.code).toBe(code);
   });
 });
 
@@ -229,8 +245,8 @@ describe('Ollama routes', () => {
     const res = await post('/api/embed', body);
     expect(res.statusCode).toBe(status);
     expect(Object.keys(res.json())).toEqual(['error', 'code']);
-    expect(typeof res.json().error).toBe('string');
-    expect(catalogue[res.json().code as keyof typeof catalogue].status).toBe(status);
+    expect(typeof res.json<OllamaError>().error).toBe('string');
+    expect(catalogue[res.json<OllamaError>().code].status).toBe(status);
   });
 
   it('takes keep_alive as Ollama does, and names it when it is malformed', async () => {
@@ -245,21 +261,21 @@ describe('Ollama routes', () => {
     ] as const) {
       const res = await post(url, body);
       expect(res.statusCode, JSON.stringify(body)).toBe(400);
-      expect(res.json(), JSON.stringify(body)).toEqual({ error: expect.stringMatching(/^keep_alive /), code: 'invalid_request' });
+      expect(res.json(), JSON.stringify(body)).toEqual({ error: expect.stringMatching(/^keep_alive /) as unknown, code: 'invalid_request' });
     }
   });
 
   it('needs the key too, and answers generation routes with 501', async () => {
     const res = await get('/api/tags', {});
     expect(res.statusCode).toBe(401);
-    expect(res.json()).toEqual({ error: expect.stringMatching(/API key/), code: 'unauthorized' });
+    expect(res.json()).toEqual({ error: expect.stringMatching(/API key/) as unknown, code: 'unauthorized' });
     expect((await post('/api/chat', { model: 'x', messages: [] })).statusCode).toBe(501);
   });
 });
 
 describe('OpenAPI document', () => {
   it('documents every compatibility route under its family tag, but not the TEI default route', async () => {
-    const doc = (await app().inject({ method: 'GET', url: '/openapi.json' })).json();
+    const doc = (await app().inject({ method: 'GET', url: '/openapi.json' })).json<OpenApiDocument>();
     const tagOf = (path: string, method: string) => doc.paths[path]?.[method]?.tags?.[0];
     for (const path of ['/embed', '/rerank', '/predict', '/tokenize', '/decode']) expect(tagOf(path, 'post')).toBe('TEI compatibility');
     expect(tagOf('/info', 'get')).toBe('TEI compatibility');
@@ -267,11 +283,11 @@ describe('OpenAPI document', () => {
     for (const path of ['/api/embed', '/api/embeddings', '/api/pull']) expect(tagOf(path, 'post')).toBe('Ollama compatibility');
     expect(tagOf('/api/tags', 'get')).toBe('Ollama compatibility');
     // The pull answers NDJSON lines, or one JSON object with stream false; 403 for keys that may not pull.
-    const pull = doc.paths['/api/pull'].post;
-    expect(Object.keys(pull.responses['200'].content).sort()).toEqual(['application/json', 'application/x-ndjson']);
-    expect(pull.responses['200'].content['application/json'].schema.required).toEqual(['status']);
-    expect(pull.responses['403'].content['application/json'].schema.required).toEqual(['error']);
-    expect(Object.keys(pull.requestBody.content['application/json'].schema.properties)).toEqual(['model', 'name', 'insecure', 'stream']);
+    const pull = doc.paths['/api/pull']!.post!;
+    expect(Object.keys(pull.responses['200']!.content).sort()).toEqual(['application/json', 'application/x-ndjson']);
+    expect(pull.responses['200']!.content['application/json']!.schema.required).toEqual(['status']);
+    expect(pull.responses['403']!.content['application/json']!.schema.required).toEqual(['error']);
+    expect(Object.keys(pull.requestBody!.content['application/json']!.schema.properties)).toEqual(['model', 'name', 'insecure', 'stream']);
     expect(doc.paths['/']).toBeUndefined();
   });
 });

@@ -8,7 +8,36 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from '../../src/main.js';
 import { DEFAULT_CALIBRATION_FILE, readCalibrationTexts } from '../../src/models/calibration-text.js';
 import { calibrationRanges, quantize } from '../../src/vectors/index.js';
+import { floatVectors, type EmbeddingList, type ErrorBody, type RerankList } from '../helpers/bodies.js';
 import { auth, startServer } from '../helpers/server.js';
+
+/** Cohere's v2 embed answer, with the embedding types this file asks for. */
+interface CohereEmbedList {
+  id: string;
+  response_type: string;
+  texts: string[];
+  embeddings: { float: number[][]; base64: string[]; ubinary: number[][] };
+  meta: unknown;
+}
+interface CohereRerankList {
+  id: string;
+  results: { index: number; relevance_score: number }[];
+  meta: unknown;
+}
+interface TeiInfo {
+  version: string;
+  max_batch_tokens: number;
+}
+interface OllamaEmbed {
+  model: string;
+  embeddings: number[][];
+  total_duration: number;
+  load_duration: number;
+  prompt_eval_count: number;
+}
+interface OllamaTags {
+  models: { name: string; model: string; size: number; digest: string; modified_at: string; details: { parameter_size: string } }[];
+}
 
 let server: Server;
 beforeAll(async () => {
@@ -23,7 +52,7 @@ const get = (url: string, headers: Record<string, string> = auth) => server.app.
 const norm = (v: number[]) => Math.hypot(...v);
 const sigmoid = (x: number) => 1 / (1 + Math.exp(-x));
 const v1Vectors = async (input: string | string[]) =>
-  ((await post('/v1/embeddings', { model: 'tiny-embedder', input })).json().data as { embedding: number[] }[]).map((d) => d.embedding);
+  floatVectors((await post('/v1/embeddings', { model: 'tiny-embedder', input })).json<EmbeddingList>());
 
 function expectClose(actual: number[], expected: number[], digits = 5) {
   expect(actual).toHaveLength(expected.length);
@@ -44,35 +73,35 @@ describe('TEI POST /embed', () => {
   });
 
   it('takes a single string, and POST / is /embed as on a TEI embedding server', async () => {
-    const one = (await post('/embed', { inputs: 'hello world' })).json();
+    const one = (await post('/embed', { inputs: 'hello world' })).json<number[][]>();
     expect(one).toHaveLength(1);
     const root = await post('/', { inputs: 'hello world' });
     expect(root.statusCode).toBe(200);
-    expectClose(root.json()[0], one[0]);
+    expectClose(root.json<number[][]>()[0]!, one[0]!);
   });
 
   it('answers the pooled vector with normalize: false', async () => {
-    const raw: number[] = (await post('/embed', { inputs: 'hello world', normalize: false })).json()[0];
-    const unit: number[] = (await post('/embed', { inputs: 'hello world' })).json()[0];
+    const raw: number[] = (await post('/embed', { inputs: 'hello world', normalize: false })).json<number[][]>()[0]!;
+    const unit: number[] = (await post('/embed', { inputs: 'hello world' })).json<number[][]>()[0]!;
     expect(Math.abs(norm(raw) - 1)).toBeGreaterThan(1e-3);
     expectClose(raw.map((x) => x / norm(raw)), unit);
   });
 
   it('cuts dimensions and accepts token ids', async () => {
-    const cut: number[] = (await post('/embed', { inputs: 'hello world', dimensions: 8 })).json()[0];
+    const cut: number[] = (await post('/embed', { inputs: 'hello world', dimensions: 8 })).json<number[][]>()[0]!;
     expect(cut).toHaveLength(8);
     expect(norm(cut)).toBeCloseTo(1, 5);
-    const ids = (await post('/embed', { inputs: [[7, 8, 9], [10]] })).json();
+    const ids = (await post('/embed', { inputs: [[7, 8, 9], [10]] })).json<number[][]>();
     expect(ids).toHaveLength(2);
   });
 
   it('cuts a long input from the left with truncation_direction Left, and refuses it with truncate: false', async () => {
     const text = Array.from({ length: 80 }, (_, i) => ['hello', 'world', 'paris', 'city'][i % 4]).join(' ') + ' the lazy dog';
-    const tokens: { id: number }[] = (await post('/tokenize', { inputs: text, add_special_tokens: false })).json()[0];
+    const tokens: { id: number }[] = (await post('/tokenize', { inputs: text, add_special_tokens: false })).json<{ id: number }[][]>()[0]!;
     const lastIds = tokens.slice(-62).map((t) => t.id);
-    const left: number[] = (await post('/embed', { inputs: text, truncation_direction: 'Left' })).json()[0];
-    const right: number[] = (await post('/embed', { inputs: text, truncation_direction: 'right' })).json()[0];
-    const tail: number[] = (await post('/embed', { inputs: [lastIds] })).json()[0];
+    const left: number[] = (await post('/embed', { inputs: text, truncation_direction: 'Left' })).json<number[][]>()[0]!;
+    const right: number[] = (await post('/embed', { inputs: text, truncation_direction: 'right' })).json<number[][]>()[0]!;
+    const tail: number[] = (await post('/embed', { inputs: [lastIds] })).json<number[][]>()[0]!;
     expectClose(left, tail);
     expect(right).not.toEqual(left);
 
@@ -90,7 +119,7 @@ describe('quantized embeddings: encoding_format int8, uint8, binary, ubinary on 
   const vectorsOf = async (format: string, dimensions?: number) => {
     const res = await post('/v1/embeddings', { model: 'tiny-embedder', input: texts, encoding_format: format, dimensions });
     expect(res.statusCode, res.body).toBe(200);
-    return (res.json().data as { embedding: number[] }[]).map((d) => d.embedding);
+    return res.json<EmbeddingList>().data.map((d) => d.embedding as number[]);
   };
 
   it('answers ubinary with a bit per dimension that is the sign of the float component, binary as the byte minus 128', async () => {
@@ -112,7 +141,7 @@ describe('quantized embeddings: encoding_format int8, uint8, binary, ubinary on 
     const calibration = readCalibrationTexts(readFileSync(DEFAULT_CALIBRATION_FILE, 'utf8'));
     for (const dimensions of [undefined, 8]) {
       const res = await post('/v1/embeddings', { model: 'tiny-embedder', input: calibration, dimensions });
-      const rows = Float32Array.from((res.json().data as { embedding: number[] }[]).flatMap((d) => d.embedding));
+      const rows = Float32Array.from(floatVectors(res.json<EmbeddingList>()).flat());
       const width = rows.length / calibration.length;
       const ranges = calibrationRanges(rows, width);
       const floats = Float32Array.from((await vectorsOf('float', dimensions)).flat());
@@ -130,24 +159,24 @@ describe('Cohere POST /v2/embed', () => {
   it("answers every requested type in Cohere v2's shape, from the vectors of /v1", async () => {
     const res = await post('/v2/embed', { model: 'tiny-embedder', texts: ['hello world', 'paris'], input_type: 'search_document', embedding_types: ['float', 'base64', 'ubinary'] });
     expect(res.statusCode, res.body).toBe(200);
-    const body = res.json();
+    const body = res.json<CohereEmbedList>();
     expect(Object.keys(body).sort()).toEqual(['embeddings', 'id', 'meta', 'response_type', 'texts']);
     expect(body.response_type).toBe('embeddings_by_type');
     expect(Object.keys(body.embeddings).sort()).toEqual(['base64', 'float', 'ubinary']);
     expect(body.texts).toEqual(['hello world', 'paris']);
     expect(body.meta).toEqual({ api_version: { version: '2' }, billed_units: { input_tokens: 4 + 3 } });
     const reference = await v1Vectors(['hello world', 'paris']);
-    expectClose(body.embeddings.float[1], reference[1]!);
-    const decoded = new Float32Array(Uint8Array.from(Buffer.from(body.embeddings.base64[0], 'base64')).buffer);
+    expectClose(body.embeddings.float[1]!, reference[1]!);
+    const decoded = new Float32Array(Uint8Array.from(Buffer.from(body.embeddings.base64[0]!, 'base64')).buffer);
     expectClose(Array.from(decoded), reference[0]!);
   });
 
   it('takes inputs of text parts, output_dimension and truncate, and refuses images and NONE over the window', async () => {
     const parts = await post('/v2/embed', { model: 'tiny-embedder', inputs: [{ content: [{ type: 'text', text: 'hello world' }] }], output_dimension: 8 });
     expect(parts.statusCode, parts.body).toBe(200);
-    expect(parts.json().embeddings.float[0]).toHaveLength(8);
+    expect(parts.json<CohereEmbedList>().embeddings.float[0]).toHaveLength(8);
     const long = 'word '.repeat(200);
-    expect((await post('/v2/embed', { model: 'tiny-embedder', texts: [long], truncate: 'NONE' })).json().error.code).toBe('input_too_long');
+    expect((await post('/v2/embed', { model: 'tiny-embedder', texts: [long], truncate: 'NONE' })).json<ErrorBody>().error.code).toBe('input_too_long');
     expect((await post('/v2/embed', { model: 'tiny-embedder', texts: [long], truncate: 'START' })).statusCode).toBe(200);
     for (const body of [
       { model: 'tiny-embedder', images: ['data:image/png;base64,AAAA'], input_type: 'image' },
@@ -158,7 +187,7 @@ describe('Cohere POST /v2/embed', () => {
     ]) {
       const res = await post('/v2/embed', body);
       expect(res.statusCode, JSON.stringify(body)).toBe(400);
-      expect(res.json().error.code).toBe('invalid_request');
+      expect(res.json<ErrorBody>().error.code).toBe('invalid_request');
     }
     expect((await post('/v2/embed', { model: 'embed-v4.0', texts: ['a'] })).statusCode).toBe(404);
   });
@@ -194,7 +223,7 @@ describe('TEI POST /rerank', () => {
     raw.forEach((r, i) => expect(sigmoid(r.score)).toBeCloseTo(ranks[i]!.score, 5));
     expect(raw[0]!.text).toBeUndefined();
 
-    const v1 = (await post('/v1/rerank', { query: 'cat', documents: texts })).json().results as { index: number; relevance_score: number }[];
+    const v1 = (await post('/v1/rerank', { query: 'cat', documents: texts })).json<RerankList>().results;
     expect(v1.map((r) => r.index)).toEqual(ranks.map((r) => r.index));
   });
 });
@@ -208,7 +237,7 @@ describe('TEI POST /predict on a cross-encoder (no classifier served)', () => {
     const label = 'LABEL_0';
     const one = await post('/predict', { inputs: ['cat', texts[0]] });
     expect(one.statusCode, one.body).toBe(200);
-    expect(one.json()).toEqual([{ label, score: expect.closeTo(score(0), 6) }]);
+    expect(one.json()).toEqual([{ label, score: expect.closeTo(score(0), 6) as unknown }]);
     const batch: { label: string; score: number }[][] = (await post('/predict', { inputs: [['cat', texts[1]], ['cat', texts[0]]] })).json();
     expect(batch.map((p) => p[0]!.score)).toEqual([expect.closeTo(score(1), 6), expect.closeTo(score(0), 6)]);
     const raw: { score: number }[] = (await post('/predict', { inputs: ['cat', texts[0]], raw_scores: true })).json();
@@ -221,7 +250,7 @@ describe('TEI POST /tokenize and /decode', () => {
     const input = 'Héllo 👍 testing';
     const res = await post('/tokenize', { inputs: input });
     expect(res.statusCode).toBe(200);
-    const [tokens] = res.json() as { id: number; text: string; special: boolean; start: number | null; stop: number | null }[][];
+    const [tokens] = res.json<{ id: number; text: string; special: boolean; start: number | null; stop: number | null }[][]>();
     expect(tokens![0]).toEqual({ id: 2, text: '[CLS]', special: true, start: null, stop: null });
     expect(tokens!.at(-1)).toMatchObject({ text: '[SEP]', special: true, start: null });
     const content = tokens!.slice(1, -1);
@@ -241,7 +270,7 @@ describe('TEI POST /tokenize and /decode', () => {
   });
 
   it('decodes what it tokenized, skipping special tokens unless told not to', async () => {
-    const ids = ((await post('/tokenize', { inputs: 'hello world' })).json()[0] as { id: number }[]).map((t) => t.id);
+    const ids = (await post('/tokenize', { inputs: 'hello world' })).json<{ id: number }[][]>()[0]!.map((t) => t.id);
     expect((await post('/decode', { ids })).json()).toEqual(['hello world']);
     expect((await post('/decode', { ids: [ids, ids.slice(1, 2)], skip_special_tokens: false })).json()).toEqual(['[CLS] hello world [SEP]', 'hello']);
   });
@@ -262,8 +291,8 @@ describe('TEI GET /info', () => {
       // Ours, not TEI's: where the model runs.
       device: 'cpu',
     });
-    expect(typeof res.json().version).toBe('string');
-    expect(res.json().max_batch_tokens).toBeGreaterThan(0);
+    expect(typeof res.json<TeiInfo>().version).toBe('string');
+    expect(res.json<TeiInfo>().max_batch_tokens).toBeGreaterThan(0);
   });
 });
 
@@ -273,22 +302,22 @@ describe('Cohere POST /v2/rerank', () => {
   it("answers Cohere v2's shape, cut to top_n, with the scores of /v1/rerank", async () => {
     const res = await post('/v2/rerank', { model: 'tiny-reranker', query: 'cat', documents, top_n: 2 });
     expect(res.statusCode).toBe(200);
-    const body = res.json();
+    const body = res.json<CohereRerankList>();
     expect(Object.keys(body).sort()).toEqual(['id', 'meta', 'results']);
     expect(body.results).toHaveLength(2);
-    expect(Object.keys(body.results[0]).sort()).toEqual(['index', 'relevance_score']);
+    expect(Object.keys(body.results[0]!).sort()).toEqual(['index', 'relevance_score']);
     expect(body.meta).toEqual({ api_version: { version: '2' }, billed_units: { search_units: 1 } });
-    const v1 = (await post('/v1/rerank', { model: 'tiny-reranker', query: 'cat', documents, top_n: 2 })).json().results as { index: number; relevance_score: number }[];
-    body.results.forEach((r: { index: number; relevance_score: number }, i: number) => {
+    const v1 = (await post('/v1/rerank', { model: 'tiny-reranker', query: 'cat', documents, top_n: 2 })).json<RerankList>().results;
+    body.results.forEach((r, i) => {
       expect(r.index).toBe(v1[i]!.index);
       expect(r.relevance_score).toBeCloseTo(v1[i]!.relevance_score, 6);
     });
   });
 
   it('cuts each document to max_tokens_per_doc tokens', async () => {
-    const cut = (await post('/v2/rerank', { query: 'cat', documents: ['paris city of light'], max_tokens_per_doc: 1 })).json().results[0].relevance_score;
-    const first = (await post('/v2/rerank', { query: 'cat', documents: ['paris'] })).json().results[0].relevance_score;
-    const whole = (await post('/v2/rerank', { query: 'cat', documents: ['paris city of light'] })).json().results[0].relevance_score;
+    const cut = (await post('/v2/rerank', { query: 'cat', documents: ['paris city of light'], max_tokens_per_doc: 1 })).json<CohereRerankList>().results[0]!.relevance_score;
+    const first = (await post('/v2/rerank', { query: 'cat', documents: ['paris'] })).json<CohereRerankList>().results[0]!.relevance_score;
+    const whole = (await post('/v2/rerank', { query: 'cat', documents: ['paris city of light'] })).json<CohereRerankList>().results[0]!.relevance_score;
     expect(cut).toBeCloseTo(first, 6);
     expect(cut).not.toBeCloseTo(whole, 6);
   });
@@ -298,11 +327,11 @@ describe('Ollama routes', () => {
   it('POST /api/embed answers the vectors of /v1 with counts and durations in ns', async () => {
     const res = await post('/api/embed', { model: 'tiny-embedder', input: ['hello world', 'paris'] });
     expect(res.statusCode).toBe(200);
-    const body = res.json();
+    const body = res.json<OllamaEmbed>();
     expect(body.model).toBe('tiny-embedder');
     expect(body.embeddings).toHaveLength(2);
     const reference = await v1Vectors(['hello world', 'paris']);
-    expectClose(body.embeddings[1], reference[1]!);
+    expectClose(body.embeddings[1]!, reference[1]!);
     expect(Number.isInteger(body.total_duration)).toBe(true);
     expect(body.total_duration).toBeGreaterThan(0);
     expect(body.load_duration).toBe(0);
@@ -312,25 +341,25 @@ describe('Ollama routes', () => {
   it('takes an Ollama name with :latest, a single string and dimensions', async () => {
     const res = await post('/api/embed', { model: 'tiny-embedder:latest', input: 'hello world', dimensions: 4, truncate: true, keep_alive: '5m', options: { num_ctx: 64 } });
     expect(res.statusCode).toBe(200);
-    expect(res.json().model).toBe('tiny-embedder:latest');
-    expect(res.json().embeddings[0]).toHaveLength(4);
+    expect(res.json<OllamaEmbed>().model).toBe('tiny-embedder:latest');
+    expect(res.json<OllamaEmbed>().embeddings[0]).toHaveLength(4);
   });
 
   it('POST /api/embeddings (the older route) answers one vector', async () => {
     const res = await post('/api/embeddings', { model: 'tiny-embedder', prompt: 'hello world' });
     expect(res.statusCode).toBe(200);
-    expectClose(res.json().embedding, (await v1Vectors('hello world'))[0]!);
+    expectClose(res.json<{ embedding: number[] }>().embedding, (await v1Vectors('hello world'))[0]!);
   });
 
   it('GET /api/tags lists the embedding models in Ollama\'s shape', async () => {
     const res = await get('/api/tags');
     expect(res.statusCode).toBe(200);
-    const { models } = res.json();
+    const { models } = res.json<OllamaTags>();
     expect(models).toHaveLength(1);
     expect(models[0]).toMatchObject({ name: 'tiny-embedder:latest', model: 'tiny-embedder:latest', details: { format: 'onnx', family: 'bert', families: ['bert'], quantization_level: 'F32' } });
-    expect(models[0].size).toBeGreaterThan(1000);
-    expect(models[0].digest).toMatch(/^[0-9a-f]{64}$/);
-    expect(Number.isNaN(Date.parse(models[0].modified_at))).toBe(false);
-    expect(models[0].details.parameter_size).toMatch(/^\d+(\.\d)?[KMB]?$/);
+    expect(models[0]!.size).toBeGreaterThan(1000);
+    expect(models[0]!.digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(Number.isNaN(Date.parse(models[0]!.modified_at))).toBe(false);
+    expect(models[0]!.details.parameter_size).toMatch(/^\d+(\.\d)?[KMB]?$/);
   });
 });

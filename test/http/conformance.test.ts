@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from '../../src/main.js';
+import type { OllamaError } from '../helpers/bodies.js';
 import { auth, startServer } from '../helpers/server.js';
 import { expectConforms, specDocument, specErrors, specExample } from '../helpers/specs.js';
 
@@ -171,6 +172,6 @@ describe('Ollama routes against Ollama v0.33.0-rc2', () => {
     const res = await send(method, url, body);
     expect(res.statusCode, res.body).toBe(status);
     expectConforms('ollama', 'ErrorResponse', res.json());
-    expect(typeof res.json().error).toBe('string');
+    expect(typeof res.json<OllamaError>().error).toBe('string');
   });
 });

@@ -4,6 +4,7 @@
  * is off unless ONNX_GATEWAY_CORS_ORIGINS names origins.
  */
 import { describe, expect, it } from 'vitest';
+import type { ErrorBody } from '../helpers/bodies.js';
 import { useFakeApp } from '../helpers/fake-core.js';
 import { auth } from '../helpers/server.js';
 
@@ -21,8 +22,8 @@ describe('without API keys', () => {
     for (const request of [embed, { method: 'GET' as const, url: '/health' }]) {
       const res = await app().inject({ ...request, headers: { host } });
       expect(res.statusCode).toBe(403);
-      expect(res.json().error).toMatchObject({ code: 'forbidden', type: 'permission_error' });
-      expect(res.json().error.message).toContain('ONNX_GATEWAY_ALLOWED_HOSTS');
+      expect(res.json<ErrorBody>().error).toMatchObject({ code: 'forbidden', type: 'permission_error' });
+      expect(res.json<ErrorBody>().error.message).toContain('ONNX_GATEWAY_ALLOWED_HOSTS');
     }
   });
 
@@ -30,7 +31,7 @@ describe('without API keys', () => {
     for (const origin of ['https://attacker.example', 'null', 'http://localhost.attacker.example']) {
       const res = await app().inject({ ...embed, headers: { host: 'localhost:8080', origin } });
       expect(res.statusCode).toBe(403);
-      expect(res.json().error.code).toBe('forbidden');
+      expect(res.json<ErrorBody>().error.code).toBe('forbidden');
     }
     const boundary = 'x';
     const multipart = [`--${boundary}`, 'content-disposition: form-data; name="prompt"', '', 'upscale', `--${boundary}--`, ''].join('\r\n');

@@ -12,6 +12,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger, createServer, type Server } from '../../src/main.js';
+import type { ErrorBody } from '../helpers/bodies.js';
 import { hasRedisServer, REDIS_SKIP_REASON, startRedisServer } from '../helpers/redis-server.js';
 import { missing } from '../helpers/resources.js';
 import { testKey } from '../helpers/server.js';
@@ -79,7 +80,7 @@ describe('logs', () => {
   it('has the detail of a refused reader address, which the answer leaves out', async () => {
     const res = await logged.server.app.inject({ method: 'POST', url: '/v1/web-reader/read', headers: { ...headers, 'x-request-id': 'req-reader-1' }, payload: { url: 'http://10.1.2.3:8080/admin' } });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error.message).not.toContain('10.1.2.3');
+    expect(res.json<ErrorBody>().error.message).not.toContain('10.1.2.3');
     const line = logged.lines().find((entry) => entry.reqId === 'req-reader-1' && typeof entry.detail === 'string');
     expect(line?.detail).toMatch(/^10\.1\.2\.3:8080: /);
   });

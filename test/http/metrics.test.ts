@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metrics } from '../../src/http/metrics.js';
 import { formatServerTiming, parseServerTiming } from '../../src/http/timing.js';
 import type { Server } from '../../src/main.js';
+import type { EmbeddingList } from '../helpers/bodies.js';
 import { auth, startServer } from '../helpers/server.js';
 
 /** Parses Prometheus text into `name{labels}` -> value (labels as written, in order). */
@@ -24,8 +25,8 @@ function sample(samples: Map<string, number>, name: string, labels: Record<strin
   for (const [key, value] of samples) {
     const match = /^([^{]+)(?:\{(.*)\})?$/.exec(key)!;
     if (match[1] !== name) continue;
-    const have = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return value;
+    const have = new Map([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) return value;
   }
   return undefined;
 }
@@ -50,7 +51,7 @@ describe('GET /metrics', () => {
     for (let i = 0; i < 3; i++) {
       const res = await post('/v1/embeddings', { model: 'tiny-embedder', input: texts.slice(i) });
       expect(res.statusCode).toBe(200);
-      promptTokens += res.json().usage.prompt_tokens;
+      promptTokens += res.json<EmbeddingList>().usage.prompt_tokens;
       inputs += texts.length - i;
     }
     expect((await post('/v1/embeddings', { input: 'x', dimensions: 1000 })).statusCode).toBe(400);

@@ -17,7 +17,7 @@ vi.mock('fastify', async (importOriginal) => {
     const app = original.default(options);
     app.addHook('onRoute', (route: RouteOptions) => {
       const methods = Array.isArray(route.method) ? route.method : [route.method];
-      const hidden = Boolean((route.schema as { hide?: boolean } | undefined)?.hide);
+      const hidden = Boolean(route.schema?.hide);
       for (const method of methods) registered.push({ method, url: route.url, hidden });
     });
     return app;
@@ -165,7 +165,7 @@ describe('GET /docs', () => {
     expect(page.headers['content-type']).toMatch(/text\/html/);
     expect(page.body).toMatch(/swagger-ui/i);
     const json = await server.app.inject({ method: 'GET', url: '/docs/json' });
-    expect(Object.keys(json.json().paths)).toEqual(Object.keys(doc.paths));
+    expect(Object.keys(json.json<Document>().paths)).toEqual(Object.keys(doc.paths));
   });
 });
 
@@ -174,7 +174,7 @@ describe('without API keys', () => {
     const open = await startFakeApp({ apiKeys: [] });
     try {
       const res = await open.app.inject({ method: 'GET', url: '/openapi.json' });
-      expect(res.json().security).toEqual([]);
+      expect(res.json<Document>().security).toEqual([]);
     } finally {
       await open.close();
     }

@@ -5,8 +5,20 @@
 import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ErrorBody } from '../helpers/bodies.js';
 import { startFakeApp, type FakeApp } from '../helpers/fake-core.js';
 import { auth } from '../helpers/server.js';
+
+/** What POST /v1/web-reader/read answers. */
+interface ReadPage {
+  url: string;
+  title: string;
+  byline: string | null;
+  excerpt: string | null;
+  format: string;
+  content: string;
+  links: { text: string; url: string }[];
+}
 
 const article = `<!doctype html><html><head><title>Otters at play</title></head><body>
 <nav><a href="/home">Home</a> <a href="/about">About</a></nav>
@@ -47,7 +59,7 @@ describe('web reader, private addresses allowed', () => {
   it('returns the article as markdown with its title and absolute links', async () => {
     const res = await read(server, { url: `${base}/article` });
     expect(res.statusCode).toBe(200);
-    const body = res.json();
+    const body = res.json<ReadPage>();
     expect(body.title).toBe('Otters at play');
     expect(body.format).toBe('markdown');
     expect(body.content).toMatch(/^## Tools$/m);
@@ -58,11 +70,11 @@ describe('web reader, private addresses allowed', () => {
   });
 
   it('returns plain text, follows redirects, and passes text/plain through', async () => {
-    const text = (await read(server, { url: `${base}/moved`, format: 'text' })).json();
+    const text = (await read(server, { url: `${base}/moved`, format: 'text' })).json<ReadPage>();
     expect(text.url).toBe(`${base}/article`);
     expect(text.content).toContain('Sea otters spend much of their day');
     expect(text.content).not.toContain('<p>');
-    const plain = (await read(server, { url: `${base}/plain` })).json();
+    const plain = (await read(server, { url: `${base}/plain` })).json<ReadPage>();
     expect(plain.content).toBe('just text\nsecond line');
   });
 
@@ -75,7 +87,7 @@ describe('web reader, private addresses allowed', () => {
   ])('answers %s with a clear error', async (_name, path, status, code, shouldRetry) => {
     const res = await read(server, { url: `${base}${path}` });
     expect(res.statusCode).toBe(status);
-    expect(res.json().error.code).toBe(code);
+    expect(res.json<ErrorBody>().error.code).toBe(code);
     expect(res.headers['x-should-retry']).toBe(shouldRetry);
   });
 });
@@ -90,19 +102,19 @@ describe('web reader, guard on', () => {
   it('refuses a loopback page', async () => {
     const res = await read(server, { url: `${base}/article` });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error).toMatchObject({ code: 'invalid_request', param: 'url' });
+    expect(res.json<ErrorBody>().error).toMatchObject({ code: 'invalid_request', param: 'url' });
     // One message for every refused or unresolvable host: nothing about the network behind it.
-    expect(res.json().error.message).toBe('The reader does not fetch this url: its host does not resolve to an address the reader may fetch.');
+    expect(res.json<ErrorBody>().error.message).toBe('The reader does not fetch this url: its host does not resolve to an address the reader may fetch.');
   });
 
   it.each([['file:///etc/passwd'], ['javascript:alert(1)'], ['ftp://example.org/x'], ['not a url'], ['']])('refuses %j with 400', async (url) => {
     const res = await read(server, { url });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error.param).toBe('url');
+    expect(res.json<ErrorBody>().error.param).toBe('url');
   });
 
   it('refuses a missing url and a wrong format', async () => {
     expect((await read(server, {})).statusCode).toBe(400);
-    expect((await read(server, { url: 'https://example.org', format: 'pdf' })).json().error.param).toBe('format');
+    expect((await read(server, { url: 'https://example.org', format: 'pdf' })).json<ErrorBody>().error.param).toBe('format');
   });
 });

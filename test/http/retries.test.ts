@@ -10,6 +10,7 @@ import { ApiError } from '../../src/errors.js';
 import { registerErrorHandling } from '../../src/http/errors.js';
 import { startFakeApp, type FakeApp } from '../helpers/fake-core.js';
 import { auth, testKey } from '../helpers/server.js';
+import type { ErrorBody } from '../helpers/bodies.js';
 
 let server: FakeApp;
 let origin: string;
@@ -32,7 +33,7 @@ describe('x-should-retry', () => {
       apiKey: testKey,
       baseURL: `${origin}/v1`,
       fetch: (input: string | URL | Request, init?: RequestInit) => {
-        requests.push(String(input));
+        requests.push(input instanceof Request ? input.url : input.toString());
         return fetch(input, init);
       },
     });
@@ -66,7 +67,7 @@ describe('retry-after', () => {
     const res = await app.inject({ method: 'GET', url: '/full' });
     expect(res.statusCode).toBe(429);
     expect(res.headers['retry-after']).toBe('7');
-    expect(res.json().error).toMatchObject({ code: 'overloaded', message: 'The queue is full.' });
+    expect(res.json<ErrorBody>().error).toMatchObject({ code: 'overloaded', message: 'The queue is full.' });
   });
 
   it('is absent where no wait helps, and a permanent 5xx says not to retry', async () => {

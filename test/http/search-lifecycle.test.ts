@@ -14,6 +14,7 @@ import { SqliteTaskStore } from '../../src/search/tasks/task-store.js';
 import { SearchTasks, type SearchTasksOptions } from '../../src/search/tasks/local-tasks.js';
 import type { SearchOutcome, SearchProvider, SearchRequest } from '../../src/search/types.js';
 import { startFakeApp } from '../helpers/fake-core.js';
+import type { SearchTask } from '../helpers/bodies.js';
 import { auth } from '../helpers/server.js';
 
 interface Call {
@@ -29,7 +30,7 @@ class GateProvider implements SearchProvider {
   readonly calls: Call[] = [];
   search(request: SearchRequest, signal: AbortSignal): Promise<SearchOutcome> {
     return new Promise((resolve, reject) => {
-      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+      signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
       this.calls.push({ request, signal, resolve, reject });
     });
   }
@@ -158,9 +159,9 @@ describe('search task records across a server restart', () => {
       let server = await startFakeApp({ dataDir, apiKeys: [] });
       const created = await server.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'anything' } });
       expect(created.statusCode).toBe(200);
-      const { id } = created.json();
+      const { id } = created.json<SearchTask>();
       const first = await server.app.inject({ method: 'GET', url: `/v1/web-search/search/${id}?wait=30` });
-      expect(first.json().state).toBe('succeeded');
+      expect(first.json<SearchTask>().state).toBe('succeeded');
       await server.close();
 
       server = await startFakeApp({ dataDir, apiKeys: [] });

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from '../../src/main.js';
 import { startStandInSearxng, type StandInSearxng } from '../fixtures/stand-in-searxng.js';
+import type { SearchTask } from '../helpers/bodies.js';
 import { auth, startServer } from '../helpers/server.js';
 
 let searxng: StandInSearxng;
@@ -27,9 +28,9 @@ afterAll(async () => {
 async function run(body: Record<string, unknown>) {
   const created = await server.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: body, headers: auth });
   expect(created.statusCode).toBe(200);
-  const done = await server.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.json().id}?wait=30`, headers: auth });
+  const done = await server.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.json<SearchTask>().id}?wait=30`, headers: auth });
   expect(done.statusCode).toBe(200);
-  return done.json();
+  return done.json<SearchTask>();
 }
 
 describe('searxng provider', () => {
@@ -40,16 +41,16 @@ describe('searxng provider', () => {
     expect(task).toMatchObject({ state: 'succeeded', provider: 'searxng' });
     const sent = searxng.requests[0]!;
     expect(Object.fromEntries(sent)).toEqual({ q: 'cats', format: 'json', pageno: '2', language: 'en-US' });
-    const urls = task.results.map((r: { url: string }) => r.url).sort();
+    const urls = task.results!.map((r) => r.url).sort();
     expect(urls).toEqual(['https://en.wikipedia.org/wiki/Cat', 'https://example.org/archive/cats-1998', 'https://example.org/news/cats-sleep']);
-    const wiki = task.results.find((r: { url: string }) => r.url === 'https://en.wikipedia.org/wiki/Cat');
+    const wiki = task.results!.find((r) => r.url === 'https://en.wikipedia.org/wiki/Cat')!;
     expect(wiki).toMatchObject({ title: 'Cat - Wikipedia', source: 'wikipedia' });
     expect(wiki.snippet).toContain('Felis catus');
     expect(wiki.published_date).toBeUndefined();
-    const news = task.results.find((r: { url: string }) => r.url.endsWith('cats-sleep'));
+    const news = task.results!.find((r) => r.url.endsWith('cats-sleep'))!;
     expect(news.published_date).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
     // Reranked by the served cross-encoder: scores are sigmoids, in order.
-    const scores = task.results.map((r: { score: number }) => r.score);
+    const scores = task.results!.map((r) => r.score);
     expect(scores).toEqual([...scores].sort((a, b) => b - a));
     for (const score of scores) {
       expect(score).toBeGreaterThan(0);
@@ -64,7 +65,7 @@ describe('searxng provider', () => {
     expect(searxng.requests[0]!.get('language')).toBe('all');
     expect(task.results).toHaveLength(1);
     const all = await run({ query: 'cats', freshness: 'month' });
-    expect(all.results.map((r: { url: string }) => r.url)).not.toContain('https://example.org/archive/cats-1998');
+    expect(all.results!.map((r) => r.url)).not.toContain('https://example.org/archive/cats-1998');
   });
 
   it('asks the images category for images, and renders markdown', async () => {
@@ -91,8 +92,8 @@ describe('searxng provider', () => {
       const task = await run({ query: 'cats' });
       expect(task.state).toBe('failed');
       expect(task.results).toBeUndefined();
-      expect(task.error.code).toBe(code);
-      expect(task.error.message).toMatch(message);
+      expect(task.error!.code).toBe(code);
+      expect(task.error!.message).toMatch(message);
     } finally {
       searxng.behaviour = 'ok';
     }
@@ -106,11 +107,11 @@ describe('searxng provider', () => {
     const unreachable = await startServer({ dataDir: dir, searchProvider: 'searxng', searxngUrl: withCredentials });
     try {
       const created = await unreachable.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'cats' }, headers: auth });
-      const task = (await unreachable.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.json().id}?wait=30`, headers: auth })).json();
+      const task = (await unreachable.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.json<SearchTask>().id}?wait=30`, headers: auth })).json<SearchTask>();
       expect(task).toMatchObject({ state: 'failed', error: { code: 'upstream_error' } });
-      expect(task.error.message).toMatch(/could not be reached: ECONNREFUSED/);
-      expect(task.error.message).not.toMatch(/reader|s3cret/);
-      expect(task.error.message).toContain('***:***@127.0.0.1');
+      expect(task.error!.message).toMatch(/could not be reached: ECONNREFUSED/);
+      expect(task.error!.message).not.toMatch(/reader|s3cret/);
+      expect(task.error!.message).toContain('***:***@127.0.0.1');
     } finally {
       await unreachable.close();
       await rm(dir, { recursive: true, force: true });
@@ -122,24 +123,24 @@ describe('searxng provider', () => {
     const dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-searxng-'));
     const slow = await startServer({ dataDir: dir, searchProvider: 'searxng', searxngUrl: searxng.url, searxngTimeout: 60_000 });
     try {
-      const created = (await slow.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'cats' }, headers: auth })).json();
+      const created = (await slow.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'cats' }, headers: auth })).json<SearchTask>();
       // Long-poll briefly until SearXNG has the request, so the task is running.
-      while (searxng.requests.at(-1)?.get('q') !== 'cats' || (await slow.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.id}`, headers: auth })).json().state !== 'running') {
+      while (searxng.requests.at(-1)?.get('q') !== 'cats' || (await slow.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.id}`, headers: auth })).json<SearchTask>().state !== 'running') {
         await new Promise((resolve) => setImmediate(resolve));
       }
       const cancelled = await slow.app.inject({ method: 'DELETE', url: `/v1/web-search/search/${created.id}`, headers: auth });
       expect(cancelled.json()).toMatchObject({ state: 'cancelled', error: { code: 'cancelled' } });
       const later = await slow.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.id}?wait=1`, headers: auth });
-      expect(later.json().state).toBe('cancelled');
+      expect(later.json<SearchTask>().state).toBe('cancelled');
 
       // A long-poll on a task that is still running is answered when the server closes.
-      const stuck = (await slow.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'stuck' }, headers: auth })).json();
+      const stuck = (await slow.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'stuck' }, headers: auth })).json<SearchTask>();
       const poll = slow.app.inject({ method: 'GET', url: `/v1/web-search/search/${stuck.id}?wait=60`, headers: auth });
       while (searxng.requests.at(-1)?.get('q') !== 'stuck') await new Promise((resolve) => setImmediate(resolve));
       await slow.close();
       const answered = await poll;
       expect(answered.statusCode).toBe(200);
-      expect(answered.json().state).toBe('running');
+      expect(answered.json<SearchTask>().state).toBe('running');
     } finally {
       searxng.behaviour = 'ok';
       await slow.close();

@@ -3,7 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from '../../src/main.js';
+import type { ErrorBody, SearchTask } from '../helpers/bodies.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
+
+interface IndexStats {
+  documents: number;
+}
+interface Ingested {
+  added: number;
+  updated: number;
+  ids: string[];
+}
 
 const otherKey = 'other-key-9876543210';
 const other = { authorization: `Bearer ${otherKey}` };
@@ -42,16 +52,16 @@ function get(url: string, headers: Record<string, string> = auth) {
 async function search(body: Record<string, unknown>, headers: Record<string, string> = auth) {
   const created = await post('/v1/web-search/search', body, headers);
   expect(created.statusCode).toBe(200);
-  const res = await get(`/v1/web-search/search/${created.json().id}?wait=30`, headers);
+  const res = await get(`/v1/web-search/search/${created.json<SearchTask>().id}?wait=30`, headers);
   expect(res.statusCode).toBe(200);
-  return res.json();
+  return res.json<SearchTask>();
 }
 
 describe('POST /v1/web-search/search', () => {
   it('answers exactly the task record, pending', async () => {
     const res = await post('/v1/web-search/search', { query: 'cats' });
     expect(res.statusCode).toBe(200);
-    const record = res.json();
+    const record = res.json<SearchTask>();
     expect(Object.keys(record).sort()).toEqual(['created_at', 'estimate_wait_seconds', 'id', 'liked', 'prompt', 'state', 'video']);
     expect(record.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(record).toMatchObject({ prompt: 'cats', state: 'pending', video: null, liked: null });
@@ -74,7 +84,7 @@ describe('POST /v1/web-search/search', () => {
   ])('refuses %j with 400 naming %s', async (body, param) => {
     const res = await post('/v1/web-search/search', body);
     expect(res.statusCode).toBe(400);
-    expect(res.json().error).toMatchObject({ code: 'invalid_request', param });
+    expect(res.json<ErrorBody>().error).toMatchObject({ code: 'invalid_request', param });
   });
 });
 
@@ -85,45 +95,45 @@ describe('GET /v1/web-search/search/{id}', () => {
     expect(task.started_at).toMatch(/Z$/);
     expect(task.finished_at).toMatch(/Z$/);
     expect(task.error).toBeUndefined();
-    const urls = task.results.map((r: { url: string }) => r.url);
+    const urls = task.results!.map((r) => r.url);
     // Dense retrieval ranks every document (the test models carry no meaning), so only the
     // presence of the lexical match is certain, not the order.
     expect(urls).toContain('urn:onnx-gateway:document:cats');
-    const cats = task.results.find((r: { url: string }) => r.url.endsWith(':cats'));
+    const cats = task.results!.find((r) => r.url.endsWith(':cats'))!;
     expect(cats).toMatchObject({ title: 'Domestic cats', source: 'api' });
     expect(cats.snippet).toContain('Cats are small');
     expect(cats.content).toContain('sleeps most of the day');
     expect(cats.published_date).toMatch(/^\d{4}-\d{2}-\d{2}T/);
     expect(typeof cats.score).toBe('number');
-    const scores = task.results.map((r: { score: number }) => r.score);
+    const scores = task.results!.map((r) => r.score);
     expect(scores).toEqual([...scores].sort((a, b) => b - a));
     expect(task.images).toBeUndefined();
   });
 
   it('filters on freshness (tolerant spellings; undated documents are left out)', async () => {
     const week = await search({ query: 'cats dogs pets', freshness: 'past_week' });
-    expect(week.results.map((r: { url: string }) => r.url)).toEqual(['urn:onnx-gateway:document:cats']);
+    expect(week.results!.map((r) => r.url)).toEqual(['urn:onnx-gateway:document:cats']);
     const all = await search({ query: 'cats dogs pets', freshness: 'noLimit' });
-    expect(all.results.length).toBeGreaterThanOrEqual(2);
+    expect(all.results!.length).toBeGreaterThanOrEqual(2);
   });
 
   it('filters on area: the language, and documents of unknown language', async () => {
     const german = await search({ query: 'cats katzen trucks', area: 'de-DE' });
-    const urls = german.results.map((r: { url: string }) => r.url);
+    const urls = german.results!.map((r) => r.url);
     expect(urls).toContain('urn:onnx-gateway:document:katzen');
     expect(urls).toContain('https://example.org/trucks');
     expect(urls).not.toContain('urn:onnx-gateway:document:cats');
     const worldwide = await search({ query: 'cats katzen', area: 'global' });
-    expect(worldwide.results.map((r: { url: string }) => r.url)).toContain('urn:onnx-gateway:document:cats');
+    expect(worldwide.results!.map((r) => r.url)).toContain('urn:onnx-gateway:document:cats');
   });
 
   it('pages with page and count', async () => {
     const first = await search({ query: 'cats dogs trucks katzen', count: 2 });
     const second = await search({ query: 'cats dogs trucks katzen', count: 2, page: 2 });
     expect(first.results).toHaveLength(2);
-    expect(second.results.length).toBeGreaterThan(0);
-    const firstUrls = first.results.map((r: { url: string }) => r.url);
-    for (const r of second.results) expect(firstUrls).not.toContain(r.url);
+    expect(second.results!.length).toBeGreaterThan(0);
+    const firstUrls = first.results!.map((r) => r.url);
+    for (const r of second.results!) expect(firstUrls).not.toContain(r.url);
   });
 
   it('renders markdown and images on request', async () => {
@@ -136,8 +146,8 @@ describe('GET /v1/web-search/search/{id}', () => {
   it('answers 404 for an unknown id and for a task of another key', async () => {
     const unknown = await get('/v1/web-search/search/00000000-0000-4000-8000-000000000000');
     expect(unknown.statusCode).toBe(404);
-    expect(unknown.json().error.code).toBe('not_found');
-    const created = (await post('/v1/web-search/search', { query: 'cats' })).json();
+    expect(unknown.json<ErrorBody>().error.code).toBe('not_found');
+    const created = (await post('/v1/web-search/search', { query: 'cats' })).json<SearchTask>();
     const stranger = await get(`/v1/web-search/search/${created.id}?wait=5`, other);
     expect(stranger.statusCode).toBe(404);
     const owner = await get(`/v1/web-search/search/${created.id}?wait=5`);
@@ -147,11 +157,11 @@ describe('GET /v1/web-search/search/{id}', () => {
   });
 
   it('refuses a wait above 60 seconds and a wait that is not a number', async () => {
-    const created = (await post('/v1/web-search/search', { query: 'cats' })).json();
+    const created = (await post('/v1/web-search/search', { query: 'cats' })).json<SearchTask>();
     expect((await get(`/v1/web-search/search/${created.id}?wait=61`)).statusCode).toBe(400);
     const bad = await get(`/v1/web-search/search/${created.id}?wait=soon`);
     expect(bad.statusCode).toBe(400);
-    expect(bad.json().error.param).toBe('wait');
+    expect(bad.json<ErrorBody>().error.param).toBe('wait');
   });
 });
 
@@ -165,16 +175,16 @@ describe('the local index over HTTP', () => {
   it('replaces a document with the same id, and removes one by key', async () => {
     const res = await post('/v1/web-search/index/documents', { documents: [{ id: 'trucks', title: 'Lorries', text: 'A lorry is the British word for a truck.' }, { text: 'no id here' }] });
     expect(res.json()).toMatchObject({ added: 1, updated: 1, embedded: 2 });
-    const [, hashKey] = res.json().ids;
+    const [, hashKey] = res.json<Ingested>().ids;
     expect(hashKey).toMatch(/^[0-9a-f]{32}$/);
     const removed = await server.app.inject({ method: 'DELETE', url: `/v1/web-search/index/documents/${hashKey}`, headers: auth });
     expect(removed.json()).toEqual({ id: hashKey, deleted: true });
     const again = await server.app.inject({ method: 'DELETE', url: `/v1/web-search/index/documents/${hashKey}`, headers: auth });
     expect(again.statusCode).toBe(404);
     const task = await search({ query: 'lorry' });
-    const lorry = task.results.find((r: { url: string }) => r.url === 'urn:onnx-gateway:document:trucks');
+    const lorry = task.results!.find((r) => r.url === 'urn:onnx-gateway:document:trucks');
     expect(lorry).toMatchObject({ title: 'Lorries', content: 'A lorry is the British word for a truck.' });
-    expect(task.results.map((r: { url: string }) => r.url)).not.toContain(`urn:onnx-gateway:document:${hashKey}`);
+    expect(task.results!.map((r) => r.url)).not.toContain(`urn:onnx-gateway:document:${hashKey}`);
   });
 
   it.each([
@@ -185,22 +195,22 @@ describe('the local index over HTTP', () => {
   ])('refuses %j with 400 naming %s', async (body, param) => {
     const res = await post('/v1/web-search/index/documents', body);
     expect(res.statusCode).toBe(400);
-    expect(res.json().error).toMatchObject({ code: 'invalid_request', param });
+    expect(res.json<ErrorBody>().error).toMatchObject({ code: 'invalid_request', param });
   });
 });
 
 describe('who may change the index', () => {
   it('every key searches it; a key without write rights gets 403 forbidden on every write, and nothing changes', async () => {
-    const before = (await get('/v1/web-search/index', other)).json().documents;
+    const before = (await get('/v1/web-search/index', other)).json<IndexStats>().documents;
     const add = await post('/v1/web-search/index/documents', { documents: [{ id: 'cats', text: 'overwritten' }] }, other);
     expect(add.statusCode).toBe(403);
-    expect(add.json().error).toMatchObject({ code: 'forbidden' });
-    expect(add.json().error.message).toMatch(/ONNX_GATEWAY_INDEX_WRITE_KEYS/);
+    expect(add.json<ErrorBody>().error).toMatchObject({ code: 'forbidden' });
+    expect(add.json<ErrorBody>().error.message).toMatch(/ONNX_GATEWAY_INDEX_WRITE_KEYS/);
     const remove = await server.app.inject({ method: 'DELETE', url: '/v1/web-search/index/documents/cats', headers: other });
     expect(remove.statusCode).toBe(403);
-    expect((await get('/v1/web-search/index', other)).json().documents).toBe(before);
+    expect((await get('/v1/web-search/index', other)).json<IndexStats>().documents).toBe(before);
     const task = await search({ query: 'cat sleeps' }, other);
-    expect(task.results.find((r: { url: string }) => r.url === 'urn:onnx-gateway:document:cats')?.content).toMatch(/^Cats are small/);
+    expect(task.results!.find((r) => r.url === 'urn:onnx-gateway:document:cats')?.content).toMatch(/^Cats are small/);
   });
 });
 
@@ -224,18 +234,18 @@ describe('index limits', () => {
     expect((await write([{ id: 'a', text: 'short' }])).statusCode).toBe(200);
     const long = await write([{ id: 'b', text: 'fine' }, { id: 'c', title: 'x'.repeat(60), text: 'y'.repeat(41) }]);
     expect(long.statusCode).toBe(413);
-    expect(long.json().error).toMatchObject({ code: 'payload_too_large', param: 'documents[1]' });
-    expect(long.json().error.message).toMatch(/101 characters .* at most 100 \(ONNX_GATEWAY_INDEX_MAX_DOCUMENT_CHARS\)/);
+    expect(long.json<ErrorBody>().error).toMatchObject({ code: 'payload_too_large', param: 'documents[1]' });
+    expect(long.json<ErrorBody>().error.message).toMatch(/101 characters .* at most 100 \(ONNX_GATEWAY_INDEX_MAX_DOCUMENT_CHARS\)/);
   });
 
   it('adding past the document limit is a 413 index_full; replacing is not', async () => {
     expect((await write([{ id: 'b', text: 'two' }, { id: 'c', text: 'three' }])).statusCode).toBe(200);
     const full = await write([{ id: 'd', text: 'four' }]);
     expect(full.statusCode).toBe(413);
-    expect(full.json().error).toMatchObject({ code: 'index_full', param: 'documents' });
-    expect(full.json().error.message).toMatch(/holds 3 documents and these would add 1; it may hold at most 3/);
+    expect(full.json<ErrorBody>().error).toMatchObject({ code: 'index_full', param: 'documents' });
+    expect(full.json<ErrorBody>().error.message).toMatch(/holds 3 documents and these would add 1; it may hold at most 3/);
     expect((await write([{ id: 'c', text: 'three, replaced' }])).json()).toMatchObject({ added: 0, updated: 1 });
     const stats = await limited.app.inject({ method: 'GET', url: '/v1/web-search/index', headers: auth });
-    expect(stats.json().documents).toBe(3);
+    expect(stats.json<IndexStats>().documents).toBe(3);
   });
 });

@@ -5,6 +5,7 @@
  * (test/helpers/fake-core.ts), so no worker thread starts.
  */
 import { describe, expect, it } from 'vitest';
+import type { ErrorBody, ModelList } from '../helpers/bodies.js';
 import { startFakeApp, useFakeApp } from '../helpers/fake-core.js';
 import { auth } from '../helpers/server.js';
 
@@ -15,7 +16,7 @@ describe('auth', () => {
     const res = await post('/v1/embeddings', { input: 'hi' }, {});
     expect(res.statusCode).toBe(401);
     expect(res.headers['www-authenticate']).toBe('Bearer');
-    expect(res.json().error.code).toBe('unauthorized');
+    expect(res.json<ErrorBody>().error.code).toBe('unauthorized');
   });
   it('refuses a wrong key', async () => {
     const res = await post('/v1/embeddings', { input: 'hi' }, { authorization: 'Bearer nope' });
@@ -24,7 +25,7 @@ describe('auth', () => {
   it('keeps /health public', async () => {
     const res = await app().inject({ method: 'GET', url: '/health' });
     expect(res.statusCode).toBe(200);
-    expect(res.json().status).toBe('ok');
+    expect(res.json<{ status: string }>().status).toBe('ok');
   });
 });
 
@@ -32,7 +33,7 @@ describe('POST /v1/embeddings', () => {
   it('refuses dimensions above the native width', async () => {
     const res = await post('/v1/embeddings', { input: 'x', dimensions: 33 });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error).toMatchObject({ code: 'invalid_request', param: 'dimensions' });
+    expect(res.json<ErrorBody>().error).toMatchObject({ code: 'invalid_request', param: 'dimensions' });
   });
 
   it.each([
@@ -49,7 +50,7 @@ describe('POST /v1/embeddings', () => {
   ])('answers 400 with the field named for %s', async (_name, body, param) => {
     const res = await post('/v1/embeddings', body);
     expect(res.statusCode).toBe(400);
-    const error = res.json().error;
+    const error = res.json<ErrorBody>().error;
     expect(error.code).toBe('invalid_request');
     expect(error.param).toBe(param);
     expect(typeof error.message).toBe('string');
@@ -58,13 +59,13 @@ describe('POST /v1/embeddings', () => {
   it('refuses more inputs than the configured maximum', async () => {
     const res = await post('/v1/embeddings', { input: Array.from({ length: 2049 }, () => 'a') });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error.param).toBe('input');
+    expect(res.json<ErrorBody>().error.param).toBe('input');
   });
 
   it('answers 404 model_not_found for an unknown model, and 400 for a model of the wrong task', async () => {
     const res = await post('/v1/embeddings', { input: 'a', model: 'text-embedding-3-small' });
     expect(res.statusCode).toBe(404);
-    expect(res.json().error).toMatchObject({ code: 'model_not_found', param: 'model' });
+    expect(res.json<ErrorBody>().error).toMatchObject({ code: 'model_not_found', param: 'model' });
     const wrong = await post('/v1/embeddings', { input: 'a', model: 'tiny-reranker' });
     expect(wrong.statusCode).toBe(400);
   });
@@ -72,7 +73,7 @@ describe('POST /v1/embeddings', () => {
   it('answers a kind of output the model does not give with 400, naming the routes of the kinds it gives', async () => {
     const res = await post('/v1/embeddings', { input: 'a', model: 'tiny-embedder', encoding_format: 'sparse' });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error).toMatchObject({
+    expect(res.json<ErrorBody>().error).toMatchObject({
       code: 'invalid_request',
       param: 'model',
       message:
@@ -92,7 +93,7 @@ describe('POST /v1/rerank', () => {
   ])('answers 400 for %s', async (_name, body, param) => {
     const res = await post('/v1/rerank', body);
     expect(res.statusCode).toBe(400);
-    expect(res.json().error.param).toBe(param);
+    expect(res.json<ErrorBody>().error.param).toBe(param);
   });
 });
 
@@ -104,7 +105,7 @@ describe('GET /v1/models', () => {
     try {
       const res = await variants.app.inject({ method: 'GET', url: '/v1/models', headers: auth });
       expect(res.statusCode).toBe(200);
-      expect(res.json().data.map((m: { id: string; variant: string }) => `${m.id} ${m.variant}`)).toEqual([
+      expect(res.json<ModelList>().data.map((m) => `${m.id} ${m.variant}`)).toEqual([
         'tiny-embedder:fp32 fp32',
         'tiny-embedder:fp16 fp16',
         'tiny-embedder:O3 O3',
@@ -120,34 +121,34 @@ describe('errors', () => {
   it('answers malformed JSON with invalid_json', async () => {
     const res = await app().inject({ method: 'POST', url: '/v1/embeddings', payload: '{"input": "a"', headers: { ...auth, 'content-type': 'application/json' } });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error.code).toBe('invalid_json');
+    expect(res.json<ErrorBody>().error.code).toBe('invalid_json');
   });
   it('answers an empty JSON body with invalid_json', async () => {
     const res = await app().inject({ method: 'POST', url: '/v1/embeddings', payload: '', headers: { ...auth, 'content-type': 'application/json' } });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error.code).toBe('invalid_json');
+    expect(res.json<ErrorBody>().error.code).toBe('invalid_json');
   });
   it('answers a JSON array body with invalid_request', async () => {
     const res = await post('/v1/embeddings', ['a']);
     expect(res.statusCode).toBe(400);
-    expect(res.json().error.code).toBe('invalid_request');
+    expect(res.json<ErrorBody>().error.code).toBe('invalid_request');
   });
   it('answers a wrong content type with 415', async () => {
     const res = await app().inject({ method: 'POST', url: '/v1/embeddings', payload: 'input=a', headers: { ...auth, 'content-type': 'text/plain' } });
     expect(res.statusCode).toBe(415);
-    expect(res.json().error.code).toBe('unsupported_media_type');
+    expect(res.json<ErrorBody>().error.code).toBe('unsupported_media_type');
   });
   it('answers an unknown route with route_not_found', async () => {
     const res = await app().inject({ method: 'GET', url: '/v1/nothing-here', headers: auth });
     expect(res.statusCode).toBe(404);
-    expect(res.json().error.code).toBe('route_not_found');
+    expect(res.json<ErrorBody>().error.code).toBe('route_not_found');
   });
   it.each(['/v1/chat/completions', '/v1/completions', '/v1/responses', '/v1/images/generations', '/v1/audio/speech', '/v1/moderations'])(
     'answers %s with 501 unsupported_operation',
     async (url) => {
       const res = await post(url, { model: 'x' });
       expect(res.statusCode).toBe(501);
-      expect(res.json().error.code).toBe('unsupported_operation');
+      expect(res.json<ErrorBody>().error.code).toBe('unsupported_operation');
     },
   );
 });
@@ -157,7 +158,7 @@ describe('body limit', () => {
   it('answers a body over the limit with 413 payload_too_large', async () => {
     const res = await small.post('/v1/embeddings', { input: 'x'.repeat(10_000) });
     expect(res.statusCode).toBe(413);
-    expect(res.json().error.code).toBe('payload_too_large');
+    expect(res.json<ErrorBody>().error.code).toBe('payload_too_large');
   });
 });
 
@@ -165,11 +166,11 @@ describe('URLs the router refuses before any route', () => {
   it('answers a path segment over 100 characters with 414 url_too_long, and a bad %-escape with 400, in the catalogue shape', async () => {
     const long = await app().inject({ method: 'GET', url: `/v1/models/${'m'.repeat(101)}`, headers: auth });
     expect(long.statusCode).toBe(414);
-    expect(long.json().error).toMatchObject({ code: 'url_too_long', type: 'invalid_request_error' });
+    expect(long.json<ErrorBody>().error).toMatchObject({ code: 'url_too_long', type: 'invalid_request_error' });
     const engine = await app().inject({ method: 'POST', url: `/v1/engines/${'m'.repeat(101)}/embeddings`, headers: auth, payload: { input: 'a' } });
-    expect(engine.json().error.code).toBe('url_too_long');
+    expect(engine.json<ErrorBody>().error.code).toBe('url_too_long');
     const bad = await app().inject({ method: 'GET', url: '/v1/models/%E0%A4%A', headers: auth });
     expect(bad.statusCode).toBe(400);
-    expect(bad.json().error.code).toBe('invalid_request');
+    expect(bad.json<ErrorBody>().error.code).toBe('invalid_request');
   });
 });

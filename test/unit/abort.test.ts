@@ -13,7 +13,7 @@ describe('onAbort', () => {
     controller.signal.addEventListener = ((...args: Parameters<typeof add>) => {
       added.push(args[0]);
       add(...args);
-    }) as typeof add;
+    });
     const calls: string[] = [];
     const stops = ['a', 'b', 'c', 'd'].map((name) => onAbort(controller.signal, () => calls.push(name)));
     stops[1]!();

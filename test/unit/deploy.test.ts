@@ -101,22 +101,69 @@ describe('Dockerfile', () => {
   });
 });
 
+// Parsed YAML, typed by the fields the tests below read (and check).
+interface Probe {
+  httpGet: { path: string; port: string | number };
+}
+interface Container {
+  args?: string[];
+  env?: { name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string } } }[];
+  ports: { name?: string; containerPort: number }[];
+  startupProbe: Probe;
+  readinessProbe: Probe;
+  livenessProbe: Probe;
+  resources: Record<'requests' | 'limits', { cpu: string | number; memory: string }>;
+  volumeMounts: { name: string; mountPath: string; readOnly?: boolean }[];
+  securityContext: { readOnlyRootFilesystem: boolean };
+  lifecycle: { preStop: { exec: { command: string[] } } };
+}
+interface PodSpec {
+  containers: [Container, ...Container[]];
+  volumes: { name: string; persistentVolumeClaim?: { claimName: string } }[];
+  securityContext: { runAsNonRoot: boolean };
+  terminationGracePeriodSeconds: number;
+}
+interface Labelled {
+  apiVersion: string;
+  metadata: { name: string };
+}
+interface Deployment extends Labelled {
+  kind: 'Deployment';
+  spec: {
+    replicas: number;
+    selector: { matchLabels: Record<string, string> };
+    template: { metadata: { labels: Record<string, string> }; spec: PodSpec };
+  };
+}
+interface Service extends Labelled {
+  kind: 'Service';
+  spec: { selector: Record<string, string>; ports: { port: number; targetPort: string | number }[] };
+}
+interface Secret extends Labelled {
+  kind: 'Secret';
+  stringData?: Record<string, string>;
+  data?: Record<string, string>;
+}
+interface Claim extends Labelled {
+  kind: 'PersistentVolumeClaim';
+}
+type Manifest = Deployment | Service | Secret | Claim;
+
 describe('Kubernetes manifests', () => {
-  // Parsed YAML: checked field by field below.
-  type Doc = Record<string, any>;
   const dir = 'deploy/kubernetes';
-  const kustomization = parseAllDocuments(readFileSync(`${dir}/kustomization.yaml`, 'utf8'))[0]!.toJS() as Doc;
-  const docs: Doc[] = (kustomization.resources as string[]).flatMap((file) =>
+  const kustomization = parseAllDocuments(readFileSync(`${dir}/kustomization.yaml`, 'utf8'))[0]!.toJS() as { resources: string[] };
+  const docs: Manifest[] = kustomization.resources.flatMap((file) =>
     parseAllDocuments(readFileSync(`${dir}/${file}`, 'utf8')).map((doc) => {
       expect(doc.errors, file).toEqual([]);
-      return doc.toJS() as Doc;
+      return doc.toJS() as Manifest;
     }),
   );
-  const find = (kind: string, name: string) => docs.find((doc) => doc.kind === kind && doc.metadata.name === name);
+  const find = <K extends Manifest['kind']>(kind: K, name: string) =>
+    docs.find((doc): doc is Extract<Manifest, { kind: K }> => doc.kind === kind && doc.metadata.name === name);
   const gateway = find('Deployment', 'onnx-gateway')!;
   const pod = gateway?.spec.template.spec;
   const container = pod?.containers[0];
-  const env = new Map<string, Doc>((container?.env ?? []).map((e: Doc) => [e.name, e]));
+  const env = new Map((container?.env ?? []).map((e) => [e.name, e]));
   const envValue = (name: string): string => {
     expect(env.has(name), name).toBe(true);
     return env.get(name)!.value as string;
@@ -140,15 +187,15 @@ describe('Kubernetes manifests', () => {
   });
 
   it('probes /health on a port the container declares', () => {
-    const ports = new Set(container.ports.flatMap((p: Doc) => [p.name, p.containerPort]));
-    for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
+    const ports = new Set(container.ports.flatMap((p) => [p.name, p.containerPort]));
+    for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe'] as const) {
       expect(container[probe]?.httpGet?.path, probe).toBe('/health');
       expect(ports, probe).toContain(container[probe].httpGet.port);
     }
   });
 
   it('sets resources, and no more worker threads than the CPUs it requests', () => {
-    for (const kind of ['requests', 'limits']) {
+    for (const kind of ['requests', 'limits'] as const) {
       expect(container.resources[kind].cpu, kind).toBeDefined();
       expect(container.resources[kind].memory, kind).toBeDefined();
     }
@@ -158,7 +205,7 @@ describe('Kubernetes manifests', () => {
 
   it('sets only environment the server reads, with the API keys from the Secret', () => {
     for (const name of env.keys()) expect(settingEnvs.has(name), name).toBe(true);
-    const ref = env.get('ONNX_GATEWAY_API_KEYS')!.valueFrom.secretKeyRef;
+    const ref = env.get('ONNX_GATEWAY_API_KEYS')!.valueFrom!.secretKeyRef;
     const secret = find('Secret', ref.name);
     expect(secret).toBeDefined();
     expect(Object.keys({ ...secret!.stringData, ...secret!.data })).toContain(ref.key);
@@ -167,12 +214,12 @@ describe('Kubernetes manifests', () => {
   });
 
   it('mounts the models claim read-only where the models dir points, and writable data and tmp', () => {
-    const volumes = new Map<string, Doc>(pod.volumes.map((v: Doc) => [v.name, v]));
-    const mounts = new Map<string, Doc>(container.volumeMounts.map((m: Doc) => [m.mountPath, m]));
+    const volumes = new Map(pod.volumes.map((v) => [v.name, v]));
+    const mounts = new Map(container.volumeMounts.map((m) => [m.mountPath, m]));
     for (const mount of mounts.values()) expect(volumes.has(mount.name), mount.name).toBe(true);
     const models = mounts.get(envValue('ONNX_GATEWAY_MODELS_DIR'))!;
     expect(models.readOnly).toBe(true);
-    expect(find('PersistentVolumeClaim', volumes.get(models.name)!.persistentVolumeClaim.claimName)).toBeDefined();
+    expect(find('PersistentVolumeClaim', volumes.get(models.name)!.persistentVolumeClaim!.claimName)).toBeDefined();
     // The root filesystem is read-only, so everything the server writes needs a volume.
     expect(container.securityContext.readOnlyRootFilesystem).toBe(true);
     expect(mounts.has(envValue('ONNX_GATEWAY_DATA_DIR'))).toBe(true);
@@ -188,9 +235,9 @@ describe('Kubernetes manifests', () => {
 
   it('points each Service at pods that exist, on a port they declare', () => {
     for (const service of docs.filter((doc) => doc.kind === 'Service')) {
-      const target = docs.find((doc) => doc.kind === 'Deployment' && Object.entries(service.spec.selector).every(([k, v]) => doc.spec.template.metadata.labels[k] === v));
+      const target = docs.find((doc): doc is Deployment => doc.kind === 'Deployment' && Object.entries(service.spec.selector).every(([k, v]) => doc.spec.template.metadata.labels[k] === v));
       expect(target, service.metadata.name).toBeDefined();
-      const ports = target!.spec.template.spec.containers.flatMap((c: Doc) => c.ports.flatMap((p: Doc) => [p.name, p.containerPort]));
+      const ports = target!.spec.template.spec.containers.flatMap((c) => c.ports.flatMap((p) => [p.name, p.containerPort]));
       for (const port of service.spec.ports) expect(ports, service.metadata.name).toContain(port.targetPort);
     }
   });
@@ -199,9 +246,9 @@ describe('Kubernetes manifests', () => {
     const url = new URL(envValue('ONNX_GATEWAY_REDIS_URL'));
     const service = find('Service', url.hostname);
     expect(service).toBeDefined();
-    expect(service!.spec.ports.map((p: Doc) => p.port)).toContain(Number(url.port));
-    const redis = docs.find((doc) => doc.kind === 'Deployment' && doc.metadata.name === url.hostname)!;
-    const args: string[] = redis.spec.template.spec.containers[0].args;
+    expect(service!.spec.ports.map((p) => p.port)).toContain(Number(url.port));
+    const redis = find('Deployment', url.hostname)!;
+    const args = redis.spec.template.spec.containers[0].args ?? [];
     // BullMQ loses jobs if Redis evicts keys.
     expect(args[args.indexOf('--maxmemory-policy') + 1]).toBe('noeviction');
   });

@@ -35,13 +35,13 @@ function model(overrides: Partial<ServedModel> = {}): ServedModel {
 /** An engine that answers each input with a row drawn from its ids, and records what it was given. */
 function engine() {
   const calls: number[][][] = [];
-  const compute = async (sequences: Int32Array[]): Promise<JobResult> => {
+  const compute = (sequences: Int32Array[]): Promise<JobResult> => {
     calls.push(sequences.map((ids) => [...ids]));
     const output = new Float32Array(sequences.length * width);
     sequences.forEach((ids, row) => {
       for (let d = 0; d < width; d++) output[row * width + d] = ids[0]! * 10 + d + ids.length / 100;
     });
-    return { output, width, queueMs: 1, inferenceMs: 2, batches: 1 };
+    return Promise.resolve({ output, width, queueMs: 1, inferenceMs: 2, batches: 1 });
   };
   return { calls, compute };
 }

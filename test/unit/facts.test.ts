@@ -49,7 +49,7 @@ describe('model facts from the files', () => {
 
   /** The tiny reranker with a head of `labels` labels named as given. */
   const labelled = (id2label: Record<number, string>) => {
-    const config = JSON.parse(readFileSync(join(inject('tinyModelsDir'), 'tiny-reranker', 'config.json'), 'utf8'));
+    const config = JSON.parse(readFileSync(join(inject('tinyModelsDir'), 'tiny-reranker', 'config.json'), 'utf8')) as Record<string, unknown>;
     const graph = buildTinyBert('reranker');
     graph.graph!.output = [valueInfo('logits', DataType.FLOAT, ['batch', Object.keys(id2label).length])];
     return variant('tiny-reranker', { 'config.json': { ...config, id2label }, 'onnx/model.onnx': writeModel(graph) });
@@ -63,7 +63,7 @@ describe('model facts from the files', () => {
   it('tells a classifier from a cross-encoder by its head: labels, their names, problem_type, CrossEncoder markers', async () => {
     const withConfig = (extra: Record<string, unknown>, id2label: Record<number, string>) => {
       const dir = labelled(id2label);
-      const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
+      const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
       writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, ...extra }));
       return dir;
     };
@@ -110,7 +110,7 @@ describe('model facts from the files', () => {
   });
 
   it('reads the fields it uses and leaves the others alone; a null is absent', async () => {
-    const config = JSON.parse(readFileSync(join(inject('tinyModelsDir'), 'tiny-embedder', 'config.json'), 'utf8'));
+    const config = JSON.parse(readFileSync(join(inject('tinyModelsDir'), 'tiny-embedder', 'config.json'), 'utf8')) as Record<string, unknown>;
     const dir = variant('tiny-embedder', {
       'config.json': { ...config, problem_type: null, rope_scaling: { type: 'linear' }, torch_dtype: 'float32' },
       'config_sentence_transformers.json': { prompts: { query: 'q: ' }, default_prompt_name: null, __version__: { sentence_transformers: '3.0.1' } },

@@ -61,7 +61,7 @@ describe.skipIf(missing(present, 'needs the SPLADE and ColBERT stand-ins'))('SPL
   });
 
   it('takes a dense embedder whose config keeps its checkpoint\'s *ForMaskedLM for what it is', async () => {
-    const config = JSON.parse(readFileSync(join(inject('tinyModelsDir'), 'tiny-embedder', 'config.json'), 'utf8'));
+    const config = JSON.parse(readFileSync(join(inject('tinyModelsDir'), 'tiny-embedder', 'config.json'), 'utf8')) as Record<string, unknown>;
     const mpnetLike = variant(join(inject('tinyModelsDir'), 'tiny-embedder'), { 'config.json': { ...config, architectures: ['MPNetForMaskedLM'] } });
     expect((await facts(mpnetLike)).heads.kinds).toEqual(['dense', 'tokens']);
   });

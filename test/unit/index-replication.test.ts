@@ -65,7 +65,7 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`index replication t
       await until(() => one.applied()?.sequence === 4);
       const query = { indices: new Int32Array([70000]), values: new Float32Array([2]) };
       for (const index of [one, other]) expect(index.sparse(query, 's', 5)).toEqual([{ id: index.idsOf(['c']).get('c'), score: 2.5 }]);
-      expect(one.dense(new Float32Array([0.6, 0.8]), 'm', 1)).toEqual([{ id: one.idsOf(['c']).get('c'), score: expect.closeTo(1, 6) }]);
+      expect(one.dense(new Float32Array([0.6, 0.8]), 'm', 1)).toEqual([{ id: one.idsOf(['c']).get('c'), score: expect.closeTo(1, 6) as unknown }]);
       expect(other.dense(new Float32Array([0.6, 0.8]), 'm', 1)[0]!.score).toBe(one.dense(new Float32Array([0.6, 0.8]), 'm', 1)[0]!.score);
     } finally {
       await Promise.all(replicas.map((r) => r.close()));

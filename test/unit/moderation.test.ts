@@ -26,7 +26,7 @@ async function context(rows: number[][], moderation: ModerationTable | null = ta
     registry: new Registry([other, model]),
     limits: { maxInputs: 16, maxInputChars: 1000, truncate: true, rerankMaxChunks: 1, rerankChunkOverlap: 0 },
     scheduler: {
-      submit: async (_model: string, inputs: EngineInput[]) => ({
+      submit: (_model: string, inputs: EngineInput[]) => Promise.resolve({
         output: Float32Array.from(inputs.flatMap((_, i) => rows[i]!.map(logit))),
         width: labels.length,
         queueMs: 0,

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Tokenizer } from '@huggingface/tokenizers';
+import * as tokenizers from '@huggingface/tokenizers';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -24,6 +24,15 @@ import { UNKNOWN_FIELDS, unknownFields } from '../../src/onnx/unknown-fields.js'
 import { TINY_BERT, TINY_VOCAB, writeTinyModels, type TinyModelPaths } from '../fixtures/tiny-models.js';
 import { output } from '../helpers/ort.js';
 import { missing } from '../helpers/resources.js';
+
+// The package's type declarations re-export without file extensions, which NodeNext resolution
+// does not follow: its Tokenizer is typed here by the members this test calls.
+interface LibraryTokenizer {
+  encode(text: string, options?: { text_pair?: string; return_token_type_ids?: boolean }): { ids: number[]; token_type_ids?: number[] };
+  tokenize(text: string): string[];
+  decode(ids: number[], options: { skip_special_tokens: boolean }): string;
+}
+const { Tokenizer } = tokenizers as unknown as { Tokenizer: new (json: object, config: object) => LibraryTokenizer };
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const modelsDir = resolve(repoRoot, process.env.ONNX_GATEWAY_MODELS_DIR ?? '.data/models');
@@ -119,7 +128,7 @@ describe('tiny models', () => {
   });
 
   it('write Hugging Face style folders', async () => {
-    const config = JSON.parse(await readFile(join(paths.embedder, 'config.json'), 'utf8'));
+    const config = JSON.parse(await readFile(join(paths.embedder, 'config.json'), 'utf8')) as Record<string, unknown>;
     expect(config).toMatchObject({
       model_type: 'bert',
       hidden_size: H,
@@ -128,9 +137,9 @@ describe('tiny models', () => {
       max_position_embeddings: TINY_BERT.maxPositions,
       vocab_size: TINY_VOCAB.length,
     });
-    const reranker = JSON.parse(await readFile(join(paths.reranker, 'config.json'), 'utf8'));
+    const reranker = JSON.parse(await readFile(join(paths.reranker, 'config.json'), 'utf8')) as { architectures?: string[] };
     expect(reranker.architectures).toEqual(['BertForSequenceClassification']);
-    const tokConfig = JSON.parse(await readFile(join(paths.embedder, 'tokenizer_config.json'), 'utf8'));
+    const tokConfig = JSON.parse(await readFile(join(paths.embedder, 'tokenizer_config.json'), 'utf8')) as Record<string, unknown>;
     expect(tokConfig).toMatchObject({ model_max_length: 64, do_lower_case: true });
   });
 
@@ -197,8 +206,8 @@ describe('tiny models', () => {
   });
 
   it('ship a BERT WordPiece tokenizer.json that @huggingface/tokenizers loads', async () => {
-    const json = JSON.parse(await readFile(join(paths.embedder, 'tokenizer.json'), 'utf8'));
-    const config = JSON.parse(await readFile(join(paths.embedder, 'tokenizer_config.json'), 'utf8'));
+    const json = JSON.parse(await readFile(join(paths.embedder, 'tokenizer.json'), 'utf8')) as object;
+    const config = JSON.parse(await readFile(join(paths.embedder, 'tokenizer_config.json'), 'utf8')) as object;
     const tokenizer = new Tokenizer(json, config);
     expect(tokenizer.encode('Hello, world!').ids).toEqual([CLS, id('hello'), id(','), id('world'), id('!'), SEP]);
     expect(tokenizer.tokenize('Zebra 42')).toEqual(['z', '##e', '##b', '##r', '##a', '4', '##2']);
@@ -296,7 +305,7 @@ describe('onnx model layer', () => {
     const nodeField = Uint8Array.from([0x9a, 0x06, 2, 0x68, 0x69]);
     Object.assign(model.graph!.node![0]!, { [UNKNOWN_FIELDS]: [nodeField] });
     const bytes = writeModel(model);
-    const modelFields = [Uint8Array.from([0xa2, 0x01, 0]), Uint8Array.from([0x90, 0x06, ...Array(9).fill(0xff), 0x01])];
+    const modelFields = [Uint8Array.from([0xa2, 0x01, 0]), Uint8Array.from([0x90, 0x06, ...Array<number>(9).fill(0xff), 0x01])];
     const extended = Buffer.concat([bytes, ...modelFields]);
 
     const read = readModel(extended);

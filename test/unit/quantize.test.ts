@@ -196,7 +196,7 @@ describe('quantizeModel on the tiny BERT models', () => {
     const feeds = tokenFeeds(lengths, true);
     const [a, b] = [await run(models.reranker.fp32, feeds), await run(models.reranker.int8, feeds)];
     const diff = maxAbsDiff(a('logits'), b('logits'));
-    console.log(`tiny reranker: logits ${[...a('logits')].map((v) => v.toFixed(3))}, max |int8 - fp32| ${diff.toFixed(4)}`);
+    console.log(`tiny reranker: logits ${[...a('logits')].map((v) => v.toFixed(3)).join(',')}, max |int8 - fp32| ${diff.toFixed(4)}`);
     expect(diff).toBeLessThan(0.05);
   });
 

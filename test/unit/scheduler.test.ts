@@ -188,7 +188,7 @@ describe('Scheduler', () => {
     const queued = scheduler.submit('m', [seq(2), seq(2), seq(2)]);
     const refused = scheduler.submit('m', [seq(2)]);
     await expect(refused).rejects.toMatchObject({ code: 'overloaded', status: 429 });
-    await refused.catch((error) => expect(error.retryAfterSeconds).toBeGreaterThanOrEqual(1));
+    await refused.catch((error: { retryAfterSeconds?: number }) => expect(error.retryAfterSeconds).toBeGreaterThanOrEqual(1));
     for (let i = 0; i < 4; i++) {
       runner.release();
       await new Promise((r) => setTimeout(r, 0));

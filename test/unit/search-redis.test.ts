@@ -51,7 +51,7 @@ class HeldProvider implements SearchProvider {
     if (this.hold) {
       await new Promise<void>((resolve, reject) => {
         this.releases.push(resolve);
-        signal.addEventListener('abort', () => (this.aborted.push(req.query), reject(signal.reason)), { once: true });
+        signal.addEventListener('abort', () => (this.aborted.push(req.query), reject(signal.reason as Error)), { once: true });
       });
     }
     return { results: [{ title: req.query, url: 'https://example.org/', snippet: req.query, score: 1, source: 'held' }] };

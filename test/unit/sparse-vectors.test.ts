@@ -114,15 +114,15 @@ class KindRunner implements Lanes, Lane {
     return this;
   }
 
-  async run(task: BatchTask): Promise<BatchResult> {
+  run(task: BatchTask): Promise<BatchResult> {
     this.kinds.push(task.kind);
     const lengths = Array.from(task.lengths);
-    if (!task.kind) return { output: Float32Array.from(lengths), width: 1, inferenceMs: 1 };
+    if (!task.kind) return Promise.resolve({ output: Float32Array.from(lengths), width: 1, inferenceMs: 1 });
     // Row r gives `length` entries of value r + 1 (tokens: vectors of width 2).
     const width = task.kind === 'tokens' ? 2 : 1;
-    const output = Float32Array.from(lengths.flatMap((length, r) => new Array<number>(length * width).fill(length)));
+    const output = Float32Array.from(lengths.flatMap((length) => new Array<number>(length * width).fill(length)));
     const indices = task.kind === 'sparse' ? Int32Array.from(lengths.flatMap((length) => Array.from({ length }, (_, i) => i))) : undefined;
-    return { output, width: task.kind === 'sparse' ? 100 : width, counts: Int32Array.from(lengths), indices, inferenceMs: 1 };
+    return Promise.resolve({ output, width: task.kind === 'sparse' ? 100 : width, counts: Int32Array.from(lengths), indices, inferenceMs: 1 });
   }
 }
 
@@ -151,7 +151,7 @@ describe('Scheduler output kinds', () => {
 
   it('hands the attended lengths of a batch to the worker, the others attending all their tokens', async () => {
     const tasks: BatchTask[] = [];
-    const lane: Lane = { sessions: 1, threadsPerSession: 1, solo: false, device: 'cpu', run: async (task) => (tasks.push(task), { output: new Float32Array(task.ids.length * 2), width: 2, counts: Int32Array.from(task.lengths), inferenceMs: 1 }) };
+    const lane: Lane = { sessions: 1, threadsPerSession: 1, solo: false, device: 'cpu', run: (task) => (tasks.push(task), Promise.resolve({ output: new Float32Array(task.ids.length * 2), width: 2, counts: Int32Array.from(task.lengths), inferenceMs: 1 })) };
     const scheduler = new Scheduler({ lane: () => lane }, { ...options, maxInFlight: 1 }, [{ id: 'm' }]);
     const blocker = scheduler.submit('m', [seq(2)]);
     await Promise.all([blocker, scheduler.submit('m', [{ ids: new Int32Array(6), attended: 4 }, seq(6)], undefined, 'tokens')]);

@@ -64,7 +64,7 @@ export class EmbeddingCache {
     const width = model.dimensions;
     const count = sequences.length;
     const keys = sequences.map((ids) => this.keyOf(model, ids));
-    const rows: (Float32Array | undefined)[] = new Array(count);
+    const rows = new Array<Float32Array | undefined>(count);
     // The first index of each key still missing, and where its repeats are.
     const missing = new Map<string, number[]>();
     for (let i = 0; i < count; i++) {

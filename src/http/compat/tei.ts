@@ -383,7 +383,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
     async (request) => {
       const { ids, skip_special_tokens: skipSpecialTokens } = request.body;
       // One sequence of ids, or several; an empty list is no sequence at all.
-      const sequences = ids.length > 0 && ids.every((id) => typeof id === 'number') ? [ids as number[]] : (ids as number[][]);
+      const sequences = ids.length > 0 && ids.every((id) => typeof id === 'number') ? [ids] : (ids as number[][]);
       return decode(core, { model: models.primary?.id, ids: sequences, skipSpecialTokens }).texts;
     },
   );

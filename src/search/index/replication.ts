@@ -227,8 +227,11 @@ export class IndexReplication implements IndexWriter {
       return Promise.resolve(result);
     }
     return new Promise((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
       let stopListening = () => undefined as void;
+      const timer = setTimeout(
+        () => waiter.settle(new ApiError('timeout', `The write is in the stream but this replica has not applied it within ${applyTimeoutMs / 1000} s; it will be.`)),
+        applyTimeoutMs,
+      );
       const waiter = {
         sequence,
         settle: (error?: ApiError) => {
@@ -242,10 +245,6 @@ export class IndexReplication implements IndexWriter {
         },
       };
       this.waiters.push(waiter);
-      timer = setTimeout(
-        () => waiter.settle(new ApiError('timeout', `The write is in the stream but this replica has not applied it within ${applyTimeoutMs / 1000} s; it will be.`)),
-        applyTimeoutMs,
-      );
       stopListening = onAbort(signal, () => waiter.settle(new ApiError('client_closed')));
     });
   }

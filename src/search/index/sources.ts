@@ -62,7 +62,7 @@ export function documentFromInput(input: DocumentInput, defaults: DocumentDefaul
   const rawDate = input.published_date ?? input.publishedDate ?? input.date ?? meta.published_date ?? meta.publishedDate ?? meta.date;
   const publishedAt = parseDate(rawDate);
   if (rawDate !== undefined && rawDate !== null && rawDate !== '' && publishedAt === undefined) {
-    throw invalid(`${param}.published_date`, `${param}.published_date "${String(rawDate)}" is not a date (use ISO 8601).`);
+    throw invalid(`${param}.published_date`, `${param}.published_date "${JSON.stringify(rawDate)}" is not a date (use ISO 8601).`);
   }
   const key = id ?? url ?? defaults.key;
   const page = url ?? defaults.url(key);

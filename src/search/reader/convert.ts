@@ -5,7 +5,7 @@
  * the page, which the requester chooses.
  */
 import { Readability } from '@mozilla/readability';
-import { parseHTML } from 'linkedom';
+import { parseHTML as parseLinkedom } from 'linkedom';
 import TurndownService from 'turndown';
 import { capDocumentWhitespace, capWhitespaceRuns } from './whitespace.js';
 
@@ -22,6 +22,16 @@ export interface ConvertedPage {
 const turndown = new TurndownService({ headingStyle: 'atx', codeBlockStyle: 'fenced', bulletListMarker: '-' });
 
 type Root = { querySelectorAll(selector: string): ArrayLike<unknown> };
+
+/** What the reader uses of a parsed page. */
+interface PageDocument extends Root {
+  createTreeWalker(root: unknown, whatToShow: number): { nextNode(): { nodeType: number; nodeName: string; data?: string; remove(): void } | null };
+  querySelector(selector: string): { textContent: string | null } | null;
+  body: { innerHTML: string; textContent: string | null } | null;
+}
+
+// linkedom types its answer as the DOM's `Window`, which this node-only project does not declare.
+const parseHTML = (html: string) => parseLinkedom(html) as unknown as { document: PageDocument };
 
 /** Links with absolute URLs, once each, in page order. */
 function collectLinks(root: Root, base: string): ConvertedPage['links'] {
@@ -69,7 +79,7 @@ export function convertPage(html: string, url: string, format: ReadFormat): Conv
   capDocumentWhitespace(document, document);
   absolutize(document, url);
   const title = (document.querySelector('title')?.textContent ?? '').trim();
-  const article = new Readability(document as unknown as ConstructorParameters<typeof Readability>[0]).parse();
+  const article = new Readability(document).parse();
   // Without a recognisable article, fall back to the whole body.
   const content = article?.content ?? document.body?.innerHTML ?? '';
   const fragment = parseHTML(`<!doctype html><html><body>${content}</body></html>`).document;

@@ -62,7 +62,7 @@ function guardedLookup(url: URL, allowed: (address: string) => boolean, hop: boo
     dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
       if (error) return callback(error, '', 0);
       const bad = addresses.find((a) => !allowed(a.address));
-      if (bad) return callback(refused(url, hop, `resolves to ${bad.address}`) as unknown as NodeJS.ErrnoException, '', 0);
+      if (bad) return callback(refused(url, hop, `resolves to ${bad.address}`), '', 0);
       if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
       callback(null, addresses[0]!.address, addresses[0]!.family);
     });

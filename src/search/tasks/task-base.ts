@@ -131,7 +131,7 @@ export abstract class TaskServiceBase implements TaskService {
         if (signal.aborted) throw signal.reason;
         finished = await this.store.finish(id, 'succeeded', Date.now(), outcome, null);
       } catch (error) {
-        const reason = controller.signal.aborted ? controller.signal.reason : timeout.aborted ? 'timeout' : error;
+        const reason: unknown = controller.signal.aborted ? controller.signal.reason : timeout.aborted ? 'timeout' : error;
         finished = await this.store.finish(id, 'failed', Date.now(), null, this.taskError(reason, id));
       }
       return finished ? Date.now() - startedAt : undefined;
