@@ -17,11 +17,18 @@ export default tseslint.config(
       // promises, the bugs this rule stands in for, are checked by their own rules.
       '@typescript-eslint/require-await': 'off',
       // A leading underscore names what is left out on purpose (a rest sibling, an unused parameter).
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true },
+      ],
     },
   },
   // Plain JavaScript: worker fixtures for node, the playground for the browser; no types to check.
-  { files: ['**/*.{js,mjs}'], extends: [tseslint.configs.disableTypeChecked], languageOptions: { globals: globals.node } },
+  {
+    files: ['**/*.{js,mjs}'],
+    extends: [tseslint.configs.disableTypeChecked],
+    languageOptions: { globals: globals.node },
+  },
   { files: ['src/http/playground/**'], languageOptions: { globals: globals.browser } },
   prettier,
 );

@@ -8,8 +8,18 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 
-export interface BertBatch { kind: 'bert'; count: number; seq: number; ids: Int32Array; typeIds: Int32Array; lengths: Int32Array }
-export interface RawFeed { kind: 'raw'; tensors: Record<string, { data: Float32Array; dims: number[] }> }
+export interface BertBatch {
+  kind: 'bert';
+  count: number;
+  seq: number;
+  ids: Int32Array;
+  typeIds: Int32Array;
+  lengths: Int32Array;
+}
+export interface RawFeed {
+  kind: 'raw';
+  tensors: Record<string, { data: Float32Array; dims: number[] }>;
+}
 export type Batch = BertBatch | RawFeed;
 
 export interface WorkerInit {
@@ -63,11 +73,17 @@ function toFeeds(session: ort.InferenceSession, b: Batch): Record<string, ort.Te
 
 async function main(): Promise<void> {
   const t0 = performance.now();
-  const session = typeof init.model === 'string'
-    ? await ort.InferenceSession.create(init.model, init.options)
-    : await ort.InferenceSession.create(init.model, init.options);
+  const session =
+    typeof init.model === 'string'
+      ? await ort.InferenceSession.create(init.model, init.options)
+      : await ort.InferenceSession.create(init.model, init.options);
   const fetches = session.outputNames.slice(0, 1);
-  port.postMessage({ type: 'ready', loadMs: performance.now() - t0, inputNames: session.inputNames, outputNames: session.outputNames } satisfies FromWorker);
+  port.postMessage({
+    type: 'ready',
+    loadMs: performance.now() - t0,
+    inputNames: session.inputNames,
+    outputNames: session.outputNames,
+  } satisfies FromWorker);
 
   let feeds: Array<Record<string, ort.Tensor>> = [];
   port.on('message', (msg: ToWorker) => {

@@ -13,12 +13,37 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { type Worker } from 'node:worker_threads';
 import {
-  DEFAULT_EMBED_MODEL, DEFAULT_RERANK_MODEL, type Spread, flagList, flagNumber, flagNumbers, log, machineInfo,
-  median, modelDir, modelOnnxPath, nowMs, parseFlags, percentile, readJson, round, roundSpread, spread, startWorker,
+  DEFAULT_EMBED_MODEL,
+  DEFAULT_RERANK_MODEL,
+  type Spread,
+  flagList,
+  flagNumber,
+  flagNumbers,
+  log,
+  machineInfo,
+  median,
+  modelDir,
+  modelOnnxPath,
+  nowMs,
+  parseFlags,
+  percentile,
+  readJson,
+  round,
+  roundSpread,
+  spread,
+  startWorker,
 } from './lib/common.js';
 import { bertFlopsBatch, bertFlopsPerToken, matmulModel } from './lib/onnx-matmul.js';
 import {
-  type Encoded, type LengthStats, LENGTH_BUCKETS, bucketOf, embeddingMix, lengthStats, rerankMix, tokenizeMix, tokenizePairs,
+  type Encoded,
+  type LengthStats,
+  LENGTH_BUCKETS,
+  bucketOf,
+  embeddingMix,
+  lengthStats,
+  rerankMix,
+  tokenizeMix,
+  tokenizePairs,
 } from './mix.js';
 import type { Batch, BertBatch, FromWorker, ToWorker, WorkerInit } from './ceiling-worker.js';
 
@@ -28,7 +53,11 @@ const WORKER_URL = new URL(`./ceiling-worker${import.meta.url.endsWith('.ts') ? 
 // A group of sessions, one per worker thread, sharing one atomic work counter.
 
 export class SessionGroup {
-  private constructor(private readonly workers: Worker[], private readonly inbox: Array<Array<(m: FromWorker) => void>>, readonly loadMs: number) {}
+  private constructor(
+    private readonly workers: Worker[],
+    private readonly inbox: Array<Array<(m: FromWorker) => void>>,
+    readonly loadMs: number,
+  ) {}
 
   static async start(init: WorkerInit, count: number): Promise<SessionGroup> {
     const workers: Worker[] = [];
@@ -39,7 +68,9 @@ export class SessionGroup {
       const waiters: Array<(m: FromWorker) => void> = [];
       inbox.push(waiters);
       worker.on('message', (m: FromWorker) => {
-        if (m.type === 'error') { log(`ceiling worker error: ${m.message}`); }
+        if (m.type === 'error') {
+          log(`ceiling worker error: ${m.message}`);
+        }
         const next = waiters.shift();
         if (next) next(m);
       });
@@ -54,7 +85,10 @@ export class SessionGroup {
     const msgs = await Promise.all(ready);
     const bad = msgs.find((m) => m.type === 'error');
     const group = new SessionGroup(workers, inbox, Math.max(...msgs.map((m) => (m.type === 'ready' ? m.loadMs : 0))));
-    if (bad && bad.type === 'error') { await group.close(); throw new Error(bad.message); }
+    if (bad && bad.type === 'error') {
+      await group.close();
+      throw new Error(bad.message);
+    }
     return group;
   }
 
@@ -84,11 +118,13 @@ export class SessionGroup {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.workers.map(async (w) => {
-      w.postMessage({ type: 'close' } satisfies ToWorker);
-      await new Promise((r) => setTimeout(r, 50));
-      await w.terminate();
-    }));
+    await Promise.all(
+      this.workers.map(async (w) => {
+        w.postMessage({ type: 'close' } satisfies ToWorker);
+        await new Promise((r) => setTimeout(r, 50));
+        await w.terminate();
+      }),
+    );
   }
 }
 
@@ -117,7 +153,10 @@ export function packBatches(enc: readonly Encoded[], batchSize: number, padId = 
 // ---------------------------------------------------------------------------------------------
 // Types of the result
 
-export interface SessionVariant { arena: boolean; spinning: '0' | '1' | null }
+export interface SessionVariant {
+  arena: boolean;
+  spinning: '0' | '1' | null;
+}
 
 export interface CeilingPoint {
   workload: 'embed' | 'rerank';
@@ -146,7 +185,13 @@ export interface SingleLatency {
   byBucket: Record<string, { n: number; medianMs: number }>;
 }
 
-export interface MatmulPeak { sessions: number; threads: number; size: number; gflops: Spread; bestRunGflops: number }
+export interface MatmulPeak {
+  sessions: number;
+  threads: number;
+  size: number;
+  gflops: Spread;
+  bestRunGflops: number;
+}
 
 export interface CeilingResult {
   embedModel: string;
@@ -197,13 +242,37 @@ export interface CeilingOptions {
 export function ceilingDefaults(quick: boolean, cores: number): CeilingOptions {
   return quick
     ? {
-      embedModel: DEFAULT_EMBED_MODEL, rerankModel: DEFAULT_RERANK_MODEL, n: 64, batchSizes: [1, 4, 16], sessions: [1, 2], threads: [1, 2],
-      optionBatches: [1], rerankRequests: 1, rerankBatchSizes: [1, 8], repeats: 1, matmulSize: 1024, matmulRuns: 6, cores, int8BatchSizes: [1],
-    }
+        embedModel: DEFAULT_EMBED_MODEL,
+        rerankModel: DEFAULT_RERANK_MODEL,
+        n: 64,
+        batchSizes: [1, 4, 16],
+        sessions: [1, 2],
+        threads: [1, 2],
+        optionBatches: [1],
+        rerankRequests: 1,
+        rerankBatchSizes: [1, 8],
+        repeats: 1,
+        matmulSize: 1024,
+        matmulRuns: 6,
+        cores,
+        int8BatchSizes: [1],
+      }
     : {
-      embedModel: DEFAULT_EMBED_MODEL, rerankModel: DEFAULT_RERANK_MODEL, n: 256, batchSizes: [1, 2, 4, 8, 16, 32], sessions: [1, 2], threads: [1, 2],
-      optionBatches: [1, 8], rerankRequests: 4, rerankBatchSizes: [1, 2, 4, 8, 16, 32], repeats: 3, matmulSize: 1024, matmulRuns: 24, cores, int8BatchSizes: [1],
-    };
+        embedModel: DEFAULT_EMBED_MODEL,
+        rerankModel: DEFAULT_RERANK_MODEL,
+        n: 256,
+        batchSizes: [1, 2, 4, 8, 16, 32],
+        sessions: [1, 2],
+        threads: [1, 2],
+        optionBatches: [1, 8],
+        rerankRequests: 4,
+        rerankBatchSizes: [1, 2, 4, 8, 16, 32],
+        repeats: 3,
+        matmulSize: 1024,
+        matmulRuns: 24,
+        cores,
+        int8BatchSizes: [1],
+      };
 }
 
 export function sessionOptions(threads: number, v: SessionVariant): ort.InferenceSession.SessionOptions {
@@ -222,7 +291,8 @@ export function sessionOptions(threads: number, v: SessionVariant): ort.Inferenc
 
 function layouts(opts: CeilingOptions): Array<{ sessions: number; threads: number }> {
   const out: Array<{ sessions: number; threads: number }> = [];
-  for (const s of opts.sessions) for (const t of opts.threads) if (s * t <= opts.cores) out.push({ sessions: s, threads: t });
+  for (const s of opts.sessions)
+    for (const t of opts.threads) if (s * t <= opts.cores) out.push({ sessions: s, threads: t });
   return out;
 }
 
@@ -241,12 +311,18 @@ async function measureMatmul(opts: CeilingOptions): Promise<MatmulPeak[]> {
   const model = matmulModel(n, n, n);
   const a = new Float32Array(n * n);
   const b = new Float32Array(n * n);
-  for (let i = 0; i < a.length; i++) { a[i] = Math.sin(i) * 0.5; b[i] = Math.cos(i) * 0.5; }
+  for (let i = 0; i < a.length; i++) {
+    a[i] = Math.sin(i) * 0.5;
+    b[i] = Math.cos(i) * 0.5;
+  }
   const feed: Batch = { kind: 'raw', tensors: { A: { data: a, dims: [n, n] }, B: { data: b, dims: [n, n] } } };
   const flops = 2 * n * n * n;
   const out: MatmulPeak[] = [];
   for (const { sessions, threads } of layouts(opts)) {
-    const group = await SessionGroup.start({ model, options: sessionOptions(threads, { arena: true, spinning: null }) }, sessions);
+    const group = await SessionGroup.start(
+      { model, options: sessionOptions(threads, { arena: true, spinning: null }) },
+      sessions,
+    );
     try {
       await group.load([feed], [0, 0]);
       const rates: number[] = [];
@@ -256,7 +332,13 @@ async function measureMatmul(opts: CeilingOptions): Promise<MatmulPeak[]> {
         rates.push((opts.matmulRuns * flops) / (wallMs / 1000) / 1e9);
         if (sessions === 1) for (const [, ms] of runs) bestRun = Math.max(bestRun, flops / (ms / 1000) / 1e9);
       }
-      const p: MatmulPeak = { sessions, threads, size: n, gflops: roundSpread(spread(rates), 1), bestRunGflops: round(bestRun, 1) };
+      const p: MatmulPeak = {
+        sessions,
+        threads,
+        size: n,
+        gflops: roundSpread(spread(rates), 1),
+        bestRunGflops: round(bestRun, 1),
+      };
       log(`  matmul ${n}^3  ${sessions} session(s) x ${threads} thread(s): ${p.gflops.median} GFLOP/s`);
       out.push(p);
     } finally {
@@ -275,7 +357,11 @@ interface SweepInput {
   cfg: { hidden: number; layers: number; intermediate: number };
 }
 
-async function sweep(opts: CeilingOptions, input: SweepInput, latencies: SingleLatency[] | null): Promise<CeilingPoint[]> {
+async function sweep(
+  opts: CeilingOptions,
+  input: SweepInput,
+  latencies: SingleLatency[] | null,
+): Promise<CeilingPoint[]> {
   const points: CeilingPoint[] = [];
   const realTokens = input.encoded.reduce((acc, e) => acc + e.ids.length, 0);
   const modelPath = modelOnnxPath(input.model);
@@ -302,15 +388,23 @@ async function sweep(opts: CeilingOptions, input: SweepInput, latencies: SingleL
           }
           const secs = wall.map((w) => w / 1000);
           const p: CeilingPoint = {
-            workload: input.workload, model: input.model, sessions, threads, batch: bs, arena: v.arena, spinning: v.spinning,
+            workload: input.workload,
+            model: input.model,
+            sessions,
+            threads,
+            batch: bs,
+            arena: v.arena,
+            spinning: v.spinning,
             inputsPerSec: roundSpread(spread(rates), 1),
             tokensPerSec: roundSpread(spread(secs.map((s) => realTokens / s)), 0),
             gflops: roundSpread(spread(secs.map((s) => flops / s / 1e9)), 2),
             paddingShare: round(1 - realTokens / padded, 3),
           };
           points.push(p);
-          log(`  ${input.workload} ${sessions}x${threads}t batch ${String(bs).padStart(2)} arena ${v.arena ? 'on ' : 'off'} spin ${v.spinning ?? '-'}: `
-            + `${p.inputsPerSec.median} ${input.workload === 'embed' ? 'inputs' : 'pairs'}/s, ${p.tokensPerSec.median} tok/s, ${p.gflops.median} GFLOP/s`);
+          log(
+            `  ${input.workload} ${sessions}x${threads}t batch ${String(bs).padStart(2)} arena ${v.arena ? 'on ' : 'off'} spin ${v.spinning ?? '-'}: ` +
+              `${p.inputsPerSec.median} ${input.workload === 'embed' ? 'inputs' : 'pairs'}/s, ${p.tokensPerSec.median} tok/s, ${p.gflops.median} GFLOP/s`,
+          );
           if (latencies && bs === 1 && sessions === 1 && isBaseline(v)) latencies.push(singleLatency(threads, samples));
         }
       } finally {
@@ -329,26 +423,43 @@ function singleLatency(threads: number, samples: Array<[number, number]>): Singl
     if (xs.length) byBucket[bucketOf(lo)] = { n: xs.length, medianMs: round(median(xs), 2) };
   }
   return {
-    sessions: 1, threads,
-    medianMs: round(median(ms), 2), p90Ms: round(percentile(ms, 90), 2), meanMs: round(ms.reduce((a, b) => a + b, 0) / Math.max(ms.length, 1), 2),
+    sessions: 1,
+    threads,
+    medianMs: round(median(ms), 2),
+    p90Ms: round(percentile(ms, 90), 2),
+    meanMs: round(ms.reduce((a, b) => a + b, 0) / Math.max(ms.length, 1), 2),
     byBucket,
   };
 }
 
 function best(points: CeilingPoint[]): CeilingPoint | null {
-  return points.reduce<CeilingPoint | null>((b, p) => (!b || p.inputsPerSec.median > b.inputsPerSec.median ? p : b), null);
+  return points.reduce<CeilingPoint | null>(
+    (b, p) => (!b || p.inputsPerSec.median > b.inputsPerSec.median ? p : b),
+    null,
+  );
 }
 
 export async function runCeiling(opts: CeilingOptions): Promise<CeilingResult> {
-  const raw = readJson<{ hidden_size: number; num_hidden_layers: number; intermediate_size: number; num_attention_heads: number }>(join(modelDir(opts.embedModel), 'config.json'));
+  const raw = readJson<{
+    hidden_size: number;
+    num_hidden_layers: number;
+    intermediate_size: number;
+    num_attention_heads: number;
+  }>(join(modelDir(opts.embedModel), 'config.json'));
   const cfg = { hidden: raw.hidden_size, layers: raw.num_hidden_layers, intermediate: raw.intermediate_size };
   const rerankRaw = readJson<typeof raw>(join(modelDir(opts.rerankModel), 'config.json'));
-  const rerankCfg = { hidden: rerankRaw.hidden_size, layers: rerankRaw.num_hidden_layers, intermediate: rerankRaw.intermediate_size };
+  const rerankCfg = {
+    hidden: rerankRaw.hidden_size,
+    layers: rerankRaw.num_hidden_layers,
+    intermediate: rerankRaw.intermediate_size,
+  };
 
   const encoded = tokenizeMix(opts.embedModel, embeddingMix(opts.n));
   const pairs = tokenizePairs(opts.rerankModel, rerankMix(opts.rerankRequests));
   const mix = lengthStats(encoded);
-  log(`ceiling: ${mix.count} inputs, ${mix.tokens} tokens (mean ${mix.mean}, ${mix.min}-${mix.max}); ${pairs.length} rerank pairs`);
+  log(
+    `ceiling: ${mix.count} inputs, ${mix.tokens} tokens (mean ${mix.mean}, ${mix.min}-${mix.max}); ${pairs.length} rerank pairs`,
+  );
 
   log('ceiling: fp32 MatMul peak');
   const matmul = await measureMatmul(opts);
@@ -356,9 +467,31 @@ export async function runCeiling(opts: CeilingOptions): Promise<CeilingResult> {
 
   log('ceiling: embedder sweep');
   const latencies: SingleLatency[] = [];
-  const embed = await sweep(opts, { workload: 'embed', model: opts.embedModel, encoded, batchSizes: opts.batchSizes, optionBatches: opts.optionBatches, cfg }, latencies);
+  const embed = await sweep(
+    opts,
+    {
+      workload: 'embed',
+      model: opts.embedModel,
+      encoded,
+      batchSizes: opts.batchSizes,
+      optionBatches: opts.optionBatches,
+      cfg,
+    },
+    latencies,
+  );
   log('ceiling: reranker sweep');
-  const rerank = await sweep(opts, { workload: 'rerank', model: opts.rerankModel, encoded: pairs, batchSizes: opts.rerankBatchSizes, optionBatches: [], cfg: rerankCfg }, null);
+  const rerank = await sweep(
+    opts,
+    {
+      workload: 'rerank',
+      model: opts.rerankModel,
+      encoded: pairs,
+      batchSizes: opts.rerankBatchSizes,
+      optionBatches: [],
+      cfg: rerankCfg,
+    },
+    null,
+  );
 
   let int8: CeilingResult['int8'] = null;
   if (opts.int8BatchSizes.length > 0) {
@@ -366,9 +499,32 @@ export async function runCeiling(opts: CeilingOptions): Promise<CeilingResult> {
     const rerankModel = `${opts.rerankModel}:int8`;
     log('ceiling: int8 embedder and reranker');
     const singleLatency: SingleLatency[] = [];
-    const embed8 = await sweep(opts, { workload: 'embed', model: embedModel, encoded, batchSizes: opts.int8BatchSizes, optionBatches: [], cfg }, singleLatency);
-    const rerank8 = await sweep(opts, { workload: 'rerank', model: rerankModel, encoded: pairs, batchSizes: opts.int8BatchSizes, optionBatches: [], cfg: rerankCfg }, null);
-    int8 = { embedModel, rerankModel, embed: embed8, rerank: rerank8, bestEmbed: best(embed8), bestRerank: best(rerank8), singleLatency };
+    const embed8 = await sweep(
+      opts,
+      { workload: 'embed', model: embedModel, encoded, batchSizes: opts.int8BatchSizes, optionBatches: [], cfg },
+      singleLatency,
+    );
+    const rerank8 = await sweep(
+      opts,
+      {
+        workload: 'rerank',
+        model: rerankModel,
+        encoded: pairs,
+        batchSizes: opts.int8BatchSizes,
+        optionBatches: [],
+        cfg: rerankCfg,
+      },
+      null,
+    );
+    int8 = {
+      embedModel,
+      rerankModel,
+      embed: embed8,
+      rerank: rerank8,
+      bestEmbed: best(embed8),
+      bestRerank: best(rerank8),
+      singleLatency,
+    };
   }
 
   return {
@@ -378,7 +534,8 @@ export async function runCeiling(opts: CeilingOptions): Promise<CeilingResult> {
     rerankPairs: lengthStats(pairs),
     modelConfig: { ...cfg, heads: raw.num_attention_heads },
     flopsPerToken: {
-      formula: 'layers x (8 h^2 + 4 h i + 4 S h), h hidden, i intermediate, S padded sequence length; multiply-add = 2 FLOPs',
+      formula:
+        'layers x (8 h^2 + 4 h i + 4 S h), h hidden, i intermediate, S padded sequence length; multiply-add = 2 FLOPs',
       atSeq128: bertFlopsPerToken(cfg, 128),
       atMeanLength: Math.round(bertFlopsPerToken(cfg, mix.mean)),
       meanLength: mix.mean,
@@ -415,5 +572,13 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     embedModel: flagList(f, 'embed-model', [d.embedModel])[0] ?? d.embedModel,
     rerankModel: flagList(f, 'rerank-model', [d.rerankModel])[0] ?? d.rerankModel,
   };
-  runCeiling(opts).then((r) => { process.stdout.write(JSON.stringify(r, null, 2) + '\n'); }, (e: unknown) => { console.error(e); process.exitCode = 1; });
+  runCeiling(opts).then(
+    (r) => {
+      process.stdout.write(JSON.stringify(r, null, 2) + '\n');
+    },
+    (e: unknown) => {
+      console.error(e);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -36,9 +36,22 @@ export interface LoadResult {
   error?: string;
 }
 
-interface AutocannonResult { duration: number; errors: number; timeouts: number; non2xx: number; statusCodeStats?: Record<string, { count: number }> }
-interface AutocannonRequest { method?: string; path?: string; body?: string; headers?: Record<string, string> }
-interface Tracker { on(event: 'response', fn: (client: unknown, status: number, bytes: number, ms: number) => void): void }
+interface AutocannonResult {
+  duration: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  statusCodeStats?: Record<string, { count: number }>;
+}
+interface AutocannonRequest {
+  method?: string;
+  path?: string;
+  body?: string;
+  headers?: Record<string, string>;
+}
+interface Tracker {
+  on(event: 'response', fn: (client: unknown, status: number, bytes: number, ms: number) => void): void;
+}
 type Autocannon = (opts: Record<string, unknown>, cb: (err: Error | null, res: AutocannonResult) => void) => Tracker;
 
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
@@ -50,7 +63,14 @@ const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
  * concurrent requests together), where the count overstates the rate by up to (c - 1) / completions.
  * With non-2xx answers or errors (their time is not in the latencies), the count is used.
  */
-function steadyRate(connections: number, latencies: number[], ok: number, first: number, last: number, res: AutocannonResult): number {
+function steadyRate(
+  connections: number,
+  latencies: number[],
+  ok: number,
+  first: number,
+  last: number,
+  res: AutocannonResult,
+): number {
   if (ok > 0 && res.non2xx === 0 && res.errors === 0) {
     const meanS = latencies.reduce((a, b) => a + b, 0) / ok / 1000;
     return connections / meanS;
@@ -67,19 +87,24 @@ async function run(job: LoadJob): Promise<LoadResult> {
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const res = await new Promise<AutocannonResult>((resolve, reject) => {
-    const tracker = autocannon({
-      url: job.url,
-      connections: job.connections,
-      duration: job.durationS,
-      timeout: job.timeoutS,
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...job.headers },
-      requests: [{
+    const tracker = autocannon(
+      {
+        url: job.url,
+        connections: job.connections,
+        duration: job.durationS,
+        timeout: job.timeoutS,
         method: 'POST',
-        path: job.path,
-        setupRequest: (req: AutocannonRequest) => ({ ...req, body: job.bodies[next++ % n] }),
-      }],
-    }, (err, r) => (err ? reject(err) : resolve(r)));
+        headers: { 'content-type': 'application/json', ...job.headers },
+        requests: [
+          {
+            method: 'POST',
+            path: job.path,
+            setupRequest: (req: AutocannonRequest) => ({ ...req, body: job.bodies[next++ % n] }),
+          },
+        ],
+      },
+      (err, r) => (err ? reject(err) : resolve(r)),
+    );
     tracker.on('response', (_client, status, _bytes, ms) => {
       if (status < 200 || status >= 300) return;
       const t = performance.now();
@@ -103,8 +128,11 @@ async function run(job: LoadJob): Promise<LoadResult> {
     timeouts: res.timeouts,
     statusCodes,
     latencyMs: {
-      p50: percentile(latencies, 50), p90: percentile(latencies, 90), p99: percentile(latencies, 99),
-      mean: ok ? latencies.reduce((a, b) => a + b, 0) / ok : NaN, max: percentile(latencies, 100),
+      p50: percentile(latencies, 50),
+      p90: percentile(latencies, 90),
+      p99: percentile(latencies, 99),
+      mean: ok ? latencies.reduce((a, b) => a + b, 0) / ok : NaN,
+      max: percentile(latencies, 100),
     },
     loadGenCpuPct,
   };
@@ -114,10 +142,19 @@ if (process.send) {
   process.on('message', (job: LoadJob) => {
     run(job).then(
       (r) => process.send!(r),
-      (e: unknown) => process.send!({
-        id: job.id, durationS: 0, ok: 0, okPerSec: 0, non2xx: 0, errors: 0, timeouts: 0, statusCodes: {},
-        latencyMs: { p50: NaN, p90: NaN, p99: NaN, mean: NaN, max: NaN }, error: (e as Error).message,
-      } satisfies LoadResult),
+      (e: unknown) =>
+        process.send!({
+          id: job.id,
+          durationS: 0,
+          ok: 0,
+          okPerSec: 0,
+          non2xx: 0,
+          errors: 0,
+          timeouts: 0,
+          statusCodes: {},
+          latencyMs: { p50: NaN, p90: NaN, p99: NaN, mean: NaN, max: NaN },
+          error: (e as Error).message,
+        } satisfies LoadResult),
     );
   });
   process.on('disconnect', () => process.exit(0));

@@ -31,8 +31,26 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
-  DEFAULT_EMBED_MODEL, DEFAULT_RERANK_MODEL, REPO_ROOT, type Spread, flagList, flagNumber, flagNumbers, flagString, log,
-  machineInfo, median, modelOnnxPath, modelsDir, parseFlags, processCpuMs, round, roundSpread, sleep, spawnNode, spread,
+  DEFAULT_EMBED_MODEL,
+  DEFAULT_RERANK_MODEL,
+  REPO_ROOT,
+  type Spread,
+  flagList,
+  flagNumber,
+  flagNumbers,
+  flagString,
+  log,
+  machineInfo,
+  median,
+  modelOnnxPath,
+  modelsDir,
+  parseFlags,
+  processCpuMs,
+  round,
+  roundSpread,
+  sleep,
+  spawnNode,
+  spread,
 } from './lib/common.js';
 import { embeddingMix, rerankMix } from './mix.js';
 import type { LoadJob, LoadResult } from './http-load.js';
@@ -43,7 +61,11 @@ import { commandLineFlags } from '../src/v8-flags.js';
 // Targets
 
 export interface RunningTarget {
-  name: string; url: string; apiKey: string | null; stop(): Promise<void>; logTail(): string;
+  name: string;
+  url: string;
+  apiKey: string | null;
+  stop(): Promise<void>;
+  logTail(): string;
   /** The target's process, for its CPU account (absent for a URL target). */
   pid?: number;
   /** Raw ONNX Runtime: measured directly instead of by the load generator. */
@@ -98,20 +120,29 @@ function childTarget(name: string, child: ChildProcess, url: string, apiKey: str
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   return {
-    name, url, apiKey, pid: child.pid,
+    name,
+    url,
+    apiKey,
+    pid: child.pid,
     logTail: () => tail.join('').slice(-2000),
     async stop() {
       if (child.exitCode !== null) return;
       const exited = new Promise<void>((r) => child.once('exit', () => r()));
       child.kill('SIGTERM');
-      const timer = setTimeout(() => { if (child.exitCode === null) child.kill('SIGKILL'); }, 10_000);
+      const timer = setTimeout(() => {
+        if (child.exitCode === null) child.kill('SIGKILL');
+      }, 10_000);
       await exited;
       clearTimeout(timer);
     },
   };
 }
 
-async function startChild(name: string, make: (port: number, apiKey: string) => ChildProcess, healthTimeoutMs: number): Promise<RunningTarget> {
+async function startChild(
+  name: string,
+  make: (port: number, apiKey: string) => ChildProcess,
+  healthTimeoutMs: number,
+): Promise<RunningTarget> {
   const port = await freePort();
   const apiKey = `bench-${randomBytes(12).toString('hex')}`;
   const child = make(port, apiKey);
@@ -127,7 +158,10 @@ async function startChild(name: string, make: (port: number, apiKey: string) => 
 }
 
 export interface TargetOptions {
-  embedModel: string; rerankModel: string; gatewayFromSrc: boolean; apiKey: string | null;
+  embedModel: string;
+  rerankModel: string;
+  gatewayFromSrc: boolean;
+  apiKey: string | null;
   /** The ceiling sweep's best layouts, measured as a raw target beside the batch-1 layouts (rawLayoutSet). */
   rawLayouts?: { fp32?: { embed: RawLayout; rerank: RawLayout }; int8?: { embed: RawLayout; rerank: RawLayout } };
 }
@@ -136,8 +170,17 @@ export interface TargetOptions {
 const RERANK_REQUESTS = 8;
 
 /** Raw ONNX Runtime in a child process (bench/raw-target.ts), answering measurement jobs. */
-async function startRaw(name: string, models: { embed: string; rerank: string }, layouts: { embed: RawLayout; rerank: RawLayout }, n: number): Promise<RunningTarget> {
-  const child = spawnNode(new URL(`./raw-target${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url), [], { ipc: true });
+async function startRaw(
+  name: string,
+  models: { embed: string; rerank: string },
+  layouts: { embed: RawLayout; rerank: RawLayout },
+  n: number,
+): Promise<RunningTarget> {
+  const child = spawnNode(
+    new URL(`./raw-target${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
+    [],
+    { ipc: true },
+  );
   const target = childTarget(name, child, '', null);
   const waiters = new Map<number, (m: RawMessage) => void>();
   let ready: (() => void) | undefined;
@@ -145,14 +188,23 @@ async function startRaw(name: string, models: { embed: string; rerank: string },
     if (m.type === 'ready') ready?.();
     else waiters.get(m.id)?.(m);
   });
-  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`${name} exited with code ${code}\n${target.logTail()}`))));
+  const exited = new Promise<never>((_, reject) =>
+    child.once('exit', (code) => reject(new Error(`${name} exited with code ${code}\n${target.logTail()}`))),
+  );
   exited.catch(() => undefined);
   child.send({
-    type: 'init', n, rerankRequests: RERANK_REQUESTS,
+    type: 'init',
+    n,
+    rerankRequests: RERANK_REQUESTS,
     embed: { id: models.embed, path: modelOnnxPath(models.embed), layout: layouts.embed },
     rerank: { id: models.rerank, path: modelOnnxPath(models.rerank), layout: layouts.rerank },
   } satisfies RawInit);
-  await Promise.race([new Promise<void>((r) => { ready = r; }), exited]);
+  await Promise.race([
+    new Promise<void>((r) => {
+      ready = r;
+    }),
+    exited,
+  ]);
   let nextId = 1;
   return {
     ...target,
@@ -172,7 +224,14 @@ async function startRaw(name: string, models: { embed: string; rerank: string },
       if (m.type !== 'result') throw new Error(`${name}: ${m.type === 'error' ? m.message : 'unexpected answer'}`);
       const ok = m.units / w.unitsPerRequest;
       return {
-        id, durationS: m.durationS, ok, okPerSec: m.unitsPerSec / w.unitsPerRequest, non2xx: 0, errors: 0, timeouts: 0, statusCodes: {},
+        id,
+        durationS: m.durationS,
+        ok,
+        okPerSec: m.unitsPerSec / w.unitsPerRequest,
+        non2xx: 0,
+        errors: 0,
+        timeouts: 0,
+        statusCodes: {},
         latencyMs: m.latencyMs,
       };
     },
@@ -180,7 +239,8 @@ async function startRaw(name: string, models: { embed: string; rerank: string },
 }
 
 const layoutName = (l: RawLayout): string => `${l.sessions}x${l.threads}-b${l.batch}`;
-const sameLayout = (a: RawLayout, b: RawLayout): boolean => a.sessions === b.sessions && a.threads === b.threads && a.batch === b.batch;
+const sameLayout = (a: RawLayout, b: RawLayout): boolean =>
+  a.sessions === b.sessions && a.threads === b.threads && a.batch === b.batch;
 
 /**
  * The layouts raw ORT is measured in beside the servers, each its own target: every layout that can
@@ -188,12 +248,16 @@ const sameLayout = (a: RawLayout, b: RawLayout): boolean => a.sessions === b.ses
  * batch 1, and the ceiling sweep's best (batched) layout when it is another. A server is held to
  * the best of them at each point, so a layout that wins today on this machine is never missed.
  */
-export function rawLayoutSet(cores: number, sweepBest?: { embed: RawLayout; rerank: RawLayout }): Array<{ embed: RawLayout; rerank: RawLayout }> {
+export function rawLayoutSet(
+  cores: number,
+  sweepBest?: { embed: RawLayout; rerank: RawLayout },
+): Array<{ embed: RawLayout; rerank: RawLayout }> {
   const perCore: RawLayout = { sessions: cores, threads: 1, batch: 1 };
   const oneSession: RawLayout = { sessions: 1, threads: cores, batch: 1 };
   const set = [{ embed: perCore, rerank: perCore }];
   if (cores > 1) set.push({ embed: oneSession, rerank: oneSession });
-  if (sweepBest && !set.some((l) => sameLayout(l.embed, sweepBest.embed) && sameLayout(l.rerank, sweepBest.rerank))) set.push(sweepBest);
+  if (sweepBest && !set.some((l) => sameLayout(l.embed, sweepBest.embed) && sameLayout(l.rerank, sweepBest.rerank)))
+    set.push(sweepBest);
   return set;
 }
 
@@ -206,7 +270,10 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
       const label = name.slice(0, eq);
       const url = name.slice(eq + 1).replace(/\/$/, '');
       return {
-        name: label, kind: 'url', variant: 'fp32', models: fp32,
+        name: label,
+        kind: 'url',
+        variant: 'fp32',
+        models: fp32,
         async start() {
           await waitHealthy(url, null, 10_000);
           return { name: label, url, apiKey: opts.apiKey, stop: async () => {}, logTail: () => '' };
@@ -217,48 +284,94 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
       const int8 = name === 'ort-int8';
       const models = int8 ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
       return rawLayoutSet(machineInfo().cores, int8 ? opts.rawLayouts?.int8 : opts.rawLayouts?.fp32).map((layouts) => {
-        const label = sameLayout(layouts.embed, layouts.rerank) ? layoutName(layouts.embed) : `${layoutName(layouts.embed)}+${layoutName(layouts.rerank)}`;
+        const label = sameLayout(layouts.embed, layouts.rerank)
+          ? layoutName(layouts.embed)
+          : `${layoutName(layouts.embed)}+${layoutName(layouts.rerank)}`;
         const target = `${name}-${label}`;
-        return { name: target, kind: 'raw', variant: int8 ? 'int8' : 'fp32', layouts, models, start: () => startRaw(target, models, layouts, opts.n ?? 256) };
+        return {
+          name: target,
+          kind: 'raw',
+          variant: int8 ? 'int8' : 'fp32',
+          layouts,
+          models,
+          start: () => startRaw(target, models, layouts, opts.n ?? 256),
+        };
       });
     }
     if (name === 'gateway' || name === 'gateway-int8' || name === 'gateway-cache') {
-      const models = name === 'gateway-int8' ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
+      const models =
+        name === 'gateway-int8' ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
       return {
-        name, kind: 'gateway', variant: name === 'gateway-int8' ? 'int8' : 'fp32', models,
+        name,
+        kind: 'gateway',
+        variant: name === 'gateway-int8' ? 'int8' : 'fp32',
+        models,
         start: () => {
-          const cli = opts.gatewayFromSrc ? join(REPO_ROOT, 'src', 'cli', 'index.ts') : join(REPO_ROOT, 'dist', 'cli', 'index.js');
-          if (!existsSync(cli)) return Promise.reject(new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`));
+          const cli = opts.gatewayFromSrc
+            ? join(REPO_ROOT, 'src', 'cli', 'index.ts')
+            : join(REPO_ROOT, 'dist', 'cli', 'index.js');
+          if (!existsSync(cli))
+            return Promise.reject(
+              new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`),
+            );
           // Started as npm start starts it: with the flags V8 takes only on node's command line.
-          return startChild(name, (port, apiKey) => spawn(process.execPath, [...commandLineFlags, ...(opts.gatewayFromSrc ? ['--import', import.meta.resolve('tsx')] : []), cli, 'serve'], {
-            cwd: REPO_ROOT,
-            stdio: ['ignore', 'pipe', 'pipe'],
-            env: {
-              ...process.env,
-              ONNX_GATEWAY_MODELS_DIR: modelsDir(),
-              ONNX_GATEWAY_MODELS: `${models.embed},${models.rerank}`,
-              // The ceiling and the peers cut a pair at 512 tokens; by default the gateway also scores
-              // the further windows of longer documents. One window each keeps the work identical.
-              ONNX_GATEWAY_RERANK_MAX_CHUNKS: process.env.ONNX_GATEWAY_RERANK_MAX_CHUNKS ?? '1',
-              // The workloads send the same inputs again and again: only gateway-cache answers them from its cache.
-              ONNX_GATEWAY_CACHE_MAX_MB: name === 'gateway-cache' ? '256' : '0',
-              ONNX_GATEWAY_PORT: String(port),
-              ONNX_GATEWAY_HOST: '127.0.0.1',
-              ONNX_GATEWAY_API_KEYS: apiKey,
-              ONNX_GATEWAY_LOG_LEVEL: process.env.ONNX_GATEWAY_LOG_LEVEL ?? 'warn',
-            },
-          }), 180_000);
+          return startChild(
+            name,
+            (port, apiKey) =>
+              spawn(
+                process.execPath,
+                [
+                  ...commandLineFlags,
+                  ...(opts.gatewayFromSrc ? ['--import', import.meta.resolve('tsx')] : []),
+                  cli,
+                  'serve',
+                ],
+                {
+                  cwd: REPO_ROOT,
+                  stdio: ['ignore', 'pipe', 'pipe'],
+                  env: {
+                    ...process.env,
+                    ONNX_GATEWAY_MODELS_DIR: modelsDir(),
+                    ONNX_GATEWAY_MODELS: `${models.embed},${models.rerank}`,
+                    // The ceiling and the peers cut a pair at 512 tokens; by default the gateway also scores
+                    // the further windows of longer documents. One window each keeps the work identical.
+                    ONNX_GATEWAY_RERANK_MAX_CHUNKS: process.env.ONNX_GATEWAY_RERANK_MAX_CHUNKS ?? '1',
+                    // The workloads send the same inputs again and again: only gateway-cache answers them from its cache.
+                    ONNX_GATEWAY_CACHE_MAX_MB: name === 'gateway-cache' ? '256' : '0',
+                    ONNX_GATEWAY_PORT: String(port),
+                    ONNX_GATEWAY_HOST: '127.0.0.1',
+                    ONNX_GATEWAY_API_KEYS: apiKey,
+                    ONNX_GATEWAY_LOG_LEVEL: process.env.ONNX_GATEWAY_LOG_LEVEL ?? 'warn',
+                  },
+                },
+              ),
+            180_000,
+          );
         },
       };
     }
     const peerFile = { transformers: './peers/transformers-server', minimal: './peers/minimal-server' }[name];
-    if (!peerFile) throw new Error(`unknown target "${name}" (gateway, gateway-int8, gateway-cache, transformers, minimal, ort, ort-int8, or name=URL)`);
+    if (!peerFile)
+      throw new Error(
+        `unknown target "${name}" (gateway, gateway-int8, gateway-cache, transformers, minimal, ort, ort-int8, or name=URL)`,
+      );
     const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
     return {
-      name, kind: 'peer', variant: 'fp32', models: fp32,
-      start: () => startChild(name, (port, apiKey) => spawnNode(new URL(peerFile + ext, import.meta.url), [
-        '--port', String(port), '--embed-model', opts.embedModel, '--rerank-model', opts.rerankModel,
-      ], { env: { ...process.env, BENCH_API_KEY: apiKey } }), 180_000),
+      name,
+      kind: 'peer',
+      variant: 'fp32',
+      models: fp32,
+      start: () =>
+        startChild(
+          name,
+          (port, apiKey) =>
+            spawnNode(
+              new URL(peerFile + ext, import.meta.url),
+              ['--port', String(port), '--embed-model', opts.embedModel, '--rerank-model', opts.rerankModel],
+              { env: { ...process.env, BENCH_API_KEY: apiKey } },
+            ),
+          180_000,
+        ),
     };
   });
 }
@@ -266,27 +379,72 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
 // ---------------------------------------------------------------------------------------------
 // Workloads
 
-export interface Workload { name: string; path: string; unit: 'inputs' | 'pairs'; unitsPerRequest: number; concurrency: number[]; bodies: string[] }
+export interface Workload {
+  name: string;
+  path: string;
+  unit: 'inputs' | 'pairs';
+  unitsPerRequest: number;
+  concurrency: number[];
+  bodies: string[];
+}
 
-export interface WorkloadOptions { n: number; single: number[]; batch: number[]; rerank: number[]; embedModel: string; rerankModel: string }
+export interface WorkloadOptions {
+  n: number;
+  single: number[];
+  batch: number[];
+  rerank: number[];
+  embedModel: string;
+  rerankModel: string;
+}
 
 /** Requests a point should complete at least, so that its rate is not a count of a handful of answers. */
 const minCompletions = 12;
 
 export function workloads(o: WorkloadOptions): Workload[] {
   const texts = embeddingMix(o.n);
-  const single = (format: 'float' | 'base64'): string[] => texts.map((t) => JSON.stringify({ model: o.embedModel, input: t, encoding_format: format }));
+  const single = (format: 'float' | 'base64'): string[] =>
+    texts.map((t) => JSON.stringify({ model: o.embedModel, input: t, encoding_format: format }));
   const windows: string[] = [];
   for (let s = 0; s < texts.length; s += 8) {
     const input = Array.from({ length: 32 }, (_, k) => texts[(s + k) % texts.length]);
     windows.push(JSON.stringify({ model: o.embedModel, input, encoding_format: 'float' }));
   }
-  const reranks = rerankMix(RERANK_REQUESTS).map((r) => JSON.stringify({ model: o.rerankModel, query: r.query, documents: r.documents }));
+  const reranks = rerankMix(RERANK_REQUESTS).map((r) =>
+    JSON.stringify({ model: o.rerankModel, query: r.query, documents: r.documents }),
+  );
   return [
-    { name: 'embed-1-float', path: '/v1/embeddings', unit: 'inputs', unitsPerRequest: 1, concurrency: o.single, bodies: single('float') },
-    { name: 'embed-1-base64', path: '/v1/embeddings', unit: 'inputs', unitsPerRequest: 1, concurrency: o.single, bodies: single('base64') },
-    { name: 'embed-32-float', path: '/v1/embeddings', unit: 'inputs', unitsPerRequest: 32, concurrency: o.batch, bodies: windows },
-    { name: 'rerank-1x50', path: '/v1/rerank', unit: 'pairs', unitsPerRequest: 50, concurrency: o.rerank, bodies: reranks },
+    {
+      name: 'embed-1-float',
+      path: '/v1/embeddings',
+      unit: 'inputs',
+      unitsPerRequest: 1,
+      concurrency: o.single,
+      bodies: single('float'),
+    },
+    {
+      name: 'embed-1-base64',
+      path: '/v1/embeddings',
+      unit: 'inputs',
+      unitsPerRequest: 1,
+      concurrency: o.single,
+      bodies: single('base64'),
+    },
+    {
+      name: 'embed-32-float',
+      path: '/v1/embeddings',
+      unit: 'inputs',
+      unitsPerRequest: 32,
+      concurrency: o.batch,
+      bodies: windows,
+    },
+    {
+      name: 'rerank-1x50',
+      path: '/v1/rerank',
+      unit: 'pairs',
+      unitsPerRequest: 50,
+      concurrency: o.rerank,
+      bodies: reranks,
+    },
   ].filter((w) => w.concurrency.length > 0) as Workload[];
 }
 
@@ -301,20 +459,33 @@ async function check(t: RunningTarget, w: Workload): Promise<string | null> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (t.apiKey) headers.authorization = `Bearer ${t.apiKey}`;
   try {
-    const res = await fetch(t.url + w.path, { method: 'POST', headers, body: w.bodies[1 % w.bodies.length], signal: AbortSignal.timeout(120_000) });
+    const res = await fetch(t.url + w.path, {
+      method: 'POST',
+      headers,
+      body: w.bodies[1 % w.bodies.length],
+      signal: AbortSignal.timeout(120_000),
+    });
     const text = await res.text();
     if (res.status !== 200) return `status ${res.status}: ${text.slice(0, 300)}`;
-    const body = JSON.parse(text) as { data?: Array<{ embedding: unknown; index: number }>; results?: Array<{ index: number; relevance_score: number }> };
+    const body = JSON.parse(text) as {
+      data?: Array<{ embedding: unknown; index: number }>;
+      results?: Array<{ index: number; relevance_score: number }>;
+    };
     if (w.path === '/v1/rerank') {
-      if (!Array.isArray(body.results) || body.results.length !== 50) return `expected 50 rerank results, got ${body.results?.length}`;
-      if (body.results.some((r) => typeof r.index !== 'number' || typeof r.relevance_score !== 'number')) return 'rerank results lack index/relevance_score';
+      if (!Array.isArray(body.results) || body.results.length !== 50)
+        return `expected 50 rerank results, got ${body.results?.length}`;
+      if (body.results.some((r) => typeof r.index !== 'number' || typeof r.relevance_score !== 'number'))
+        return 'rerank results lack index/relevance_score';
       return null;
     }
-    if (!Array.isArray(body.data) || body.data.length !== w.unitsPerRequest) return `expected ${w.unitsPerRequest} embeddings, got ${body.data?.length}`;
+    if (!Array.isArray(body.data) || body.data.length !== w.unitsPerRequest)
+      return `expected ${w.unitsPerRequest} embeddings, got ${body.data?.length}`;
     const e = body.data[0]!.embedding;
     if (w.name.includes('base64')) {
-      if (typeof e !== 'string' || Buffer.from(e, 'base64').length % 4 !== 0 || Buffer.from(e, 'base64').length === 0) return 'base64 embedding is not float32 bytes';
-    } else if (!Array.isArray(e) || e.length === 0 || typeof e[0] !== 'number') return 'float embedding is not an array of numbers';
+      if (typeof e !== 'string' || Buffer.from(e, 'base64').length % 4 !== 0 || Buffer.from(e, 'base64').length === 0)
+        return 'base64 embedding is not float32 bytes';
+    } else if (!Array.isArray(e) || e.length === 0 || typeof e[0] !== 'number')
+      return 'float embedding is not an array of numbers';
     return null;
   } catch (error) {
     return (error as Error).message;
@@ -334,8 +505,12 @@ async function waitIdle(t: RunningTarget, embedModel: string, idleMs: number, ca
   while (performance.now() - t0 < capMs) {
     const s = performance.now();
     try {
-      await (await fetch(`${t.url}/v1/embeddings`, { method: 'POST', headers, body, signal: AbortSignal.timeout(capMs) })).arrayBuffer();
-    } catch { /* retry */ }
+      await (
+        await fetch(`${t.url}/v1/embeddings`, { method: 'POST', headers, body, signal: AbortSignal.timeout(capMs) })
+      ).arrayBuffer();
+    } catch {
+      /* retry */
+    }
     const ms = performance.now() - s;
     if (ms <= idleMs) break;
   }
@@ -367,9 +542,15 @@ class LoadGenerator {
   run(job: Omit<LoadJob, 'id'>): Promise<LoadResult> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      const onExit = (): void => { this.pending.delete(id); reject(new Error('load generator exited')); };
+      const onExit = (): void => {
+        this.pending.delete(id);
+        reject(new Error('load generator exited'));
+      };
       this.child.once('exit', onExit);
-      this.pending.set(id, (r) => { this.child.off('exit', onExit); resolve(r); });
+      this.pending.set(id, (r) => {
+        this.child.off('exit', onExit);
+        resolve(r);
+      });
       this.child.send({ ...job, id } satisfies LoadJob);
     });
   }
@@ -412,13 +593,17 @@ export interface HttpPoint {
 }
 
 export interface HttpTargetResult {
-  name: string; kind: string; url: string | null; error: string | null;
+  name: string;
+  kind: string;
+  url: string | null;
+  error: string | null;
   variant: 'fp32' | 'int8';
   /** A raw target's layouts. */
   layouts?: { embed: RawLayout; rerank: RawLayout };
   /** latency of a 1-token request on the idle server, ms */
   idlePingMs: number | null;
-  validation: Record<string, string | null>; points: HttpPoint[];
+  validation: Record<string, string | null>;
+  points: HttpPoint[];
   /** points above the lowest concurrency not run because the expected latency exceeded maxDurationS / 3 (saturated well before) */
   skipped: Array<{ workload: string; concurrency: number; expectedLatencyS: number }>;
 }
@@ -432,10 +617,32 @@ export interface HttpOptions extends TargetOptions, WorkloadOptions {
   only?: string[];
 }
 
-export function httpDefaults(quick: boolean): Omit<HttpOptions, 'embedModel' | 'rerankModel' | 'gatewayFromSrc' | 'apiKey'> {
+export function httpDefaults(
+  quick: boolean,
+): Omit<HttpOptions, 'embedModel' | 'rerankModel' | 'gatewayFromSrc' | 'apiKey'> {
   return quick
-    ? { targets: ['gateway', 'transformers', 'minimal', 'ort'], n: 64, single: [1, 8, 32], batch: [1, 8], rerank: [1, 4], durationS: 3, warmupS: 1, repeats: 1, maxDurationS: 20 }
-    : { targets: ['gateway', 'transformers', 'minimal', 'ort'], n: 256, single: [1, 8, 32, 128], batch: [1, 8, 32], rerank: [1, 4, 16], durationS: 10, warmupS: 3, repeats: 3, maxDurationS: 90 };
+    ? {
+        targets: ['gateway', 'transformers', 'minimal', 'ort'],
+        n: 64,
+        single: [1, 8, 32],
+        batch: [1, 8],
+        rerank: [1, 4],
+        durationS: 3,
+        warmupS: 1,
+        repeats: 1,
+        maxDurationS: 20,
+      }
+    : {
+        targets: ['gateway', 'transformers', 'minimal', 'ort'],
+        n: 256,
+        single: [1, 8, 32, 128],
+        batch: [1, 8, 32],
+        rerank: [1, 4, 16],
+        durationS: 10,
+        warmupS: 3,
+        repeats: 3,
+        maxDurationS: 90,
+      };
 }
 
 /**
@@ -447,10 +654,28 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
   const specs = targetSpecs(opts.targets, opts);
   const gen = new LoadGenerator();
   const out: HttpTargetResult[] = [];
-  const live: Array<{ spec: TargetSpec; target: RunningTarget; result: HttpTargetResult; headers: Record<string, string>; idleMs: number; wls: Workload[] }> = [];
+  const live: Array<{
+    spec: TargetSpec;
+    target: RunningTarget;
+    result: HttpTargetResult;
+    headers: Record<string, string>;
+    idleMs: number;
+    wls: Workload[];
+  }> = [];
   try {
     for (const spec of specs) {
-      const result: HttpTargetResult = { name: spec.name, kind: spec.kind, variant: spec.variant, layouts: spec.layouts, url: null, error: null, idlePingMs: null, validation: {}, points: [], skipped: [] };
+      const result: HttpTargetResult = {
+        name: spec.name,
+        kind: spec.kind,
+        variant: spec.variant,
+        layouts: spec.layouts,
+        url: null,
+        error: null,
+        idlePingMs: null,
+        validation: {},
+        points: [],
+        skipped: [],
+      };
       out.push(result);
       let target: RunningTarget;
       try {
@@ -463,17 +688,25 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
       }
       result.url = target.url;
       const entry = {
-        spec, target, result,
+        spec,
+        target,
+        result,
         headers: (target.apiKey ? { authorization: `Bearer ${target.apiKey}` } : {}) as Record<string, string>,
         idleMs: 0,
-        wls: workloads({ ...opts, embedModel: spec.models.embed, rerankModel: spec.models.rerank }).filter((w) => !opts.only || opts.only.includes(w.name)),
+        wls: workloads({ ...opts, embedModel: spec.models.embed, rerankModel: spec.models.rerank }).filter(
+          (w) => !opts.only || opts.only.includes(w.name),
+        ),
       };
       live.push(entry);
       if (target.measure) continue;
       // Idle latency of a tiny request: the yardstick of waitIdle.
       await waitIdle(target, spec.models.embed, Infinity);
       const idleSamples: number[] = [];
-      for (let i = 0; i < 5; i++) { const t0 = performance.now(); await waitIdle(target, spec.models.embed, Infinity); idleSamples.push(performance.now() - t0); }
+      for (let i = 0; i < 5; i++) {
+        const t0 = performance.now();
+        await waitIdle(target, spec.models.embed, Infinity);
+        idleSamples.push(performance.now() - t0);
+      }
       entry.idleMs = Math.max(50, 3 * Math.min(...idleSamples));
       result.idlePingMs = round(Math.min(...idleSamples), 2);
     }
@@ -487,13 +720,28 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
       });
       for (const run of runs) {
         // Raw targets warm their sessions at start and have nothing to validate.
-        if (run.target.measure) { run.result.validation[name] = null; continue; }
+        if (run.target.measure) {
+          run.result.validation[name] = null;
+          continue;
+        }
         const { error: invalid, ms } = await validate(run.target, run.w);
         run.result.validation[name] = invalid;
         run.oneMs = ms;
-        if (invalid) { run.ok = false; log(`http: ${run.spec.name} ${name} failed validation: ${invalid}`); continue; }
+        if (invalid) {
+          run.ok = false;
+          log(`http: ${run.spec.name} ${name} failed validation: ${invalid}`);
+          continue;
+        }
         // Warm-up at concurrency 2 (JIT, arenas, connection setup), then let the server drain.
-        await gen.run({ url: run.target.url, path: run.w.path, bodies: run.w.bodies, connections: 2, durationS: Math.max(opts.warmupS, Math.ceil(Math.min((2 * ms) / 1000, opts.maxDurationS / 2))), timeoutS: 120, headers: run.headers });
+        await gen.run({
+          url: run.target.url,
+          path: run.w.path,
+          bodies: run.w.bodies,
+          connections: 2,
+          durationS: Math.max(opts.warmupS, Math.ceil(Math.min((2 * ms) / 1000, opts.maxDurationS / 2))),
+          timeoutS: 120,
+          headers: run.headers,
+        });
         await waitIdle(run.target, run.spec.models.embed, run.idleMs);
       }
       const concurrency = runs[0]?.w.concurrency ?? [];
@@ -505,18 +753,41 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
           const estLatencyS = run.unitsRate > 0 ? (c * run.w.unitsPerRequest) / run.unitsRate : (c * run.oneMs) / 1000;
           if (c !== concurrency[0] && estLatencyS > opts.maxDurationS / 3) {
             run.result.skipped.push({ workload: name, concurrency: c, expectedLatencyS: round(estLatencyS, 1) });
-            log(`  ${run.spec.name.padEnd(12)} ${name.padEnd(15)} c=${String(c).padStart(3)} skipped: expected latency ${round(estLatencyS, 1)} s`);
+            log(
+              `  ${run.spec.name.padEnd(12)} ${name.padEnd(15)} c=${String(c).padStart(3)} skipped: expected latency ${round(estLatencyS, 1)} s`,
+            );
             return false;
           }
           return true;
         });
         // One duration for every target at this point: the longest any of them needs.
-        const durationS = Math.ceil(Math.min(opts.maxDurationS, Math.max(opts.durationS, ...active.filter((run) => !run.target.measure).map((run) => {
-          const estLatencyS = run.unitsRate > 0 ? (c * run.w.unitsPerRequest) / run.unitsRate : (c * run.oneMs) / 1000;
-          return Math.max(4 * estLatencyS, (minCompletions * estLatencyS) / c);
-        }))));
+        const durationS = Math.ceil(
+          Math.min(
+            opts.maxDurationS,
+            Math.max(
+              opts.durationS,
+              ...active
+                .filter((run) => !run.target.measure)
+                .map((run) => {
+                  const estLatencyS =
+                    run.unitsRate > 0 ? (c * run.w.unitsPerRequest) / run.unitsRate : (c * run.oneMs) / 1000;
+                  return Math.max(4 * estLatencyS, (minCompletions * estLatencyS) / c);
+                }),
+            ),
+          ),
+        );
         const reps = new Map<(typeof runs)[number], LoadResult[]>(active.map((run) => [run, []]));
-        const cpu = new Map<(typeof runs)[number], Array<{ main: number; other: number; loadGen: number; mainMsPerRequest: number; otherMsPerRequest: number; unitsPerWorkerCoreSecond: number }>>(active.map((run) => [run, []]));
+        const cpu = new Map<
+          (typeof runs)[number],
+          Array<{
+            main: number;
+            other: number;
+            loadGen: number;
+            mainMsPerRequest: number;
+            otherMsPerRequest: number;
+            unitsPerWorkerCoreSecond: number;
+          }>
+        >(active.map((run) => [run, []]));
         for (let r = 0; r < opts.repeats; r++) {
           const order = active.map((_, i) => active[(i + r) % active.length]!);
           for (const run of order) {
@@ -524,7 +795,15 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
             const t0 = performance.now();
             const result = run.target.measure
               ? await run.target.measure(run.w, c, durationS)
-              : await gen.run({ url: run.target.url, path: run.w.path, bodies: run.w.bodies, connections: c, durationS, timeoutS: Math.max(60, durationS * 2), headers: run.headers });
+              : await gen.run({
+                  url: run.target.url,
+                  path: run.w.path,
+                  bodies: run.w.bodies,
+                  connections: c,
+                  durationS,
+                  timeoutS: Math.max(60, durationS * 2),
+                  headers: run.headers,
+                });
             const wallMs = performance.now() - t0;
             const after = run.target.pid ? processCpuMs(run.target.pid) : null;
             reps.get(run)!.push(result);
@@ -534,8 +813,11 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
               // A raw target's model runs on all of its threads; a server's on its workers.
               const modelMs = run.target.measure ? main + other : other;
               cpu.get(run)!.push({
-                main: (main / wallMs) * 100, other: (other / wallMs) * 100, loadGen: result.loadGenCpuPct ?? 0,
-                mainMsPerRequest: main / result.ok, otherMsPerRequest: other / result.ok,
+                main: (main / wallMs) * 100,
+                other: (other / wallMs) * 100,
+                loadGen: result.loadGenCpuPct ?? 0,
+                mainMsPerRequest: main / result.ok,
+                otherMsPerRequest: other / result.ok,
                 unitsPerWorkerCoreSecond: modelMs > 0 ? (result.ok * run.w.unitsPerRequest) / (modelMs / 1000) : 0,
               });
             }
@@ -548,7 +830,11 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
           if (failed) log(`http: ${run.spec.name} ${name} c=${c}: ${failed.error}`);
           const rps = results.map((x) => x.okPerSec);
           const p: HttpPoint = {
-            target: run.spec.name, workload: name, unit: run.w.unit, concurrency: c, durationS,
+            target: run.spec.name,
+            workload: name,
+            unit: run.w.unit,
+            concurrency: c,
+            durationS,
             requestsPerSec: roundSpread(spread(rps), 2),
             unitsPerSec: roundSpread(spread(rps.map((x) => x * run.w.unitsPerRequest)), 1),
             p50Ms: roundSpread(spread(results.map((x) => x.latencyMs.p50)), 1),
@@ -563,19 +849,32 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
           };
           const used = cpu.get(run)!;
           if (used.length) {
-            p.cpuPct = { main: round(median(used.map((u) => u.main)), 0), other: round(median(used.map((u) => u.other)), 0), loadGen: round(median(used.map((u) => u.loadGen)), 0) };
-            p.cpuPerRequestMs = { main: round(median(used.map((u) => u.mainMsPerRequest)), 2), other: round(median(used.map((u) => u.otherMsPerRequest)), 2) };
+            p.cpuPct = {
+              main: round(median(used.map((u) => u.main)), 0),
+              other: round(median(used.map((u) => u.other)), 0),
+              loadGen: round(median(used.map((u) => u.loadGen)), 0),
+            };
+            p.cpuPerRequestMs = {
+              main: round(median(used.map((u) => u.mainMsPerRequest)), 2),
+              other: round(median(used.map((u) => u.otherMsPerRequest)), 2),
+            };
             p.unitsPerWorkerCoreSecond = round(median(used.map((u) => u.unitsPerWorkerCoreSecond)), 1);
           }
           run.unitsRate = p.unitsPerSec.median;
           run.result.points.push(p);
-          log(`  ${run.spec.name.padEnd(12)} ${name.padEnd(15)} c=${String(c).padStart(3)} ${String(round(p.unitsPerSec.median, 1)).padStart(7)} ${run.w.unit}/s `
-            + `${String(p.requestsPerSec.median).padStart(7)} req/s p50 ${p.p50Ms.median} ms p99 ${p.p99Ms.median} ms`
-            + `${p.non2xx || p.errors ? ` (non-2xx ${p.non2xx}, errors ${p.errors})` : ''}`);
+          log(
+            `  ${run.spec.name.padEnd(12)} ${name.padEnd(15)} c=${String(c).padStart(3)} ${String(round(p.unitsPerSec.median, 1)).padStart(7)} ${run.w.unit}/s ` +
+              `${String(p.requestsPerSec.median).padStart(7)} req/s p50 ${p.p50Ms.median} ms p99 ${p.p99Ms.median} ms` +
+              `${p.non2xx || p.errors ? ` (non-2xx ${p.non2xx}, errors ${p.errors})` : ''}`,
+          );
         }
       }
     }
-    if (opts.only?.includes('reindex')) await runReindex(live.filter((l) => !l.target.measure), opts);
+    if (opts.only?.includes('reindex'))
+      await runReindex(
+        live.filter((l) => !l.target.measure),
+        opts,
+      );
   } finally {
     gen.close();
     for (const l of live) await l.target.stop();
@@ -608,7 +907,12 @@ export function reindexPasses(tag: string): Array<{ name: string; inputs: string
 }
 
 /** One pass: every input in requests of 32, 4 in flight; wall time, latencies and the cache hits the server reported. */
-async function reindexPass(t: RunningTarget, headers: Record<string, string>, model: string, inputs: string[]): Promise<{ seconds: number; latencies: number[]; hits: number | undefined; failed: number }> {
+async function reindexPass(
+  t: RunningTarget,
+  headers: Record<string, string>,
+  model: string,
+  inputs: string[],
+): Promise<{ seconds: number; latencies: number[]; hits: number | undefined; failed: number }> {
   const bodies: string[] = [];
   for (let i = 0; i < inputs.length; i += REINDEX.perRequest) {
     bodies.push(JSON.stringify({ model, input: inputs.slice(i, i + REINDEX.perRequest), encoding_format: 'base64' }));
@@ -622,7 +926,12 @@ async function reindexPass(t: RunningTarget, headers: Record<string, string>, mo
     while (next < bodies.length) {
       const body = bodies[next++]!;
       const t0 = performance.now();
-      const res = await fetch(`${t.url}/v1/embeddings`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(300_000) });
+      const res = await fetch(`${t.url}/v1/embeddings`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body,
+        signal: AbortSignal.timeout(300_000),
+      });
       await res.arrayBuffer();
       latencies.push(performance.now() - t0);
       if (res.status !== 200) failed++;
@@ -639,18 +948,25 @@ async function reindexPass(t: RunningTarget, headers: Record<string, string>, mo
  * workloads; each repeat sends inputs no server has seen. A server without a cache does the same
  * work in every pass; one with a cache does none in the warm pass and half in the half-new pass.
  */
-async function runReindex(live: Array<{ spec: TargetSpec; target: RunningTarget; result: HttpTargetResult; headers: Record<string, string> }>, opts: HttpOptions): Promise<void> {
+async function runReindex(
+  live: Array<{ spec: TargetSpec; target: RunningTarget; result: HttpTargetResult; headers: Record<string, string> }>,
+  opts: HttpOptions,
+): Promise<void> {
   const runTag = randomBytes(3).toString('hex');
   const passes = reindexPasses(`${runTag}-0`).map((p) => p.name);
-  const runs = new Map(live.map((l) => [l, new Map<string, Array<Awaited<ReturnType<typeof reindexPass>>>>(passes.map((p) => [p, []]))]));
+  const runs = new Map(
+    live.map((l) => [l, new Map<string, Array<Awaited<ReturnType<typeof reindexPass>>>>(passes.map((p) => [p, []]))]),
+  );
   for (let r = 0; r < opts.repeats; r++) {
     const order = live.map((_, i) => live[(i + r) % live.length]!);
     for (const l of order) {
       for (const pass of reindexPasses(`${runTag}-${r}`)) {
         const measured = await reindexPass(l.target, l.headers, l.spec.models.embed, pass.inputs);
         runs.get(l)!.get(pass.name)!.push(measured);
-        log(`  ${l.spec.name.padEnd(12)} ${pass.name.padEnd(16)} repeat ${r + 1}: ${round(pass.inputs.length / measured.seconds, 1)} inputs/s`
-          + `${measured.hits === undefined ? '' : `, ${measured.hits} cache hits`}${measured.failed ? ` (${measured.failed} failed requests)` : ''}`);
+        log(
+          `  ${l.spec.name.padEnd(12)} ${pass.name.padEnd(16)} repeat ${r + 1}: ${round(pass.inputs.length / measured.seconds, 1)} inputs/s` +
+            `${measured.hits === undefined ? '' : `, ${measured.hits} cache hits`}${measured.failed ? ` (${measured.failed} failed requests)` : ''}`,
+        );
       }
     }
   }
@@ -658,15 +974,27 @@ async function runReindex(live: Array<{ spec: TargetSpec; target: RunningTarget;
     for (const [name, results] of runs.get(l)!) {
       const rps = results.map((x) => (x.latencies.length - x.failed) / x.seconds);
       const hits = results.flatMap((x) => (x.hits === undefined ? [] : [x.hits]));
-      const quantile = (q: number) => results.map((x) => [...x.latencies].sort((a, b) => a - b)[Math.min(x.latencies.length - 1, Math.floor(q * x.latencies.length))]!);
+      const quantile = (q: number) =>
+        results.map(
+          (x) =>
+            [...x.latencies].sort((a, b) => a - b)[
+              Math.min(x.latencies.length - 1, Math.floor(q * x.latencies.length))
+            ]!,
+        );
       l.result.points.push({
-        target: l.spec.name, workload: name, unit: 'inputs', concurrency: REINDEX.concurrency,
+        target: l.spec.name,
+        workload: name,
+        unit: 'inputs',
+        concurrency: REINDEX.concurrency,
         durationS: round(median(results.map((x) => x.seconds)), 2),
         requestsPerSec: roundSpread(spread(rps), 2),
         unitsPerSec: roundSpread(spread(rps.map((x) => x * REINDEX.perRequest)), 1),
         p50Ms: roundSpread(spread(quantile(0.5)), 1),
         p99Ms: roundSpread(spread(quantile(0.99)), 1),
-        non2xx: results.reduce((a, x) => a + x.failed, 0), errors: 0, timeouts: 0, statusCodes: {},
+        non2xx: results.reduce((a, x) => a + x.failed, 0),
+        errors: 0,
+        timeouts: 0,
+        statusCodes: {},
         ...(hits.length ? { cacheHits: median(hits) } : {}),
       });
     }
@@ -691,5 +1019,11 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     rerankModel: flagString(f, 'rerank-model', DEFAULT_RERANK_MODEL),
     gatewayFromSrc: f['gateway-from-src'] === true,
     apiKey: flagString(f, 'api-key', process.env.BENCH_API_KEY ?? '') || null,
-  }).then((r) => process.stdout.write(JSON.stringify(r, null, 2) + '\n'), (e: unknown) => { console.error(e); process.exitCode = 1; });
+  }).then(
+    (r) => process.stdout.write(JSON.stringify(r, null, 2) + '\n'),
+    (e: unknown) => {
+      console.error(e);
+      process.exitCode = 1;
+    },
+  );
 }

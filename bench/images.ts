@@ -35,7 +35,12 @@ import {
 } from './lib/common.js';
 import { parseServerTiming } from '../src/http/timing.js';
 
-const DEFAULT_PIPELINES = ['realesr-animevideov3', 'espcn-superres-x3-y', 'isnet-imgly-small', 'fast-neural-style-candy-nc16'];
+const DEFAULT_PIPELINES = [
+  'realesr-animevideov3',
+  'espcn-superres-x3-y',
+  'isnet-imgly-small',
+  'fast-neural-style-candy-nc16',
+];
 const DEFAULT_SIZES = ['2048x2048', '3840x2160'];
 
 export interface ImageCase {
@@ -88,7 +93,9 @@ async function picture(width: number, height: number): Promise<Buffer> {
     state = (state * 1103515245 + 12345) >>> 0;
     data[i] = Math.max(0, Math.min(255, data[i]! + ((state >>> 28) - 8)));
   }
-  return sharp(data, { raw: { width: info.width, height: info.height, channels: 3 } }).png({ compressionLevel: 1 }).toBuffer();
+  return sharp(data, { raw: { width: info.width, height: info.height, channels: 3 } })
+    .png({ compressionLevel: 1 })
+    .toBuffer();
 }
 
 /** The input a pipeline gets for an output size: x4/x3 models start from the size / scale; the others edit an image of the output size. */
@@ -120,7 +127,13 @@ async function startGateway(imageModels: string[], dir: string, imageThreads: nu
 }
 
 /** Child process: one pipeline at one size. Prints one JSON line. */
-async function runCase(pipeline: string, size: string, dir: string, repeats: number, imageThreads: number | undefined): Promise<void> {
+async function runCase(
+  pipeline: string,
+  size: string,
+  dir: string,
+  repeats: number,
+  imageThreads: number | undefined,
+): Promise<void> {
   const { server, config } = await startGateway([pipeline], dir, imageThreads);
   const idleRssMB = process.memoryUsage().rss / 2 ** 20;
   const startupPeakRssMB = process.resourceUsage().maxRSS / 1024;
@@ -136,7 +149,8 @@ async function runCase(pipeline: string, size: string, dir: string, repeats: num
     const started = performance.now();
     const response = await server.app.inject({ method: 'POST', url: '/v1/images/edits', payload });
     const seconds = (performance.now() - started) / 1000;
-    if (response.statusCode !== 200) throw new Error(`${pipeline} ${size}: ${response.statusCode} ${response.body.slice(0, 300)}`);
+    if (response.statusCode !== 200)
+      throw new Error(`${pipeline} ${size}: ${response.statusCode} ${response.body.slice(0, 300)}`);
     if (i === 0) continue; // the first run pays for first-use allocations
     runs.push(seconds);
     const phases = parseServerTiming(response.headers['server-timing'] as string | undefined);
@@ -172,7 +186,14 @@ async function runIsolation(pipeline: string, dir: string, imageThreads: number 
   const base = await server.app.listen({ port: 0, host: '127.0.0.1' });
   const embed = async () => {
     const started = performance.now();
-    const response = await fetch(`${base}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: DEFAULT_EMBED_MODEL, input: 'how fast is an embedding while an image is upscaled?' }) });
+    const response = await fetch(`${base}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: DEFAULT_EMBED_MODEL,
+        input: 'how fast is an embedding while an image is upscaled?',
+      }),
+    });
     await response.arrayBuffer();
     if (response.status !== 200) throw new Error(`embeddings: ${response.status}`);
     return performance.now() - started;
@@ -186,7 +207,11 @@ async function runIsolation(pipeline: string, dir: string, imageThreads: number 
   const image = (await picture(input.width, input.height)).toString('base64');
   let done = false;
   const started = performance.now();
-  const editing = fetch(`${base}/v1/images/edits`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: pipeline, prompt: 'bench', image, size }) }).then(async (response) => {
+  const editing = fetch(`${base}/v1/images/edits`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: pipeline, prompt: 'bench', image, size }),
+  }).then(async (response) => {
     await response.arrayBuffer();
     done = true;
     return response.status;
@@ -197,8 +222,20 @@ async function runIsolation(pipeline: string, dir: string, imageThreads: number 
   const status = await editing;
   if (status !== 200) throw new Error(`edit: ${status}`);
   const editSeconds = (performance.now() - started) / 1000;
-  const stats = (xs: number[]) => ({ n: xs.length, p50Ms: round(percentile(xs, 50), 1), p99Ms: round(percentile(xs, 99), 1) });
-  const result: IsolationResult = { pipeline, size, textWorkers: config.workers, imageThreads: config.imageIntraOpThreads, idle: stats(idle), duringEdit: stats(during), editSeconds: round(editSeconds, 2) };
+  const stats = (xs: number[]) => ({
+    n: xs.length,
+    p50Ms: round(percentile(xs, 50), 1),
+    p99Ms: round(percentile(xs, 99), 1),
+  });
+  const result: IsolationResult = {
+    pipeline,
+    size,
+    textWorkers: config.workers,
+    imageThreads: config.imageIntraOpThreads,
+    idle: stats(idle),
+    duringEdit: stats(during),
+    editSeconds: round(editSeconds, 2),
+  };
   await server.close();
   process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
 }
@@ -242,16 +279,22 @@ export function renderImagesChart(report: ImagesReport): string {
     const plotH = panelH - margin.top - margin.bottom;
     const group = plotW / Math.max(1, pipelines.length);
     const bar = (group * 0.7) / Math.max(1, sizes.length);
-    parts.push(`<text x="${x0 + panelW / 2}" y="${50 + 20}" text-anchor="middle" font-weight="bold">${esc(title)}</text>`);
+    parts.push(
+      `<text x="${x0 + panelW / 2}" y="${50 + 20}" text-anchor="middle" font-weight="bold">${esc(title)}</text>`,
+    );
     const y0 = 50 + margin.top + plotH;
     parts.push(`<line x1="${x0 + margin.left}" y1="${y0}" x2="${x0 + margin.left + plotW}" y2="${y0}" stroke="#333"/>`);
     for (let t = 0; t <= 4; t++) {
       const v = (max * t) / 4;
       const y = y0 - (plotH * t) / 4;
       parts.push(`<line x1="${x0 + margin.left}" y1="${y}" x2="${x0 + margin.left + plotW}" y2="${y}" stroke="#eee"/>`);
-      parts.push(`<text x="${x0 + margin.left - 6}" y="${y + 4}" text-anchor="end" font-size="11">${v >= 10 ? Math.round(v) : v.toFixed(2)}</text>`);
+      parts.push(
+        `<text x="${x0 + margin.left - 6}" y="${y + 4}" text-anchor="end" font-size="11">${v >= 10 ? Math.round(v) : v.toFixed(2)}</text>`,
+      );
     }
-    parts.push(`<text transform="translate(${x0 + 16},${y0 - plotH / 2}) rotate(-90)" text-anchor="middle" font-size="12">${esc(unit)}</text>`);
+    parts.push(
+      `<text transform="translate(${x0 + 16},${y0 - plotH / 2}) rotate(-90)" text-anchor="middle" font-size="12">${esc(unit)}</text>`,
+    );
     pipelines.forEach((pipeline, p) => {
       sizes.forEach((size, s) => {
         const c = report.cases.find((x) => x.pipeline === pipeline && x.size === size);
@@ -259,26 +302,42 @@ export function renderImagesChart(report: ImagesReport): string {
         const v = value(c);
         const h = (plotH * v) / max;
         const x = x0 + margin.left + p * group + group * 0.15 + s * bar;
-        parts.push(`<rect x="${x}" y="${y0 - h}" width="${bar - 2}" height="${h}" fill="${colors[s % colors.length]}"><title>${esc(`${pipeline} ${size}: ${v}`)}</title></rect>`);
-        parts.push(`<text x="${x + bar / 2}" y="${y0 - h - 4}" text-anchor="middle" font-size="10">${v >= 10 ? Math.round(v) : v.toFixed(2)}</text>`);
+        parts.push(
+          `<rect x="${x}" y="${y0 - h}" width="${bar - 2}" height="${h}" fill="${colors[s % colors.length]}"><title>${esc(`${pipeline} ${size}: ${v}`)}</title></rect>`,
+        );
+        parts.push(
+          `<text x="${x + bar / 2}" y="${y0 - h - 4}" text-anchor="middle" font-size="10">${v >= 10 ? Math.round(v) : v.toFixed(2)}</text>`,
+        );
       });
-      parts.push(`<text x="${x0 + margin.left + p * group + group / 2}" y="${y0 + 16}" text-anchor="middle" font-size="11">${esc(pipeline.replace(/-nc16$/, ''))}</text>`);
+      parts.push(
+        `<text x="${x0 + margin.left + p * group + group / 2}" y="${y0 + 16}" text-anchor="middle" font-size="11">${esc(pipeline.replace(/-nc16$/, ''))}</text>`,
+      );
     });
     sizes.forEach((size, s) => {
-      parts.push(`<rect x="${x0 + margin.left + s * 110}" y="${y0 + 40}" width="12" height="12" fill="${colors[s % colors.length]}"/>`);
+      parts.push(
+        `<rect x="${x0 + margin.left + s * 110}" y="${y0 + 40}" width="12" height="12" fill="${colors[s % colors.length]}"/>`,
+      );
       parts.push(`<text x="${x0 + margin.left + s * 110 + 16}" y="${y0 + 50}" font-size="11">${esc(size)}</text>`);
     });
   };
   panel(0, 'Seconds per output megapixel (whole request)', 's / MP', (c) => c.secondsPerOutputMegapixel);
   panel(panelW + 40, 'Peak memory during the edit, above the idle server', 'MB', (c) => c.peakRssMB - c.idleRssMB);
   const m = report.machine;
-  parts.push(`<text x="10" y="24" font-size="13">onnx-gateway image edits - ${esc(m.cpuModel)}, ${m.cores} cores (load ${m.loadavg[0]}), image threads ${report.cases[0]?.imageThreads ?? '?'}, ORT ${esc(m.onnxruntimeNode)}, ${esc(report.startedAt)}</text>`);
-  parts.push(`<text x="10" y="42" font-size="11" fill="#555">Whole requests: base64 PNG in, decode, model, resize, PNG encode, base64 out. x4/x3 models start from the output size / scale; the others edit an image of the output size.</text>`);
+  parts.push(
+    `<text x="10" y="24" font-size="13">onnx-gateway image edits - ${esc(m.cpuModel)}, ${m.cores} cores (load ${m.loadavg[0]}), image threads ${report.cases[0]?.imageThreads ?? '?'}, ORT ${esc(m.onnxruntimeNode)}, ${esc(report.startedAt)}</text>`,
+  );
+  parts.push(
+    `<text x="10" y="42" font-size="11" fill="#555">Whole requests: base64 PNG in, decode, model, resize, PNG encode, base64 out. x4/x3 models start from the output size / scale; the others edit an image of the output size.</text>`,
+  );
   if (report.isolation) {
     const i = report.isolation;
     const y = panelH + 80;
-    parts.push(`<text x="10" y="${y}" font-size="13" font-weight="bold">Isolation: embeddings latency (1 input, ${i.textWorkers} text workers) while a ${i.size} ${esc(i.pipeline)} edit runs (${i.editSeconds} s)</text>`);
-    parts.push(`<text x="10" y="${y + 22}" font-size="12">idle: p50 ${i.idle.p50Ms} ms, p99 ${i.idle.p99Ms} ms (n ${i.idle.n})   during the edit: p50 ${i.duringEdit.p50Ms} ms, p99 ${i.duringEdit.p99Ms} ms (n ${i.duringEdit.n})</text>`);
+    parts.push(
+      `<text x="10" y="${y}" font-size="13" font-weight="bold">Isolation: embeddings latency (1 input, ${i.textWorkers} text workers) while a ${i.size} ${esc(i.pipeline)} edit runs (${i.editSeconds} s)</text>`,
+    );
+    parts.push(
+      `<text x="10" y="${y + 22}" font-size="12">idle: p50 ${i.idle.p50Ms} ms, p99 ${i.idle.p99Ms} ms (n ${i.idle.n})   during the edit: p50 ${i.duringEdit.p50Ms} ms, p99 ${i.duringEdit.p99Ms} ms (n ${i.duringEdit.n})</text>`,
+    );
   }
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>${parts.join('')}</svg>\n`;
 }
@@ -287,7 +346,9 @@ export function renderImagesChart(report: ImagesReport): string {
 
 async function main(): Promise<void> {
   const flags = parseFlags(process.argv.slice(2));
-  const dir = resolve(flagString(flags, 'dir', process.env.ONNX_GATEWAY_IMAGE_MODELS_DIR ?? join(SHARED_DIR, 'models', 'trained')));
+  const dir = resolve(
+    flagString(flags, 'dir', process.env.ONNX_GATEWAY_IMAGE_MODELS_DIR ?? join(SHARED_DIR, 'models', 'trained')),
+  );
   const repeats = flagNumber(flags, 'repeats', 2);
   const threads = flags['image-threads'] !== undefined ? flagNumber(flags, 'image-threads', 1) : undefined;
   const threadArgs = threads ? ['--image-threads', String(threads)] : [];
@@ -303,9 +364,17 @@ async function main(): Promise<void> {
   }
 
   if (!existsSync(join(modelsDir(), DEFAULT_EMBED_MODEL))) {
-    throw new Error(`${DEFAULT_EMBED_MODEL} is not in ${modelsDir()}: python3 ../shared/models/synthetic/make_models.py --out .data/models`);
+    throw new Error(
+      `${DEFAULT_EMBED_MODEL} is not in ${modelsDir()}: python3 ../shared/models/synthetic/make_models.py --out .data/models`,
+    );
   }
-  const report: ImagesReport = { kind: 'images', startedAt: new Date().toISOString(), machine: machineInfo(), cases: [], skipped: [] };
+  const report: ImagesReport = {
+    kind: 'images',
+    startedAt: new Date().toISOString(),
+    machine: machineInfo(),
+    cases: [],
+    skipped: [],
+  };
   const pipelines = flagList(flags, 'pipelines', DEFAULT_PIPELINES);
   const sizes = flagList(flags, 'sizes', DEFAULT_SIZES);
   for (const pipeline of pipelines) {
@@ -316,16 +385,34 @@ async function main(): Promise<void> {
     }
     for (const size of sizes) {
       log(`images: ${pipeline} ${size}`);
-      const result = await child<ImageCase>(['--case', `${pipeline}:${size}`, '--dir', dir, '--repeats', String(repeats), ...threadArgs]);
-      log(`  ${result.seconds} s, ${result.secondsPerOutputMegapixel} s/MP (inference ${result.inferenceMs} ms, encode ${result.encodeMs} ms), peak ${result.peakRssMB} MB (idle ${result.idleRssMB} MB)`);
+      const result = await child<ImageCase>([
+        '--case',
+        `${pipeline}:${size}`,
+        '--dir',
+        dir,
+        '--repeats',
+        String(repeats),
+        ...threadArgs,
+      ]);
+      log(
+        `  ${result.seconds} s, ${result.secondsPerOutputMegapixel} s/MP (inference ${result.inferenceMs} ms, encode ${result.encodeMs} ms), peak ${result.peakRssMB} MB (idle ${result.idleRssMB} MB)`,
+      );
       report.cases.push(result);
     }
   }
   if (flags['no-isolation'] !== true && existsSync(join(dir, 'realesr-animevideov3', 'onnx', 'model.onnx'))) {
     log('images: isolation (embeddings during a 4K realesr-animevideov3 edit)');
-    report.isolation = await child<IsolationResult>(['--isolation', 'realesr-animevideov3', '--dir', dir, ...threadArgs]);
+    report.isolation = await child<IsolationResult>([
+      '--isolation',
+      'realesr-animevideov3',
+      '--dir',
+      dir,
+      ...threadArgs,
+    ]);
     const i = report.isolation;
-    log(`  idle p50 ${i.idle.p50Ms} ms p99 ${i.idle.p99Ms} ms; during edit p50 ${i.duringEdit.p50Ms} ms p99 ${i.duringEdit.p99Ms} ms (n ${i.duringEdit.n}, edit ${i.editSeconds} s)`);
+    log(
+      `  idle p50 ${i.idle.p50Ms} ms p99 ${i.idle.p99Ms} ms; during edit p50 ${i.duringEdit.p50Ms} ms p99 ${i.duringEdit.p99Ms} ms (n ${i.duringEdit.n}, edit ${i.editSeconds} s)`,
+    );
   }
 
   mkdirSync(RESULTS_DIR, { recursive: true });

@@ -7,7 +7,17 @@
  * Add a case: push to CASES with a name, the units one call processes, and a setup returning the call.
  */
 import { pathToFileURL } from 'node:url';
-import { DEFAULT_EMBED_MODEL, type Spread, flagNumber, log, nowMs, parseFlags, round, roundSpread, spread } from './lib/common.js';
+import {
+  DEFAULT_EMBED_MODEL,
+  type Spread,
+  flagNumber,
+  log,
+  nowMs,
+  parseFlags,
+  round,
+  roundSpread,
+  spread,
+} from './lib/common.js';
 import { MAX_TOKENS, embeddingMix, loadTokenizer, rerankMix, tokenizeMix, type Encoded } from './mix.js';
 import { modelDir } from './lib/common.js';
 
@@ -20,7 +30,8 @@ async function project(rel: string): Promise<Record<string, unknown> | undefined
     return (await import(url)) as Record<string, unknown>;
   } catch (error) {
     const code = (error as { code?: string }).code;
-    if (code !== 'ERR_MODULE_NOT_FOUND') log(`micro: src/${rel} did not load: ${(error as Error).message.split('\n')[0]}`);
+    if (code !== 'ERR_MODULE_NOT_FOUND')
+      log(`micro: src/${rel} did not load: ${(error as Error).message.split('\n')[0]}`);
     return undefined;
   }
 }
@@ -35,10 +46,18 @@ export interface MicroCase {
   name: string;
   /** what one unit is: 'input', 'token', 'row', 'byte' ... */
   unit: string;
-  setup(ctx: MicroContext): Promise<{ impl: 'src' | 'reference'; unitsPerCall: number; call: () => unknown; note?: string } | { skip: string }>;
+  setup(
+    ctx: MicroContext,
+  ): Promise<
+    { impl: 'src' | 'reference'; unitsPerCall: number; call: () => unknown; note?: string } | { skip: string }
+  >;
 }
 
-export interface MicroContext { texts: string[]; encoded: Encoded[]; modelId: string }
+export interface MicroContext {
+  texts: string[];
+  encoded: Encoded[];
+  modelId: string;
+}
 
 export interface MicroResult {
   name: string;
@@ -106,7 +125,8 @@ function refNormalizeRows(v: Float32Array, width: number): void {
 }
 
 const refFloatJson = (row: Float32Array): string => JSON.stringify(Array.from(row));
-const refBase64 = (row: Float32Array): string => Buffer.from(row.buffer, row.byteOffset, row.byteLength).toString('base64');
+const refBase64 = (row: Float32Array): string =>
+  Buffer.from(row.buffer, row.byteOffset, row.byteLength).toString('base64');
 
 function refPackInt64(enc: readonly Encoded[]): BigInt64Array[] {
   const seq = enc.reduce((m, e) => Math.max(m, e.ids.length), 0);
@@ -114,7 +134,10 @@ function refPackInt64(enc: readonly Encoded[]): BigInt64Array[] {
   const mask = new BigInt64Array(enc.length * seq);
   for (let r = 0; r < enc.length; r++) {
     const row = enc[r]!.ids;
-    for (let t = 0; t < row.length; t++) { ids[r * seq + t] = BigInt(row[t]!); mask[r * seq + t] = 1n; }
+    for (let t = 0; t < row.length; t++) {
+      ids[r * seq + t] = BigInt(row[t]!);
+      mask[r * seq + t] = 1n;
+    }
   }
   return [ids, mask];
 }
@@ -122,7 +145,10 @@ function refPackInt64(enc: readonly Encoded[]): BigInt64Array[] {
 function randomRows(rows: number, width: number): Float32Array {
   const v = new Float32Array(rows * width);
   let x = 12345;
-  for (let i = 0; i < v.length; i++) { x = (x * 1103515245 + 12345) >>> 0; v[i] = (x / 2 ** 32) * 2 - 1; }
+  for (let i = 0; i < v.length; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    v[i] = (x / 2 ** 32) * 2 - 1;
+  }
   return v;
 }
 
@@ -133,65 +159,110 @@ const WIDTH = 384;
 
 export const CASES: MicroCase[] = [
   {
-    name: 'tokenize/hf-tokenizers', unit: 'token',
+    name: 'tokenize/hf-tokenizers',
+    unit: 'token',
     async setup(ctx) {
       const tok = loadTokenizer(ctx.modelId).tokenizer;
       const tokens = ctx.encoded.reduce((a, e) => a + e.ids.length, 0);
-      return { impl: 'reference', unitsPerCall: tokens, call: () => { for (const t of ctx.texts) tok.encode(t, { add_special_tokens: true }); }, note: `@huggingface/tokenizers as shipped, ${ctx.texts.length} mix inputs per call` };
+      return {
+        impl: 'reference',
+        unitsPerCall: tokens,
+        call: () => {
+          for (const t of ctx.texts) tok.encode(t, { add_special_tokens: true });
+        },
+        note: `@huggingface/tokenizers as shipped, ${ctx.texts.length} mix inputs per call`,
+      };
     },
   },
   {
-    name: 'tokenize/src-TextTokenizer', unit: 'token',
+    name: 'tokenize/src-TextTokenizer',
+    unit: 'token',
     async setup(ctx) {
       const tok = await textTokenizer(ctx.modelId);
       if (!tok) return { skip: 'src/text TextTokenizer absent' };
       const same = ctx.texts.every((t, i) => sameIds(tok.single(tok.encode(t), MAX_TOKENS), ctx.encoded[i]!.ids));
       const tokens = ctx.encoded.reduce((a, e) => a + e.ids.length, 0);
-      return { impl: 'src', unitsPerCall: tokens, call: () => { for (const t of ctx.texts) tok.single(tok.encode(t), MAX_TOKENS); }, note: `encode + single(512); ids identical to the reference on the mix: ${same}` };
+      return {
+        impl: 'src',
+        unitsPerCall: tokens,
+        call: () => {
+          for (const t of ctx.texts) tok.single(tok.encode(t), MAX_TOKENS);
+        },
+        note: `encode + single(512); ids identical to the reference on the mix: ${same}`,
+      };
     },
   },
   {
-    name: 'tokenize/pairs-1x50-reference', unit: 'pair',
+    name: 'tokenize/pairs-1x50-reference',
+    unit: 'pair',
     async setup(ctx) {
       const tok = loadTokenizer(ctx.modelId);
       const r = rerankMix(1)[0]!;
-      return { impl: 'reference', unitsPerCall: r.documents.length, call: () => { for (const d of r.documents) tok.encodePair(r.query, d); }, note: 'query re-tokenised per pair, longest_first to 512' };
+      return {
+        impl: 'reference',
+        unitsPerCall: r.documents.length,
+        call: () => {
+          for (const d of r.documents) tok.encodePair(r.query, d);
+        },
+        note: 'query re-tokenised per pair, longest_first to 512',
+      };
     },
   },
   {
-    name: 'tokenize/pairs-1x50-src-TextTokenizer', unit: 'pair',
+    name: 'tokenize/pairs-1x50-src-TextTokenizer',
+    unit: 'pair',
     async setup(ctx) {
       const tok = await textTokenizer(ctx.modelId);
       if (!tok) return { skip: 'src/text TextTokenizer absent' };
       const r = rerankMix(1)[0]!;
       const ref = loadTokenizer(ctx.modelId);
-      const same = r.documents.every((d) => sameIds(tok.pair(tok.encode(r.query), tok.encode(d), MAX_TOKENS).ids, ref.encodePair(r.query, d).ids));
+      const same = r.documents.every((d) =>
+        sameIds(tok.pair(tok.encode(r.query), tok.encode(d), MAX_TOKENS).ids, ref.encodePair(r.query, d).ids),
+      );
       return {
-        impl: 'src', unitsPerCall: r.documents.length,
-        call: () => { const q = tok.encode(r.query); for (const d of r.documents) tok.pair(q, tok.encode(d), MAX_TOKENS); },
+        impl: 'src',
+        unitsPerCall: r.documents.length,
+        call: () => {
+          const q = tok.encode(r.query);
+          for (const d of r.documents) tok.pair(q, tok.encode(d), MAX_TOKENS);
+        },
         note: `query tokenised once; ids identical to the reference: ${same}`,
       };
     },
   },
   {
-    name: 'pack/int64-tensors-batch32', unit: 'input',
+    name: 'pack/int64-tensors-batch32',
+    unit: 'input',
     async setup(ctx) {
       const sorted = [...ctx.encoded].sort((a, b) => a.ids.length - b.ids.length);
       const mid = Math.max(0, (sorted.length >> 1) - 16);
       const batch = sorted.slice(mid, mid + 32);
-      return { impl: 'reference', unitsPerCall: batch.length, call: () => refPackInt64(batch), note: 'ids + mask to BigInt64Array, 32 mix inputs around the median length, padded to their longest' };
+      return {
+        impl: 'reference',
+        unitsPerCall: batch.length,
+        call: () => refPackInt64(batch),
+        note: 'ids + mask to BigInt64Array, 32 mix inputs around the median length, padded to their longest',
+      };
     },
   },
   {
-    name: 'pack/scheduler-single-inputs', unit: 'input',
+    name: 'pack/scheduler-single-inputs',
+    unit: 'input',
     async setup(ctx) {
       const mod = await project('engine/scheduler.js');
-      const Scheduler = mod?.Scheduler as (new (runner: unknown, options: unknown, models: unknown) => { submit(m: string, inputs: unknown[]): Promise<unknown>; drain(): Promise<void> }) | undefined;
+      const Scheduler = mod?.Scheduler as
+        | (new (
+            runner: unknown,
+            options: unknown,
+            models: unknown,
+          ) => { submit(m: string, inputs: unknown[]): Promise<unknown>; drain(): Promise<void> })
+        | undefined;
       if (!Scheduler) return { skip: 'src/engine/scheduler.ts Scheduler absent' };
       // A runner that answers at once: what is left is queueing, batch forming and splitting results.
       const runner = {
         threads: 2,
-        run: (task: { lengths: Int32Array }) => Promise.resolve({ output: new Float32Array(task.lengths.length * WIDTH), width: WIDTH, inferenceMs: 0 }),
+        run: (task: { lengths: Int32Array }) =>
+          Promise.resolve({ output: new Float32Array(task.lengths.length * WIDTH), width: WIDTH, inferenceMs: 0 }),
       };
       const inputs = ctx.encoded.map((e) => ({ ids: Int32Array.from(e.ids) }));
       const options = { maxBatchTokens: 16384, maxBatchSize: 8, queueCapacity: 1 << 20, maxInFlight: 4 };
@@ -202,7 +273,8 @@ export const CASES: MicroCase[] = [
         return { skip: `Scheduler API did not fit: ${(error as Error).message}` };
       }
       return {
-        impl: 'src', unitsPerCall: inputs.length,
+        impl: 'src',
+        unitsPerCall: inputs.length,
         call: async () => {
           const s = new Scheduler(runner, options, [{ id: 'm' }]);
           await Promise.all(inputs.map((i) => s.submit('m', [i])));
@@ -212,9 +284,11 @@ export const CASES: MicroCase[] = [
     },
   },
   {
-    name: 'pool/mean-32x128x384', unit: 'row',
+    name: 'pool/mean-32x128x384',
+    unit: 'row',
     async setup() {
-      const rows = 32, seq = 128;
+      const rows = 32,
+        seq = 128;
       const data = randomRows(rows * seq, WIDTH);
       const lengths = Int32Array.from({ length: rows }, (_, i) => 64 + ((i * 37) % 65));
       const src = await projectFn<typeof refMeanPool>('vectors/pooling.js', 'meanPool');
@@ -223,7 +297,8 @@ export const CASES: MicroCase[] = [
     },
   },
   {
-    name: 'normalize/l2-rows-32x384', unit: 'row',
+    name: 'normalize/l2-rows-32x384',
+    unit: 'row',
     async setup() {
       const v = randomRows(32, WIDTH);
       const src = await projectFn<typeof refNormalizeRows>('vectors/normalize.js', 'l2NormalizeRows');
@@ -232,34 +307,63 @@ export const CASES: MicroCase[] = [
     },
   },
   {
-    name: 'serialize/float-json-row', unit: 'row',
+    name: 'serialize/float-json-row',
+    unit: 'row',
     async setup() {
       const rows = Array.from({ length: 32 }, (_, i) => randomRows(1, WIDTH).map((x) => x * (i + 1) * 0.01));
       const src = await projectFn<typeof refFloatJson>('vectors/encoding.js', 'float32ToJson');
       const f = src ?? refFloatJson;
       const bytes = rows.reduce((a, r) => a + f(r).length, 0) / rows.length;
-      return { impl: src ? 'src' : 'reference', unitsPerCall: rows.length, call: () => { for (const r of rows) f(r); }, note: `${Math.round(bytes)} bytes per 384-dim row` };
+      return {
+        impl: src ? 'src' : 'reference',
+        unitsPerCall: rows.length,
+        call: () => {
+          for (const r of rows) f(r);
+        },
+        note: `${Math.round(bytes)} bytes per 384-dim row`,
+      };
     },
   },
   {
-    name: 'serialize/base64-row', unit: 'row',
+    name: 'serialize/base64-row',
+    unit: 'row',
     async setup() {
       const rows = Array.from({ length: 32 }, () => randomRows(1, WIDTH));
       const src = await projectFn<typeof refBase64>('vectors/encoding.js', 'float32ToBase64');
       const f = src ?? refBase64;
       const bytes = f(rows[0]!).length;
-      return { impl: src ? 'src' : 'reference', unitsPerCall: rows.length, call: () => { for (const r of rows) f(r); }, note: `${bytes} bytes per 384-dim row` };
+      return {
+        impl: src ? 'src' : 'reference',
+        unitsPerCall: rows.length,
+        call: () => {
+          for (const r of rows) f(r);
+        },
+        note: `${bytes} bytes per 384-dim row`,
+      };
     },
   },
   {
-    name: 'serialize/openai-body-32-float', unit: 'row',
+    name: 'serialize/openai-body-32-float',
+    unit: 'row',
     async setup() {
       const v = randomRows(32, WIDTH);
-      const call = (): string => JSON.stringify({
-        object: 'list', model: 'm', usage: { prompt_tokens: 1, total_tokens: 1 },
-        data: Array.from({ length: 32 }, (_, i) => ({ object: 'embedding', index: i, embedding: Array.from(v.subarray(i * WIDTH, (i + 1) * WIDTH)) })),
-      });
-      return { impl: 'reference', unitsPerCall: 32, call, note: 'naive JSON.stringify of the whole OpenAI response, as a peer server does' };
+      const call = (): string =>
+        JSON.stringify({
+          object: 'list',
+          model: 'm',
+          usage: { prompt_tokens: 1, total_tokens: 1 },
+          data: Array.from({ length: 32 }, (_, i) => ({
+            object: 'embedding',
+            index: i,
+            embedding: Array.from(v.subarray(i * WIDTH, (i + 1) * WIDTH)),
+          })),
+        });
+      return {
+        impl: 'reference',
+        unitsPerCall: 32,
+        call,
+        note: 'naive JSON.stringify of the whole OpenAI response, as a peer server does',
+      };
     },
   },
 ];
@@ -279,7 +383,13 @@ async function timeCase(call: () => unknown, minMs: number): Promise<{ calls: nu
   return { calls, ms: t - t0 };
 }
 
-export interface MicroOptions { n: number; repeats: number; minMs: number; modelId: string; only?: string[] }
+export interface MicroOptions {
+  n: number;
+  repeats: number;
+  minMs: number;
+  modelId: string;
+  only?: string[];
+}
 
 export async function runMicro(opts: MicroOptions): Promise<MicroResult[]> {
   const texts = embeddingMix(opts.n);
@@ -289,7 +399,15 @@ export async function runMicro(opts: MicroOptions): Promise<MicroResult[]> {
     if (opts.only && !opts.only.some((o) => c.name.includes(o))) continue;
     const s = await c.setup(ctx);
     if ('skip' in s) {
-      out.push({ name: c.name, impl: 'skipped', unit: c.unit, unitsPerCall: 0, unitsPerSec: null, usPerCall: null, note: s.skip });
+      out.push({
+        name: c.name,
+        impl: 'skipped',
+        unit: c.unit,
+        unitsPerCall: 0,
+        unitsPerSec: null,
+        usPerCall: null,
+        note: s.skip,
+      });
       log(`  micro ${c.name}: skipped (${s.skip})`);
       continue;
     }
@@ -302,8 +420,13 @@ export async function runMicro(opts: MicroOptions): Promise<MicroResult[]> {
       perCall.push((ms * 1000) / calls);
     }
     const res: MicroResult = {
-      name: c.name, impl: s.impl, unit: c.unit, unitsPerCall: s.unitsPerCall,
-      unitsPerSec: roundSpread(spread(rates), 0), usPerCall: round(spread(perCall).median, 2), note: s.note,
+      name: c.name,
+      impl: s.impl,
+      unit: c.unit,
+      unitsPerCall: s.unitsPerCall,
+      unitsPerSec: roundSpread(spread(rates), 0),
+      usPerCall: round(spread(perCall).median, 2),
+      note: s.note,
     };
     log(`  micro ${c.name} [${s.impl}]: ${res.unitsPerSec!.median} ${c.unit}s/s, ${res.usPerCall} us/call`);
     out.push(res);
@@ -315,7 +438,16 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const f = parseFlags(process.argv.slice(2));
   const quick = f.quick === true;
   runMicro({
-    n: flagNumber(f, 'n', quick ? 64 : 256), repeats: flagNumber(f, 'repeats', quick ? 1 : 3), minMs: flagNumber(f, 'min-ms', quick ? 300 : 1000),
-    modelId: DEFAULT_EMBED_MODEL, only: typeof f.case === 'string' ? f.case.split(',') : undefined,
-  }).then((r) => process.stdout.write(JSON.stringify(r, null, 2) + '\n'), (e: unknown) => { console.error(e); process.exitCode = 1; });
+    n: flagNumber(f, 'n', quick ? 64 : 256),
+    repeats: flagNumber(f, 'repeats', quick ? 1 : 3),
+    minMs: flagNumber(f, 'min-ms', quick ? 300 : 1000),
+    modelId: DEFAULT_EMBED_MODEL,
+    only: typeof f.case === 'string' ? f.case.split(',') : undefined,
+  }).then(
+    (r) => process.stdout.write(JSON.stringify(r, null, 2) + '\n'),
+    (e: unknown) => {
+      console.error(e);
+      process.exitCode = 1;
+    },
+  );
 }

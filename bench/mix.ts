@@ -60,7 +60,10 @@ export function embeddingMix(n = 256): string[] {
   return out;
 }
 
-export interface RerankRequest { query: string; documents: string[] }
+export interface RerankRequest {
+  query: string;
+  documents: string[];
+}
 
 /** `count` rerank requests of 1 query x 50 documents (deterministic, rotating). */
 export function rerankMix(count = 1, docs = DOCS_PER_RERANK): RerankRequest[] {
@@ -100,7 +103,10 @@ export function loadTokenizer(modelId: string): BertTokenizer {
   const cached = tokenizers.get(modelId);
   if (cached) return cached;
   const dir = modelDir(modelId);
-  const tokenizer = new ShippedTokenizer(readJson<object>(join(dir, 'tokenizer.json')), readJson<object>(join(dir, 'tokenizer_config.json')));
+  const tokenizer = new ShippedTokenizer(
+    readJson<object>(join(dir, 'tokenizer.json')),
+    readJson<object>(join(dir, 'tokenizer_config.json')),
+  );
   const id = (t: string): number => {
     const v = tokenizer.token_to_id(t);
     if (v === undefined) throw new Error(`${modelId}: tokenizer has no ${t}`);
@@ -111,7 +117,10 @@ export function loadTokenizer(modelId: string): BertTokenizer {
   const pad = id('[PAD]');
   const bare = (text: string): number[] => tokenizer.encode(text, { add_special_tokens: false }).ids;
   const tok: BertTokenizer = {
-    tokenizer, cls, sep, pad,
+    tokenizer,
+    cls,
+    sep,
+    pad,
     encode(text) {
       let ids = tokenizer.encode(text, { add_special_tokens: true }).ids;
       if (ids.length > MAX_TOKENS) ids = [...ids.slice(0, MAX_TOKENS - 1), sep];
@@ -127,7 +136,10 @@ export function loadTokenizer(modelId: string): BertTokenizer {
         const swap = qa.length > qb.length;
         let n1 = Math.min(qa.length, qb.length);
         let n2 = n1 > budget ? n1 : Math.max(n1, budget - n1);
-        if (n1 + n2 > budget) { n1 = Math.floor(budget / 2); n2 = n1 + (budget % 2); }
+        if (n1 + n2 > budget) {
+          n1 = Math.floor(budget / 2);
+          n2 = n1 + (budget % 2);
+        }
         if (swap) [n1, n2] = [n2, n1];
         qa = qa.slice(0, n1);
         qb = qb.slice(0, n2);
@@ -151,7 +163,15 @@ export function tokenizePairs(modelId: string, requests: readonly RerankRequest[
   return requests.flatMap((r) => r.documents.map((d) => tok.encodePair(r.query, d)));
 }
 
-export interface LengthStats { count: number; tokens: number; min: number; mean: number; median: number; max: number; truncated: number }
+export interface LengthStats {
+  count: number;
+  tokens: number;
+  min: number;
+  mean: number;
+  median: number;
+  max: number;
+  truncated: number;
+}
 
 export function lengthStats(enc: readonly Encoded[]): LengthStats {
   const ls = enc.map((e) => e.ids.length).sort((a, b) => a - b);
@@ -168,7 +188,13 @@ export function lengthStats(enc: readonly Encoded[]): LengthStats {
 }
 
 /** Length buckets used to report single-input latency. */
-export const LENGTH_BUCKETS: ReadonlyArray<readonly [number, number]> = [[1, 32], [33, 64], [65, 128], [129, 256], [257, 512]];
+export const LENGTH_BUCKETS: ReadonlyArray<readonly [number, number]> = [
+  [1, 32],
+  [33, 64],
+  [65, 128],
+  [129, 256],
+  [257, 512],
+];
 
 export function bucketOf(len: number): string {
   const b = LENGTH_BUCKETS.find(([lo, hi]) => len >= lo && len <= hi) ?? LENGTH_BUCKETS[LENGTH_BUCKETS.length - 1]!;

@@ -20,7 +20,11 @@ import { SessionGroup, packBatches, sessionOptions } from './ceiling.js';
 import type { BertBatch } from './ceiling-worker.js';
 import { type Encoded, embeddingMix, rerankMix, tokenizeMix, tokenizePairs } from './mix.js';
 
-export interface RawLayout { sessions: number; threads: number; batch: number }
+export interface RawLayout {
+  sessions: number;
+  threads: number;
+  batch: number;
+}
 
 export interface RawInit {
   type: 'init';
@@ -32,24 +36,48 @@ export interface RawInit {
   rerankRequests: number;
 }
 
-export interface RawJob { type: 'measure'; id: number; workload: 'embed' | 'rerank'; mode: 'throughput' | 'latency'; durationS: number }
+export interface RawJob {
+  type: 'measure';
+  id: number;
+  workload: 'embed' | 'rerank';
+  mode: 'throughput' | 'latency';
+  durationS: number;
+}
 
 export type RawMessage =
   | { type: 'ready' }
-  | { type: 'result'; id: number; unitsPerSec: number; units: number; durationS: number; latencyMs: { p50: number; p90: number; p99: number; mean: number; max: number } }
+  | {
+      type: 'result';
+      id: number;
+      unitsPerSec: number;
+      units: number;
+      durationS: number;
+      latencyMs: { p50: number; p90: number; p99: number; mean: number; max: number };
+    }
   | { type: 'error'; id: number; message: string };
 
 /** One loaded group of sessions and where its next measurement starts. */
 class Lane {
   private offset = 0;
 
-  private constructor(private readonly group: SessionGroup, private readonly batches: BertBatch[], private readonly inMixOrder: boolean) {}
+  private constructor(
+    private readonly group: SessionGroup,
+    private readonly batches: BertBatch[],
+    private readonly inMixOrder: boolean,
+  ) {}
 
   static async open(path: string, layout: RawLayout, encoded: Encoded[], spinning: '1' | null): Promise<Lane> {
-    const group = await SessionGroup.start({ model: path, options: sessionOptions(layout.threads, { arena: true, spinning }) }, layout.sessions);
+    const group = await SessionGroup.start(
+      { model: path, options: sessionOptions(layout.threads, { arena: true, spinning }) },
+      layout.sessions,
+    );
     // Batch 1 keeps the mix's order; larger batches are packed by length (as the ceiling sweep does) and measured in whole passes.
-    const batches = layout.batch === 1 ? encoded.flatMap((e) => packBatches([e], 1)) : packBatches(encoded, layout.batch);
-    const longest = batches.reduce((best, b, i) => (b.count * b.seq > batches[best]!.count * batches[best]!.seq ? i : best), 0);
+    const batches =
+      layout.batch === 1 ? encoded.flatMap((e) => packBatches([e], 1)) : packBatches(encoded, layout.batch);
+    const longest = batches.reduce(
+      (best, b, i) => (b.count * b.seq > batches[best]!.count * batches[best]!.seq ? i : best),
+      0,
+    );
     await group.load(batches, [0, longest, longest]);
     return new Lane(group, batches, layout.batch === 1);
   }
@@ -70,8 +98,16 @@ class Lane {
       wall += wallMs;
     } while (wall < durationS * 1000);
     return {
-      unitsPerSec: units / (wall / 1000), units, durationS: wall / 1000,
-      latencyMs: { p50: median(ms), p90: percentile(ms, 90), p99: percentile(ms, 99), mean: ms.reduce((a, b) => a + b, 0) / ms.length, max: Math.max(...ms) },
+      unitsPerSec: units / (wall / 1000),
+      units,
+      durationS: wall / 1000,
+      latencyMs: {
+        p50: median(ms),
+        p90: percentile(ms, 90),
+        p99: percentile(ms, 99),
+        mean: ms.reduce((a, b) => a + b, 0) / ms.length,
+        max: Math.max(...ms),
+      },
     };
   }
 
@@ -88,7 +124,10 @@ async function main(): Promise<void> {
         const embedded = tokenizeMix(msg.embed.id, embeddingMix(msg.n));
         const pairs = tokenizePairs(msg.rerank.id, rerankMix(msg.rerankRequests));
         lanes.set('embed/throughput', await Lane.open(msg.embed.path, msg.embed.layout, embedded, null));
-        lanes.set('embed/latency', await Lane.open(msg.embed.path, { sessions: 1, threads: msg.embed.layout.threads, batch: 1 }, embedded, '1'));
+        lanes.set(
+          'embed/latency',
+          await Lane.open(msg.embed.path, { sessions: 1, threads: msg.embed.layout.threads, batch: 1 }, embedded, '1'),
+        );
         lanes.set('rerank/throughput', await Lane.open(msg.rerank.path, msg.rerank.layout, pairs, null));
         process.send!({ type: 'ready' } satisfies RawMessage);
       } else if (msg.type === 'measure') {

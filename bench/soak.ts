@@ -65,25 +65,39 @@ const server = spawn(process.execPath, [...commandLineFlags, 'dist/cli/index.js'
 });
 const base = `http://127.0.0.1:${port}`;
 for (let i = 0; ; i++) {
-  const ready = await fetch(`${base}/health`).then((r) => r.ok, () => false);
+  const ready = await fetch(`${base}/health`).then(
+    (r) => r.ok,
+    () => false,
+  );
   if (ready) break;
   if (i > 600) throw new Error('the server did not become ready in 5 minutes');
   await new Promise((resolve) => setTimeout(resolve, 500));
 }
 
-const words = 'the of and to in a is that for it as was with be by on not he this are or his from at which but have an they you were her she there one all we their'.split(' ');
-const topics = 'otters herons salmon glaciers volcanoes proteins enzymes neurons batteries turbines bridges tunnels sonnets operas markets tariffs'.split(' ');
+const words =
+  'the of and to in a is that for it as was with be by on not he this are or his from at which but have an they you were her she there one all we their'.split(
+    ' ',
+  );
+const topics =
+  'otters herons salmon glaciers volcanoes proteins enzymes neurons batteries turbines bridges tunnels sonnets operas markets tariffs'.split(
+    ' ',
+  );
 let serial = 0;
 /** A new text every time: a number, then words. */
 function text(length: number): string {
   const out = [`item ${serial++}`];
-  for (let i = 0; i < length; i++) out.push(i % 5 === 0 ? topics[(serial + i) % topics.length]! : words[(serial * 7 + i * 3) % words.length]!);
+  for (let i = 0; i < length; i++)
+    out.push(i % 5 === 0 ? topics[(serial + i) % topics.length]! : words[(serial * 7 + i * 3) % words.length]!);
   return out.join(' ');
 }
 
 const started = Date.now();
 const until = started + durationMs;
-const counts = { embeddings: new Map<string, number>(), rerank: new Map<string, number>(), reader: new Map<string, number>() };
+const counts = {
+  embeddings: new Map<string, number>(),
+  rerank: new Map<string, number>(),
+  reader: new Map<string, number>(),
+};
 const tally = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1);
 let errors = 0;
 const errorSamples: string[] = [];
@@ -93,10 +107,18 @@ async function client(n: number): Promise<void> {
     const rerank = n % 4 === 3;
     const path = rerank ? '/v1/rerank' : '/v1/embeddings';
     const body = rerank
-      ? { model: args['rerank-model'], query: text(8), documents: Array.from({ length: 10 }, () => text(30 + (serial % 50))) }
+      ? {
+          model: args['rerank-model'],
+          query: text(8),
+          documents: Array.from({ length: 10 }, () => text(30 + (serial % 50))),
+        }
       : { model: args['embed-model'], input: Array.from({ length: 1 + (serial % 8) }, () => text(10 + (serial % 50))) };
     try {
-      const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const response = await fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       const answer = await response.text();
       tally(rerank ? counts.rerank : counts.embeddings, String(response.status));
       if (!response.ok) {
@@ -178,7 +200,12 @@ const result = {
   rerank: Object.fromEntries(counts.rerank),
   reader: Object.fromEntries(counts.reader),
   healthMs: { count: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.at(-1) },
-  rssMb: { atFirstMinute: afterFirstMinute[0]?.rssMb, maxAfterFirstMinute: Math.max(...afterFirstMinute.map((m) => m.rssMb)), atEnd: memory.at(-1)?.rssMb, slopeMbPerMinute: Number(slope.toFixed(2)) },
+  rssMb: {
+    atFirstMinute: afterFirstMinute[0]?.rssMb,
+    maxAfterFirstMinute: Math.max(...afterFirstMinute.map((m) => m.rssMb)),
+    atEnd: memory.at(-1)?.rssMb,
+    slopeMbPerMinute: Number(slope.toFixed(2)),
+  },
   memory,
 };
 mkdirSync('bench/results', { recursive: true });

@@ -43,11 +43,19 @@ export function checkAnswerSize(limit: number | undefined, shape: AnswerShape): 
   const figure = `The answer could be up to ${megabytes(total)} MB of ${shape.what} (${shape.detail}); this server sends at most ${megabytes(limit)} MB (ONNX_GATEWAY_MAX_RESPONSE_MB).`;
   if (largest > limit) {
     const one = `${shape.param}[${largestAt}]`;
-    throw new ApiError('response_too_large', `${figure} ${one} alone could take ${megabytes(largest)} MB: shorten it.`, { param: one });
+    throw new ApiError(
+      'response_too_large',
+      `${figure} ${one} alone could take ${megabytes(largest)} MB: shorten it.`,
+      { param: one },
+    );
   }
   const fit = Math.max(1, Math.floor(limit / (total / shape.perInput.length)));
   const parts = Math.ceil(shape.perInput.length / fit);
-  throw new ApiError('response_too_large', `${figure} Split the request: about ${fit} of these inputs fit in one (${parts} or more requests).`, { param: shape.param });
+  throw new ApiError(
+    'response_too_large',
+    `${figure} Split the request: about ${fit} of these inputs fit in one (${parts} or more requests).`,
+    { param: shape.param },
+  );
 }
 
 export const thousands = (n: number) => n.toLocaleString('en-US');

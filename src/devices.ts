@@ -20,7 +20,9 @@ export function parseDevice(text: string): string {
   const known = (DEVICE_KINDS as readonly string[]).includes(kind!);
   if (known && index === undefined) return name;
   if (kind === 'cuda' && rest.length === 0 && /^\d{1,3}$/.test(index!)) return `cuda:${Number(index)}`;
-  throw new DeviceNameError(`"${text}" is not a device: use one of ${DEVICE_KINDS.join(', ')} (or cuda:N for the Nth CUDA GPU).`);
+  throw new DeviceNameError(
+    `"${text}" is not a device: use one of ${DEVICE_KINDS.join(', ')} (or cuda:N for the Nth CUDA GPU).`,
+  );
 }
 
 /** `<model id>=<device>` entries, as a model id -> device record. */
@@ -63,7 +65,7 @@ export function installHint(device: string): string {
       );
     case 'webgpu':
       return (
-        'WebGPU needs a GPU driver it can reach: on Linux a Vulkan driver (the GPU vendor\'s, or Mesa: `mesa-vulkan-drivers`, ' +
+        "WebGPU needs a GPU driver it can reach: on Linux a Vulkan driver (the GPU vendor's, or Mesa: `mesa-vulkan-drivers`, " +
         'version 24 or later), Metal on macOS, Direct3D 12 on Windows.'
       );
     case 'coreml':

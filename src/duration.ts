@@ -11,7 +11,7 @@ import { invalid } from './errors.js';
 export const FOREVER = Number.POSITIVE_INFINITY;
 
 /** Milliseconds per unit of Go's time.ParseDuration. */
-const UNITS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 1e-3, ms: 1, s: 1e3, m: 60e3, h: 3600e3 };
+const UNITS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, μs: 1e-3, ms: 1, s: 1e3, m: 60e3, h: 3600e3 };
 const ELEMENT = /(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
 
 export const KEEP_ALIVE_SYNTAX =

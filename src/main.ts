@@ -62,7 +62,13 @@ export async function startCore(
   const { devices, warnings } = await checkDevices({ wanted, fallback: config.deviceFallback });
   warnings.forEach(warn);
   // The registry: every configured text model's files, checked and loaded (tokenizer, config).
-  const registry = await Registry.load(config.models, config.modelsDir, catalogue, parseVariant(config.onnxVariant), devices);
+  const registry = await Registry.load(
+    config.models,
+    config.modelsDir,
+    catalogue,
+    parseVariant(config.onnxVariant),
+    devices,
+  );
   // The text engine: a lane of sessions per model, placed in the memory budget, and the scheduler that batches into them.
   const engine = new Engine({ config, models: registry.list(), observer });
   const ready = engine.ready.then(() => undefined);
@@ -82,15 +88,27 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
   const pipelines = ImageRegistry.load(config.imageModels, config.imageModelsDir);
   // Warnings wait for the app's logger.
   const warnings: string[] = [];
-  const imageDevice = await checkDevices({ wanted: new Map(pipelines.list().length > 0 ? [['the image pipelines', config.imageDevice]] : []), fallback: config.deviceFallback });
+  const imageDevice = await checkDevices({
+    wanted: new Map(pipelines.list().length > 0 ? [['the image pipelines', config.imageDevice]] : []),
+    fallback: config.deviceFallback,
+  });
   warnings.push(...imageDevice.warnings);
-  const { core: textCore, engine, registry, ready: textReady } = await startCore(config, metrics, (warning) => warnings.push(warning));
+  const {
+    core: textCore,
+    engine,
+    registry,
+    ready: textReady,
+  } = await startCore(config, metrics, (warning) => warnings.push(warning));
   // The image lane: a pool of its own, so a long edit never takes a text worker.
   const imageLane = new ImageLane({
     device: imageDevice.devices.get('the image pipelines') ?? 'cpu',
     workers: config.imageWorkers,
     models: pipelines.list().map(({ id, onnxPath, input, output }) => ({ id, onnxPath, input, output })),
-    session: { intraOpThreads: config.imageIntraOpThreads, spinning: config.ortSpinning, memoryArena: config.imageMemoryArena },
+    session: {
+      intraOpThreads: config.imageIntraOpThreads,
+      spinning: config.ortSpinning,
+      memoryArena: config.imageMemoryArena,
+    },
     queueCapacity: imageLaneQueueCapacity,
   });
   const ready = Promise.all([textReady, imageLane.ready]).then(() => undefined);
@@ -132,12 +150,26 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
   try {
     // A model pulled over HTTP is served from then on, loaded on its first request.
     const onModelPulled = async (id: string) => {
-      const model = await loadServedModel(id, config.modelsDir, loadCatalogue(config.manifestsDir), parseVariant(config.onnxVariant));
+      const model = await loadServedModel(
+        id,
+        config.modelsDir,
+        loadCatalogue(config.manifestsDir),
+        parseVariant(config.onnxVariant),
+      );
       registry.add(model);
       await engine.add(model);
     };
     app = await buildApp(
-      { config, core, registry, isReady, search, metrics, images: { context: images, bodyLimit: config.imageBodyLimit }, onModelPulled },
+      {
+        config,
+        core,
+        registry,
+        isReady,
+        search,
+        metrics,
+        images: { context: images, bodyLimit: config.imageBodyLimit },
+        onModelPulled,
+      },
       { logger },
     );
     for (const warning of warnings) app.log.warn(warning);
@@ -173,7 +205,10 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
  * The process's logger, made before anything starts: JSON lines to `destination` (stdout in
  * blocks, below, unless told otherwise) at the configured level.
  */
-export function createLogger(config: Pick<Config, 'logLevel'>, destination: DestinationStream = logDestination()): Logger {
+export function createLogger(
+  config: Pick<Config, 'logLevel'>,
+  destination: DestinationStream = logDestination(),
+): Logger {
   return pino(loggerOptions(config), destination);
 }
 
@@ -185,7 +220,13 @@ function loggerOptions(config: Pick<Config, 'logLevel'>) {
   return {
     level: config.logLevel,
     redact: {
-      paths: ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'req.headers["api-key"]', 'headers.authorization'],
+      paths: [
+        'req.headers.authorization',
+        'req.headers.cookie',
+        'req.headers["x-api-key"]',
+        'req.headers["api-key"]',
+        'headers.authorization',
+      ],
       censor: '[redacted]',
     },
   };
@@ -226,14 +267,19 @@ export async function serve(config: Config): Promise<void> {
   const server = await createServer(config, logger);
   const { app } = server;
   if (config.keys.length === 0) {
-    logger.warn(`NO API KEYS CONFIGURED: the API is open to anyone who can reach ${config.host}, so the server listens on loopback only. Set ONNX_GATEWAY_API_KEYS to serve beyond this machine.`);
+    logger.warn(
+      `NO API KEYS CONFIGURED: the API is open to anyone who can reach ${config.host}, so the server listens on loopback only. Set ONNX_GATEWAY_API_KEYS to serve beyond this machine.`,
+    );
   }
   const missing = flagsNotGiven(commandLineFlags);
   if (missing.length > 0) {
-    logger.info(`node was started without ${missing.join(' ')}: after each idle spell the request path runs unoptimised for a while (more CPU per request). npm start and the image pass it (docs/deployment.md: Starting node).`);
+    logger.info(
+      `node was started without ${missing.join(' ')}: after each idle spell the request path runs unoptimised for a while (more CPU per request). npm start and the image pass it (docs/deployment.md: Starting node).`,
+    );
   }
   server.ready.then(
-    () => logger.info({ models: server.registry.list().map((m) => m.id), workers: config.workers }, 'models warm: ready'),
+    () =>
+      logger.info({ models: server.registry.list().map((m) => m.id), workers: config.workers }, 'models warm: ready'),
     (error: Error) => {
       logger.fatal(`a worker could not load the models: ${error.message}`);
       process.exit(1);

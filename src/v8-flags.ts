@@ -34,7 +34,10 @@ function flagName(arg: string): string {
 }
 
 /** Which of `flags` node's command line (`execArgv`) did not give, in any spelling. */
-export function flagsNotGiven<T extends string>(flags: readonly T[], execArgv: readonly string[] = process.execArgv): T[] {
+export function flagsNotGiven<T extends string>(
+  flags: readonly T[],
+  execArgv: readonly string[] = process.execArgv,
+): T[] {
   const given = new Set(execArgv.filter((arg) => arg.startsWith('--')).map(flagName));
   return flags.filter((flag) => !given.has(flagName(flag)));
 }

@@ -29,7 +29,9 @@ export function hasCollection(dir: string): boolean {
 
 export function readQrels(dir: string): Qrels {
   const qrels: Qrels = new Map();
-  for (const line of readFileSync(join(dir, 'qrels', 'test.tsv'), 'utf8').split('\n').slice(1)) {
+  for (const line of readFileSync(join(dir, 'qrels', 'test.tsv'), 'utf8')
+    .split('\n')
+    .slice(1)) {
     const [query, doc, score] = line.trim().split('\t');
     if (!query || !doc) continue;
     if (!qrels.has(query)) qrels.set(query, new Map());
@@ -60,7 +62,10 @@ export async function readCollection(dir: string): Promise<BeirCollection> {
 export function ndcgAt10(ranked: readonly string[], relevant: Map<string, number>): number {
   let dcg = 0;
   ranked.slice(0, 10).forEach((doc, i) => (dcg += (relevant.get(doc) ?? 0) / Math.log2(i + 2)));
-  const ideal = [...relevant.values()].sort((a, b) => b - a).slice(0, 10).reduce((sum, gain, i) => sum + gain / Math.log2(i + 2), 0);
+  const ideal = [...relevant.values()]
+    .sort((a, b) => b - a)
+    .slice(0, 10)
+    .reduce((sum, gain, i) => sum + gain / Math.log2(i + 2), 0);
   return ideal > 0 ? dcg / ideal : 0;
 }
 
@@ -79,7 +84,11 @@ export async function evaluateNdcg10(
     const ranked = (await search(query)).filter((key) => key !== query.id);
     total += ndcgAt10(ranked, collection.qrels.get(query.id)!);
   }
-  return { ndcg: total / collection.queries.length, queries: collection.queries.length, seconds: (performance.now() - started) / 1000 };
+  return {
+    ndcg: total / collection.queries.length,
+    queries: collection.queries.length,
+    seconds: (performance.now() - started) / 1000,
+  };
 }
 
 /**

@@ -40,7 +40,9 @@ export function modelOnnxPath(id: string): string {
     : [join(dir, 'onnx', 'model.onnx'), join(dir, 'model.onnx')];
   const found = candidates.find((p) => existsSync(p));
   if (!found) {
-    const hint = isInt8(id) ? ` (make it with \`node dist/cli/index.js models quantize ${id.replace(/:int8$/, '')}\`)` : '';
+    const hint = isInt8(id)
+      ? ` (make it with \`node dist/cli/index.js models quantize ${id.replace(/:int8$/, '')}\`)`
+      : '';
     throw new Error(`no ONNX file for model ${id}: looked at ${candidates.join(', ')}${hint}`);
   }
   return found;
@@ -60,7 +62,10 @@ export function readJson<T = unknown>(path: string): T {
 }
 
 export function readJsonl<T = unknown>(path: string): T[] {
-  return readFileSync(path, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as T);
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as T);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -74,9 +79,15 @@ export function parseFlags(argv: string[]): Flags {
     const a = argv[i]!;
     if (!a.startsWith('--')) continue;
     const eq = a.indexOf('=');
-    if (eq > 0) { out[a.slice(2, eq)] = a.slice(eq + 1); continue; }
+    if (eq > 0) {
+      out[a.slice(2, eq)] = a.slice(eq + 1);
+      continue;
+    }
     const next = argv[i + 1];
-    if (next !== undefined && !next.startsWith('--')) { out[a.slice(2)] = next; i++; } else out[a.slice(2)] = true;
+    if (next !== undefined && !next.startsWith('--')) {
+      out[a.slice(2)] = next;
+      i++;
+    } else out[a.slice(2)] = true;
   }
   return out;
 }
@@ -96,7 +107,12 @@ export function flagNumber(f: Flags, name: string, fallback: number): number {
 
 export function flagList(f: Flags, name: string, fallback: string[]): string[] {
   const v = f[name];
-  return typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter(Boolean) : fallback;
+  return typeof v === 'string'
+    ? v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : fallback;
 }
 
 export function flagNumbers(f: Flags, name: string, fallback: number[]): number[] {
@@ -106,7 +122,12 @@ export function flagNumbers(f: Flags, name: string, fallback: number[]): number[
 // ---------------------------------------------------------------------------------------------
 // Statistics
 
-export interface Spread { min: number; median: number; max: number; n: number }
+export interface Spread {
+  min: number;
+  median: number;
+  max: number;
+  n: number;
+}
 
 export function median(xs: readonly number[]): number {
   if (xs.length === 0) return NaN;
@@ -182,7 +203,9 @@ export function machineInfo(): MachineInfo {
       const interesting = /^(avx|avx2|fma|f16c|avx512\w*|amx\w*|sse4_2|vnni\w*)$/;
       cpuFlags = flags[1]!.split(/\s+/).filter((f) => interesting.test(f));
     }
-  } catch { /* not linux */ }
+  } catch {
+    /* not linux */
+  }
   return {
     cores: cpus().length,
     cpuModel,
@@ -217,7 +240,11 @@ export function startWorker(url: URL, options: WorkerOptions = {}): Worker {
 }
 
 /** A child Node process on a bench module (`node --import tsx file.ts` for TypeScript). */
-export function spawnNode(url: URL, args: string[], options: { env?: NodeJS.ProcessEnv; ipc?: boolean; cwd?: string } = {}): ChildProcess {
+export function spawnNode(
+  url: URL,
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; ipc?: boolean; cwd?: string } = {},
+): ChildProcess {
   const file = fileURLToPath(url);
   const nodeArgs = isTs(url) ? ['--import', import.meta.resolve('tsx'), file, ...args] : [file, ...args];
   return spawn(process.execPath, nodeArgs, {

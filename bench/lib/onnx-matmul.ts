@@ -33,7 +33,13 @@ function valueInfo(name: string, dims: readonly number[]): Bytes {
 
 /** ModelProto bytes of `C = MatMul(A[m,k], B[k,n])`, opset 17, inputs A and B. */
 export function matmulModel(m: number, k: number, n: number): Uint8Array {
-  const node = [...strField(1, 'A'), ...strField(1, 'B'), ...strField(2, 'C'), ...strField(3, 'matmul'), ...strField(4, 'MatMul')];
+  const node = [
+    ...strField(1, 'A'),
+    ...strField(1, 'B'),
+    ...strField(2, 'C'),
+    ...strField(3, 'matmul'),
+    ...strField(4, 'MatMul'),
+  ];
   const graph = [
     ...bytesField(1, node),
     ...strField(2, 'matmul_peak'),
@@ -42,7 +48,12 @@ export function matmulModel(m: number, k: number, n: number): Uint8Array {
     ...bytesField(12, valueInfo('C', [m, n])),
   ];
   const opset = [...strField(1, ''), ...intField(2, 17)];
-  const model = [...intField(1, 8), ...strField(2, 'onnx-gateway-bench'), ...bytesField(7, graph), ...bytesField(8, opset)];
+  const model = [
+    ...intField(1, 8),
+    ...strField(2, 'onnx-gateway-bench'),
+    ...bytesField(7, graph),
+    ...bytesField(8, opset),
+  ];
   return Uint8Array.from(model);
 }
 
@@ -58,6 +69,10 @@ export function bertFlopsPerToken(cfg: { hidden: number; layers: number; interme
 }
 
 /** FLOPs of a padded batch: count x seq tokens, each costing bertFlopsPerToken(seq). */
-export function bertFlopsBatch(cfg: { hidden: number; layers: number; intermediate: number }, count: number, seq: number): number {
+export function bertFlopsBatch(
+  cfg: { hidden: number; layers: number; intermediate: number },
+  count: number,
+  seq: number,
+): number {
   return count * seq * bertFlopsPerToken(cfg, seq);
 }

@@ -35,8 +35,10 @@ const MARKER = /<!-- bench-table:(\S+) -->\n[\s\S]*?<!-- bench-table:end -->/g;
 
 /** Rewrites every bench table of a markdown page from its result file. */
 export function fillBenchTables(markdown: string, resultsDir = 'bench/results'): string {
-  return markdown.replace(MARKER, (_, spec: string) =>
-    `<!-- bench-table:${spec} -->\n${benchTable(spec, resultsDir)}\n<!-- bench-table:end -->`);
+  return markdown.replace(
+    MARKER,
+    (_, spec: string) => `<!-- bench-table:${spec} -->\n${benchTable(spec, resultsDir)}\n<!-- bench-table:end -->`,
+  );
 }
 
 /** The specs (`<file>:<kind>[:<argument>]`) of the bench tables in a page, in order. */
@@ -50,15 +52,24 @@ export function benchTable(spec: string, resultsDir = 'bench/results'): string {
   const data: unknown = JSON.parse(readFileSync(join(resultsDir, file), 'utf8'));
   const table = (() => {
     switch (kind) {
-      case 'http': return httpTable(data as BenchReport, need(argument, spec));
-      case 'cpu': return cpuTable(data as BenchReport, need(argument, spec));
-      case 'reindex': return reindexTable(data as BenchReport);
-      case 'ceiling': return ceilingTable(data as BenchReport);
-      case 'ceiling-best': return ceilingBestTable(data as BenchReport);
-      case 'soak': return soakTable(data as SoakReport);
-      case 'images': return imagesTable(data as ImagesReport);
-      case 'images-isolation': return imagesIsolationTable(data as ImagesReport);
-      default: throw new Error(`bench-table ${spec}: no table kind "${kind}"`);
+      case 'http':
+        return httpTable(data as BenchReport, need(argument, spec));
+      case 'cpu':
+        return cpuTable(data as BenchReport, need(argument, spec));
+      case 'reindex':
+        return reindexTable(data as BenchReport);
+      case 'ceiling':
+        return ceilingTable(data as BenchReport);
+      case 'ceiling-best':
+        return ceilingBestTable(data as BenchReport);
+      case 'soak':
+        return soakTable(data as SoakReport);
+      case 'images':
+        return imagesTable(data as ImagesReport);
+      case 'images-isolation':
+        return imagesIsolationTable(data as ImagesReport);
+      default:
+        throw new Error(`bench-table ${spec}: no table kind "${kind}"`);
     }
   })();
   return `${table}\n\n${sourceLine(file, data)}`;
@@ -103,10 +114,18 @@ function httpTable(report: BenchReport, workload: string): string {
   const targets = points(report, workload);
   const unit = targets[0]!.points[0]!.unit;
   const ratios = report.ratios;
-  const servers = targets.filter(({ target }) => target.kind === 'gateway' &&
-    [...ratios.vsSideBySide, ...ratios.c1LatencyVsSideBySide].some((r) => r.target === target.name && r.workload === workload));
-  const header = ['concurrency', ...targets.map((t) => t.target.name),
-    ...servers.map((t) => `${t.target.name} / best raw beside`)];
+  const servers = targets.filter(
+    ({ target }) =>
+      target.kind === 'gateway' &&
+      [...ratios.vsSideBySide, ...ratios.c1LatencyVsSideBySide].some(
+        (r) => r.target === target.name && r.workload === workload,
+      ),
+  );
+  const header = [
+    'concurrency',
+    ...targets.map((t) => t.target.name),
+    ...servers.map((t) => `${t.target.name} / best raw beside`),
+  ];
   const rows = concurrencies(targets).map((c) => [
     String(c),
     ...targets.map(({ points: ps }) => {
@@ -119,9 +138,13 @@ function httpTable(report: BenchReport, workload: string): string {
         const over = ratios.c1LatencyVsSideBySide.find((r) => r.target === target.name && r.workload === workload);
         if (over) return `p50 ${over.overMs >= 0 ? '+' : ''}${num(over.overMs)} ms`;
       }
-      const ratio = ratios.vsSideBySide.find((r) =>
-        r.target === target.name && r.workload === workload && r.concurrency === c &&
-        variant(report, r.raw) === variant(report, target.name));
+      const ratio = ratios.vsSideBySide.find(
+        (r) =>
+          r.target === target.name &&
+          r.workload === workload &&
+          r.concurrency === c &&
+          variant(report, r.raw) === variant(report, target.name),
+      );
       return ratio ? `x${num(ratio.ratio, 2)}` : '';
     }),
   ]);
@@ -138,16 +161,27 @@ function cpuTable(report: BenchReport, workload: string): string {
   if (targets.length === 0) throw new Error(`no CPU account for workload ${workload}`);
   const unit = targets[0]!.points[0]!.unit;
   const perRequest = targets.some((t) => t.points.some((p) => p.cpuPerRequestMs));
-  const header = ['target', 'concurrency', 'main thread, % of a core', 'other threads, %', 'load generator, %',
-    ...(perRequest ? ['main thread, ms CPU per request', `${unit} per CPU-second of the model's threads`] : [])];
-  const rows = targets.flatMap(({ target, points: ps }) => ps.map((p) => [
-    target.name, String(p.concurrency),
-    ...(p.cpuPct ? [p.cpuPct.main, p.cpuPct.other, p.cpuPct.loadGen].map((x) => num(x, 0)) : ['', '', '']),
-    ...(perRequest ? [
-      p.cpuPerRequestMs ? num(p.cpuPerRequestMs.main, 2) : '',
-      p.unitsPerWorkerCoreSecond === undefined ? '' : num(p.unitsPerWorkerCoreSecond),
-    ] : []),
-  ]));
+  const header = [
+    'target',
+    'concurrency',
+    'main thread, % of a core',
+    'other threads, %',
+    'load generator, %',
+    ...(perRequest ? ['main thread, ms CPU per request', `${unit} per CPU-second of the model's threads`] : []),
+  ];
+  const rows = targets.flatMap(({ target, points: ps }) =>
+    ps.map((p) => [
+      target.name,
+      String(p.concurrency),
+      ...(p.cpuPct ? [p.cpuPct.main, p.cpuPct.other, p.cpuPct.loadGen].map((x) => num(x, 0)) : ['', '', '']),
+      ...(perRequest
+        ? [
+            p.cpuPerRequestMs ? num(p.cpuPerRequestMs.main, 2) : '',
+            p.unitsPerWorkerCoreSecond === undefined ? '' : num(p.unitsPerWorkerCoreSecond),
+          ]
+        : []),
+    ]),
+  );
   return markdownTable(header, rows);
 }
 
@@ -157,12 +191,18 @@ function reindexTable(report: BenchReport): string {
   const targets = (report.http ?? []).filter((t) => t.points.some((p) => passes.includes(p.workload)));
   if (targets.length === 0) throw new Error('no reindex points');
   const caching = targets.filter((t) => t.points.some((p) => p.cacheHits !== undefined));
-  const header = ['pass', ...targets.map((t) => `${t.name}: inputs/s`), ...caching.map((t) => `${t.name}: inputs its cache answered`)];
+  const header = [
+    'pass',
+    ...targets.map((t) => `${t.name}: inputs/s`),
+    ...caching.map((t) => `${t.name}: inputs its cache answered`),
+  ];
   const rows = passes.map((pass) => {
     const at = (ts: HttpTargetResult[]) => ts.map((t) => t.points.find((p) => p.workload === pass));
     return [
       pass.replace('reindex-', ''),
-      ...at(targets).map((p) => (p ? `${num(p.unitsPerSec.median)} [${num(p.unitsPerSec.min)}-${num(p.unitsPerSec.max)}]` : '')),
+      ...at(targets).map((p) =>
+        p ? `${num(p.unitsPerSec.median)} [${num(p.unitsPerSec.min)}-${num(p.unitsPerSec.max)}]` : '',
+      ),
       ...at(caching).map((p) => (p?.cacheHits === undefined ? '' : thousands(p.cacheHits))),
     ];
   });
@@ -179,10 +219,13 @@ function ceilingTable(report: BenchReport): string {
   if (!ceiling) throw new Error('no ceiling sweep in this file');
   const batches = [...new Set(ceiling.embed.map((p) => p.batch))].sort((a, b) => a - b);
   const layouts = [...new Set(ceiling.embed.map(sweepLayout))];
-  const rows = layouts.map((layout) => [layout, ...batches.map((b) => {
-    const p = ceiling.embed.find((q) => sweepLayout(q) === layout && q.batch === b);
-    return p ? num(p.inputsPerSec.median) : '';
-  })]);
+  const rows = layouts.map((layout) => [
+    layout,
+    ...batches.map((b) => {
+      const p = ceiling.embed.find((q) => sweepLayout(q) === layout && q.batch === b);
+      return p ? num(p.inputsPerSec.median) : '';
+    }),
+  ]);
   return `inputs/s, ${ceiling.embedModel}\n\n${markdownTable(['sessions x intra-op threads', ...batches.map((b) => `batch ${b}`)], rows)}`;
 }
 
@@ -193,15 +236,18 @@ function ceilingBestTable(report: BenchReport): string {
   const best = (ps: CeilingPoint[]) =>
     ps.reduce<CeilingPoint | null>((a, p) => (!a || p.inputsPerSec.median > a.inputsPerSec.median ? p : a), null);
   const row = (what: string, p: CeilingPoint | null, unit: string) =>
-    p ? [what, `${sweepLayout(p)}, batch ${p.batch}`, `${num(p.inputsPerSec.median)} ${unit}/s`, num(p.gflops.median)]
+    p
+      ? [what, `${sweepLayout(p)}, batch ${p.batch}`, `${num(p.inputsPerSec.median)} ${unit}/s`, num(p.gflops.median)]
       : [what, 'not run', '', ''];
   const rows = [
     row(`embeddings fp32 (${ceiling.embedModel})`, ceiling.bestEmbed, 'inputs'),
     row(`rerank fp32 (${ceiling.rerankModel})`, ceiling.bestRerank, 'pairs'),
-    ...(ceiling.int8 ? [
-      row(`embeddings int8 (${ceiling.int8.embedModel})`, best(ceiling.int8.embed), 'inputs'),
-      row(`rerank int8 (${ceiling.int8.rerankModel})`, best(ceiling.int8.rerank), 'pairs'),
-    ] : []),
+    ...(ceiling.int8
+      ? [
+          row(`embeddings int8 (${ceiling.int8.embedModel})`, best(ceiling.int8.embed), 'inputs'),
+          row(`rerank int8 (${ceiling.int8.rerankModel})`, best(ceiling.int8.rerank), 'pairs'),
+        ]
+      : []),
     ['fp32 MatMul peak (a MatMul graph in ORT)', '', '', num(ceiling.matmulPeakGflops)],
   ];
   return markdownTable(['workload', 'best layout', 'rate', 'GFLOP/s'], rows);
@@ -209,40 +255,68 @@ function ceilingBestTable(report: BenchReport): string {
 
 function soakTable(soak: SoakReport): string {
   const count = (answers: Record<string, number>) =>
-    Object.entries(answers).map(([status, n]) => `${thousands(n)} x ${status}`).join(', ');
+    Object.entries(answers)
+      .map(([status, n]) => `${thousands(n)} x ${status}`)
+      .join(', ');
   const rows = [
     ['embeddings answers', count(soak.embeddings)],
     ['rerank answers', count(soak.rerank)],
     ['errors (non-2xx or failed requests, failed /health)', thousands(soak.errors)],
     ['web reader answers to the attackers', count(soak.reader)],
-    [`/health over ${thousands(soak.healthMs.count)} probes: p50 / p99 / max`,
-      `${num(soak.healthMs.p50)} / ${num(soak.healthMs.p99)} / ${num(soak.healthMs.max, 0)} ms`],
-    ['resident memory at the first minute / highest after it / at the end',
-      `${[soak.rssMb.atFirstMinute, soak.rssMb.maxAfterFirstMinute, soak.rssMb.atEnd].map(thousands).join(' / ')} MB`],
+    [
+      `/health over ${thousands(soak.healthMs.count)} probes: p50 / p99 / max`,
+      `${num(soak.healthMs.p50)} / ${num(soak.healthMs.p99)} / ${num(soak.healthMs.max, 0)} ms`,
+    ],
+    [
+      'resident memory at the first minute / highest after it / at the end',
+      `${[soak.rssMb.atFirstMinute, soak.rssMb.maxAfterFirstMinute, soak.rssMb.atEnd].map(thousands).join(' / ')} MB`,
+    ],
     ['resident memory slope after the first minute', `${num(soak.rssMb.slopeMbPerMinute)} MB per minute`],
   ];
-  return markdownTable(['measure', `${soak.minutes} minutes, ${soak.connections} clients, ${soak.attackers} attackers`], rows);
+  return markdownTable(
+    ['measure', `${soak.minutes} minutes, ${soak.connections} clients, ${soak.attackers} attackers`],
+    rows,
+  );
 }
 
 function imagesTable(report: ImagesReport): string {
   const rows = report.cases.map((c) => [
-    `\`${c.pipeline}\``, c.size, c.input, num(c.seconds, 2), num(c.secondsPerOutputMegapixel, 2),
+    `\`${c.pipeline}\``,
+    c.size,
+    c.input,
+    num(c.seconds, 2),
+    num(c.secondsPerOutputMegapixel, 2),
     `${thousands(Math.round(c.decodeMs))} / ${thousands(Math.round(c.inferenceMs))} / ${thousands(Math.round(c.encodeMs))}`,
     `${thousands(c.idleRssMB)} -> ${thousands(c.peakRssMB)}`,
   ]);
-  const header = ['pipeline', 'output', 'input', 'seconds', 's per output megapixel', 'decode / inference / encode, ms',
-    'resident MB, idle -> peak'];
+  const header = [
+    'pipeline',
+    'output',
+    'input',
+    'seconds',
+    's per output megapixel',
+    'decode / inference / encode, ms',
+    'resident MB, idle -> peak',
+  ];
   return markdownTable(header, rows);
 }
 
 function imagesIsolationTable(report: ImagesReport): string {
   const iso = report.isolation;
   if (!iso) throw new Error('no isolation measurement in this file');
-  const row = (what: string, r: { n: number; p50Ms: number; p99Ms: number }) => [what, thousands(r.n), num(r.p50Ms), num(r.p99Ms)];
-  const caption = `1-input embeddings requests beside a ${iso.size} \`${iso.pipeline}\` edit (${num(iso.editSeconds, 1)} s; ` +
+  const row = (what: string, r: { n: number; p50Ms: number; p99Ms: number }) => [
+    what,
+    thousands(r.n),
+    num(r.p50Ms),
+    num(r.p99Ms),
+  ];
+  const caption =
+    `1-input embeddings requests beside a ${iso.size} \`${iso.pipeline}\` edit (${num(iso.editSeconds, 1)} s; ` +
     `${iso.textWorkers} text workers, ${iso.imageThreads} image thread)`;
-  const table = markdownTable(['embeddings requests', 'requests', 'p50 ms', 'p99 ms'],
-    [row('server idle', iso.idle), row('during the edit', iso.duringEdit)]);
+  const table = markdownTable(
+    ['embeddings requests', 'requests', 'p50 ms', 'p99 ms'],
+    [row('server idle', iso.idle), row('during the edit', iso.duringEdit)],
+  );
   return `${caption}\n\n${table}`;
 }
 
@@ -257,7 +331,8 @@ function sourceLine(file: string, data: unknown): string {
   } else if (report.kind === 'images') {
     command = 'npx tsx bench/images.ts';
   } else if (report.minutes !== undefined) {
-    command = 'npm run build && npx tsx bench/soak.ts ' +
+    command =
+      'npm run build && npx tsx bench/soak.ts ' +
       `--minutes ${report.minutes} --connections ${report.connections} --attackers ${report.attackers}`;
   } else {
     throw new Error(`${file}: neither a bench/run.ts, bench/images.ts nor bench/soak.ts result`);
@@ -268,7 +343,14 @@ function sourceLine(file: string, data: unknown): string {
 }
 
 function machine(m: MachineInfo): string {
-  const simd = [['avx512f', 'AVX-512'], ['avx2', 'AVX2'], ['neon', 'NEON']].find(([flag]) => m.cpuFlags.includes(flag!))?.[1] ?? 'no AVX2';
-  return `${m.cores} cores ${m.cpuModel} (${simd}), load ${m.loadavg[0]}, Node ${m.node.replace(/^v/, '')}, ` +
-    `onnxruntime-node ${m.onnxruntimeNode}`;
+  const simd =
+    [
+      ['avx512f', 'AVX-512'],
+      ['avx2', 'AVX2'],
+      ['neon', 'NEON'],
+    ].find(([flag]) => m.cpuFlags.includes(flag!))?.[1] ?? 'no AVX2';
+  return (
+    `${m.cores} cores ${m.cpuModel} (${simd}), load ${m.loadavg[0]}, Node ${m.node.replace(/^v/, '')}, ` +
+    `onnxruntime-node ${m.onnxruntimeNode}`
+  );
 }

@@ -5,14 +5,25 @@
 import { workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 
-export interface MinimalTask { model: string; ids: Int32Array; typeIds?: Int32Array }
+export interface MinimalTask {
+  model: string;
+  ids: Int32Array;
+  typeIds?: Int32Array;
+}
 
 const { models } = workerData as { models: Record<string, string> };
 const sessions = new Map<string, ort.InferenceSession>();
 for (const [id, path] of Object.entries(models)) {
-  sessions.set(id, await ort.InferenceSession.create(path, {
-    intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'all', executionMode: 'sequential', logSeverityLevel: 3,
-  }));
+  sessions.set(
+    id,
+    await ort.InferenceSession.create(path, {
+      intraOpNumThreads: 1,
+      interOpNumThreads: 1,
+      graphOptimizationLevel: 'all',
+      executionMode: 'sequential',
+      logSeverityLevel: 3,
+    }),
+  );
 }
 
 export default async function run(task: MinimalTask): Promise<Float32Array> {
@@ -25,7 +36,11 @@ export default async function run(task: MinimalTask): Promise<Float32Array> {
     attention_mask: new ort.Tensor('int64', new BigInt64Array(n).fill(1n), dims),
   };
   if (session.inputNames.includes('token_type_ids')) {
-    feeds.token_type_ids = new ort.Tensor('int64', task.typeIds ? BigInt64Array.from(task.typeIds, BigInt) : new BigInt64Array(n), dims);
+    feeds.token_type_ids = new ort.Tensor(
+      'int64',
+      task.typeIds ? BigInt64Array.from(task.typeIds, BigInt) : new BigInt64Array(n),
+      dims,
+    );
   }
   const out = await session.run(feeds);
   if (out.logits) return Float32Array.from(out.logits.data as Float32Array);

@@ -5,7 +5,13 @@
  * Models load from the local models dir only (no Hub).
  */
 import {
-  AutoModelForSequenceClassification, AutoTokenizer, env, pipeline, type PreTrainedModel, type PreTrainedTokenizer, type Tensor,
+  AutoModelForSequenceClassification,
+  AutoTokenizer,
+  env,
+  pipeline,
+  type PreTrainedModel,
+  type PreTrainedTokenizer,
+  type Tensor,
 } from '@huggingface/transformers';
 import { modelsDir } from '../lib/common.js';
 
@@ -18,7 +24,10 @@ export interface TransformersPeer {
   rerank(query: string, documents: string[]): Promise<number[]>;
 }
 
-export async function loadTransformersPeer(embedModel: string | null, rerankModel: string | null): Promise<TransformersPeer> {
+export async function loadTransformersPeer(
+  embedModel: string | null,
+  rerankModel: string | null,
+): Promise<TransformersPeer> {
   const extractor = embedModel
     ? await pipeline<'feature-extraction'>('feature-extraction', embedModel, { dtype: 'fp32', local_files_only: true })
     : null;
@@ -26,7 +35,10 @@ export async function loadTransformersPeer(embedModel: string | null, rerankMode
   let rerankModelInstance: PreTrainedModel | null = null;
   if (rerankModel) {
     rerankTokenizer = await AutoTokenizer.from_pretrained(rerankModel, { local_files_only: true });
-    rerankModelInstance = await AutoModelForSequenceClassification.from_pretrained(rerankModel, { dtype: 'fp32', local_files_only: true });
+    rerankModelInstance = await AutoModelForSequenceClassification.from_pretrained(rerankModel, {
+      dtype: 'fp32',
+      local_files_only: true,
+    });
   }
   return {
     async embed(texts) {
@@ -39,7 +51,11 @@ export async function loadTransformersPeer(embedModel: string | null, rerankMode
     },
     async rerank(query, documents) {
       if (!rerankTokenizer || !rerankModelInstance) throw new Error('no rerank model loaded');
-      const inputs = rerankTokenizer(new Array<string>(documents.length).fill(query), { text_pair: documents, padding: true, truncation: true });
+      const inputs = rerankTokenizer(new Array<string>(documents.length).fill(query), {
+        text_pair: documents,
+        padding: true,
+        truncation: true,
+      });
       const { logits } = (await rerankModelInstance(inputs)) as { logits: Tensor };
       return Array.from(logits.data as Float32Array, (x) => 1 / (1 + Math.exp(-x)));
     },

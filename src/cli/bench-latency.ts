@@ -44,7 +44,24 @@ export type Target = (texts: string[]) => Promise<{ timings: Timings; tokens: nu
  * embedding cache does not answer the bench's requests in place of the model.
  */
 export function textOfLength(tokens: number, seed: number): string {
-  const words = ['the', 'model', 'runs', 'on', 'a', 'small', 'cpu', 'with', 'two', 'cores', 'and', 'fast', 'tokens', 'for', 'each', 'input'];
+  const words = [
+    'the',
+    'model',
+    'runs',
+    'on',
+    'a',
+    'small',
+    'cpu',
+    'with',
+    'two',
+    'cores',
+    'and',
+    'fast',
+    'tokens',
+    'for',
+    'each',
+    'input',
+  ];
   const out: string[] = [];
   for (let i = 0; i < Math.max(1, tokens - 2); i++) {
     let h = Math.imul(seed + 1, 0x9e3779b1) ^ Math.imul(i + 1, 0x85ebca6b);
@@ -56,17 +73,27 @@ export function textOfLength(tokens: number, seed: number): string {
 
 const median = (values: number[]) => percentile(values, 50);
 
-export async function runBench(target: Target, plan: BenchPlan, progress = process.stderr.isTTY): Promise<BenchPoint[]> {
+export async function runBench(
+  target: Target,
+  plan: BenchPlan,
+  progress = process.stderr.isTTY,
+): Promise<BenchPoint[]> {
   const points: BenchPoint[] = [];
   const total = plan.batchSizes.length * plan.sequenceLengths.length * plan.requests;
-  const bar = progress ? new cliProgress.SingleBar({ format: 'bench {bar} {value}/{total} requests | {point}', hideCursor: true }, cliProgress.Presets.shades_classic) : undefined;
+  const bar = progress
+    ? new cliProgress.SingleBar(
+        { format: 'bench {bar} {value}/{total} requests | {point}', hideCursor: true },
+        cliProgress.Presets.shades_classic,
+      )
+    : undefined;
   bar?.start(total, 0, { point: '' });
   for (const sequenceLength of plan.sequenceLengths) {
     for (const batchSize of plan.batchSizes) {
       const label = `batch ${batchSize} x ${sequenceLength} tokens`;
       if (!bar) process.stderr.write(`bench: ${label}\n`);
       bar?.update({ point: label });
-      const texts = (offset: number) => Array.from({ length: batchSize }, (_, i) => textOfLength(sequenceLength, offset + i));
+      const texts = (offset: number) =>
+        Array.from({ length: batchSize }, (_, i) => textOfLength(sequenceLength, offset + i));
       const warm = await target(texts(0));
       const latencies: number[] = [];
       const breakdown: Timings[] = [];
@@ -91,7 +118,12 @@ export async function runBench(target: Target, plan: BenchPlan, progress = proce
         tokensPerInput,
         requests: plan.requests,
         concurrency: plan.concurrency,
-        latencyMs: { p50: percentile(latencies, 50), p90: percentile(latencies, 90), p99: percentile(latencies, 99), mean: latencies.reduce((a, b) => a + b, 0) / latencies.length },
+        latencyMs: {
+          p50: percentile(latencies, 50),
+          p90: percentile(latencies, 90),
+          p99: percentile(latencies, 99),
+          mean: latencies.reduce((a, b) => a + b, 0) / latencies.length,
+        },
         inputsPerSecond: (plan.requests * batchSize) / seconds,
         tokensPerSecond: (plan.requests * batchSize * tokensPerInput) / seconds,
         breakdownMs: {
@@ -126,17 +158,38 @@ export function httpTarget(baseUrl: string, model: string, task: 'embedding' | '
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
   const url = `${baseUrl.replace(/\/$/, '')}/v1/${task === 'embedding' ? 'embeddings' : 'rerank'}`;
   return async (texts) => {
-    const body = task === 'embedding' ? { model, input: texts, encoding_format: 'base64' } : { model, query: 'how fast is the model', documents: texts };
+    const body =
+      task === 'embedding'
+        ? { model, input: texts, encoding_format: 'base64' }
+        : { model, query: 'how fast is the model', documents: texts };
     const response = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
     const json = (await response.json()) as { usage?: { total_tokens?: number }; error?: { message: string } };
     if (!response.ok) throw new Error(`${url} answered ${response.status}: ${json.error?.message ?? 'no message'}`);
     const phases = parseServerTiming(response.headers.get('server-timing'));
-    return { timings: { tokenizeMs: phases.tokenize ?? NaN, queueMs: phases.queue ?? NaN, inferenceMs: phases.inference ?? NaN }, tokens: json.usage?.total_tokens ?? 0 };
+    return {
+      timings: {
+        tokenizeMs: phases.tokenize ?? NaN,
+        queueMs: phases.queue ?? NaN,
+        inferenceMs: phases.inference ?? NaN,
+      },
+      tokens: json.usage?.total_tokens ?? 0,
+    };
   };
 }
 
 export function formatTable(points: BenchPoint[]): string {
-  const header = ['batch', 'tokens', 'p50 ms', 'p90 ms', 'p99 ms', 'inputs/s', 'tokens/s', 'tokenize', 'queue', 'inference'];
+  const header = [
+    'batch',
+    'tokens',
+    'p50 ms',
+    'p90 ms',
+    'p99 ms',
+    'inputs/s',
+    'tokens/s',
+    'tokenize',
+    'queue',
+    'inference',
+  ];
   const rows = points.map((p) => [
     String(p.batchSize),
     p.tokensPerInput.toFixed(0),
@@ -155,9 +208,25 @@ export function formatTable(points: BenchPoint[]): string {
 }
 
 export function toCsv(points: BenchPoint[]): string {
-  const header = 'batch_size,sequence_length,tokens_per_input,requests,concurrency,p50_ms,p90_ms,p99_ms,mean_ms,inputs_per_s,tokens_per_s,tokenize_ms,queue_ms,inference_ms';
+  const header =
+    'batch_size,sequence_length,tokens_per_input,requests,concurrency,p50_ms,p90_ms,p99_ms,mean_ms,inputs_per_s,tokens_per_s,tokenize_ms,queue_ms,inference_ms';
   const rows = points.map((p) =>
-    [p.batchSize, p.sequenceLength, p.tokensPerInput, p.requests, p.concurrency, p.latencyMs.p50, p.latencyMs.p90, p.latencyMs.p99, p.latencyMs.mean, p.inputsPerSecond, p.tokensPerSecond, p.breakdownMs.tokenizeMs, p.breakdownMs.queueMs, p.breakdownMs.inferenceMs]
+    [
+      p.batchSize,
+      p.sequenceLength,
+      p.tokensPerInput,
+      p.requests,
+      p.concurrency,
+      p.latencyMs.p50,
+      p.latencyMs.p90,
+      p.latencyMs.p99,
+      p.latencyMs.mean,
+      p.inputsPerSecond,
+      p.tokensPerSecond,
+      p.breakdownMs.tokenizeMs,
+      p.breakdownMs.queueMs,
+      p.breakdownMs.inferenceMs,
+    ]
       .map((v) => (typeof v === 'number' ? Number(v.toFixed(4)) : v))
       .join(','),
   );

@@ -29,15 +29,21 @@ export const familyStandins: Record<string, { repo: string; task: 'embedding' | 
 /** The repos a `--stand-in` value names: `families` for one of each family, or repo ids separated by commas. */
 export function standinRepos(value: string): Array<{ repo: string; task?: 'embedding' | 'rerank' }> {
   if (value === 'families') return Object.values(familyStandins);
-  return value.split(',').map((repo) => ({ repo: repo.trim(), task: Object.values(familyStandins).find((s) => s.repo === repo.trim())?.task }));
+  return value.split(',').map((repo) => ({
+    repo: repo.trim(),
+    task: Object.values(familyStandins).find((s) => s.repo === repo.trim())?.task,
+  }));
 }
 
-const needs = 'python3 with numpy, sentencepiece and regex (Debian: apt-get install python3-numpy python3-sentencepiece python3-regex; ONNX_GATEWAY_PYTHON picks the interpreter)';
+const needs =
+  'python3 with numpy, sentencepiece and regex (Debian: apt-get install python3-numpy python3-sentencepiece python3-regex; ONNX_GATEWAY_PYTHON picks the interpreter)';
 
 /** A python that has what the generator imports (ONNX_GATEWAY_PYTHON, else python3, else Debian's), or undefined. */
 export function standinPython(): string | undefined {
   const candidates = [process.env.ONNX_GATEWAY_PYTHON, 'python3', '/usr/bin/python3'].filter((c): c is string => !!c);
-  return candidates.find((python) => spawnSync(python, ['-c', 'import numpy, sentencepiece, regex'], { stdio: 'ignore' }).status === 0);
+  return candidates.find(
+    (python) => spawnSync(python, ['-c', 'import numpy, sentencepiece, regex'], { stdio: 'ignore' }).status === 0,
+  );
 }
 
 /**
@@ -45,11 +51,30 @@ export function standinPython(): string | undefined {
  * the generator is unchanged. `real`: the real sizes, without golden outputs (bench); `tiny`: small
  * ones with golden outputs (tests). `shared` is the project's shared resources (real tokenizer files).
  */
-export function writeStandins(repos: string[], dir: string, size: 'real' | 'tiny', shared = resolve(root, '..', 'shared')): void {
-  if (!existsSync(generator)) throw new Error(`The stand-in generator (${generator}) is part of a checkout of the repository, not of the package.`);
+export function writeStandins(
+  repos: string[],
+  dir: string,
+  size: 'real' | 'tiny',
+  shared = resolve(root, '..', 'shared'),
+): void {
+  if (!existsSync(generator))
+    throw new Error(
+      `The stand-in generator (${generator}) is part of a checkout of the repository, not of the package.`,
+    );
   const python = standinPython();
   if (!python) throw new Error(`Generating stand-ins needs ${needs}.`);
-  const args = [generator, '--out', dir, '--size', size, '--shared', shared, ...(repos.length > 0 ? ['--only', repos.join(',')] : []), ...(size === 'real' ? ['--no-golden'] : [])];
+  const args = [
+    generator,
+    '--out',
+    dir,
+    '--size',
+    size,
+    '--shared',
+    shared,
+    ...(repos.length > 0 ? ['--only', repos.join(',')] : []),
+    ...(size === 'real' ? ['--no-golden'] : []),
+  ];
   const run = spawnSync(python, args, { stdio: ['ignore', size === 'real' ? 'inherit' : 'ignore', 'inherit'] });
-  if (run.error || run.status !== 0) throw new Error(`Generating the stand-ins failed (${run.error?.message ?? `exit ${run.status}`}).`);
+  if (run.error || run.status !== 0)
+    throw new Error(`Generating the stand-ins failed (${run.error?.message ?? `exit ${run.status}`}).`);
 }

@@ -30,7 +30,8 @@ interface BenchOptions {
 
 const numbers = (text: string, name: string) => {
   const values = text.split(',').map((s) => Number(s.trim()));
-  if (values.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--${name} takes positive integers separated by commas; got "${text}".`);
+  if (values.some((n) => !Number.isInteger(n) || n < 1))
+    throw new Error(`--${name} takes positive integers separated by commas; got "${text}".`);
   return values;
 };
 
@@ -39,7 +40,10 @@ export function registerBenchCommand(program: Command): void {
     .command('bench')
     .description('measure a model: latency percentiles and throughput across batch sizes and sequence lengths')
     .option('--model <id>', 'model to measure (a served id, or a model folder in the models dir)')
-    .option('--stand-in <repos>', 'measure real-size stand-ins of Hub models (random weights, the real architecture): repo ids separated by commas, or "families" for one of each family; written under <models dir>/stand-ins (needs a checkout and python3 with numpy)')
+    .option(
+      '--stand-in <repos>',
+      'measure real-size stand-ins of Hub models (random weights, the real architecture): repo ids separated by commas, or "families" for one of each family; written under <models dir>/stand-ins (needs a checkout and python3 with numpy)',
+    )
     .option('--task <task>', 'embedding or rerank (batch = documents per query)', 'embedding')
     .option('--server <url>', 'measure a running server over HTTP instead of loading the model here')
     .option('--api-key <key>', 'Bearer key for --server (default: env ONNX_GATEWAY_API_KEY)')
@@ -50,7 +54,10 @@ export function registerBenchCommand(program: Command): void {
     .option('--models-dir <dir>', 'models dir (env ONNX_GATEWAY_MODELS_DIR)')
     .option('--workers <n>', 'worker threads when loading the model here')
     .option('--intra-op-threads <n>', 'ONNX Runtime threads per worker when loading the model here')
-    .option('--device <device>', 'also measure on this device (webgpu, cuda, cuda:N, coreml, dml), then on the CPU: the same workloads side by side')
+    .option(
+      '--device <device>',
+      'also measure on this device (webgpu, cuda, cuda:N, coreml, dml), then on the CPU: the same workloads side by side',
+    )
     .option('--json <file>', 'write the points as JSON')
     .option('--csv <file>', 'write the points as CSV')
     .action((options: BenchOptions) => bench(options).catch((error: unknown) => exitOnStartupError(error)));
@@ -64,12 +71,17 @@ async function bench(options: BenchOptions): Promise<void> {
     concurrency: numbers(options.concurrency, 'concurrency')[0]!,
   };
   if (options.task !== 'embedding' && options.task !== 'rerank') throw new Error('--task is embedding or rerank.');
-  if (options.device && options.server) throw new Error('--device measures a model loaded here; a server runs on the device it was started with.');
+  if (options.device && options.server)
+    throw new Error('--device measures a model loaded here; a server runs on the device it was started with.');
   // The device first, then the CPU, with the same workloads.
-  const devices = [...new Set([...(options.device ? [loadConfig({ device: options.device, logLevel: 'silent' }).device] : []), 'cpu'])];
-  if (options.csv && devices.length > 1) throw new Error('--csv writes one run\'s points: with --device, use --json (one entry per device).');
+  const devices = [
+    ...new Set([...(options.device ? [loadConfig({ device: options.device, logLevel: 'silent' }).device] : []), 'cpu']),
+  ];
+  if (options.csv && devices.length > 1)
+    throw new Error("--csv writes one run's points: with --device, use --json (one entry per device).");
   if (options.standIn) {
-    if (options.csv) throw new Error('--csv writes one model\'s points: with --stand-in, use --json (one entry per model).');
+    if (options.csv)
+      throw new Error("--csv writes one model's points: with --stand-in, use --json (one entry per model).");
     const modelsDir = join(loadConfig({ modelsDir: options.modelsDir, logLevel: 'silent' }).modelsDir, 'stand-ins');
     const standins = standinRepos(options.standIn);
     writeStandins(
@@ -79,7 +91,8 @@ async function bench(options: BenchOptions): Promise<void> {
     );
     const runs = [];
     for (const { repo, task } of standins) {
-      for (const device of devices) runs.push(await benchOne({ ...options, model: repo, task: task ?? options.task, modelsDir }, plan, device));
+      for (const device of devices)
+        runs.push(await benchOne({ ...options, model: repo, task: task ?? options.task, modelsDir }, plan, device));
     }
     if (options.json) writeFileSync(options.json, JSON.stringify(runs, null, 2));
     return;
@@ -117,10 +130,22 @@ async function benchOne(options: BenchOptions, plan: BenchPlan, device = 'cpu') 
     close = () => started.engine.close();
   }
   const where = options.server ? `server ${options.server}` : `in process on ${device}`;
-  process.stderr.write(`bench: ${model} (${options.task}), ${where}, ${plan.requests} requests per point, concurrency ${plan.concurrency}\n`);
+  process.stderr.write(
+    `bench: ${model} (${options.task}), ${where}, ${plan.requests} requests per point, concurrency ${plan.concurrency}\n`,
+  );
   const points = await runBench(target, plan);
   await close();
-  const heading = options.standIn || options.device ? `\n${model} (${options.task}${options.standIn ? ', real-size stand-in' : ''}, ${device})\n` : '';
+  const heading =
+    options.standIn || options.device
+      ? `\n${model} (${options.task}${options.standIn ? ', real-size stand-in' : ''}, ${device})\n`
+      : '';
   process.stdout.write(`${heading}${formatTable(points)}\n`);
-  return { model, task: options.task, server: options.server ?? null, ...(options.server ? {} : { device }), plan, points };
+  return {
+    model,
+    task: options.task,
+    server: options.server ?? null,
+    ...(options.server ? {} : { device }),
+    plan,
+    points,
+  };
 }

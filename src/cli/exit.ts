@@ -10,7 +10,10 @@ export function exitStatus(error: StartupError): 1 | 2 {
   return error.code === 'config_invalid' ? 2 : 1;
 }
 
-export function exitOnStartupError(error: unknown, describe: (error: StartupError) => string = (failure) => `onnx-gateway: ${failure.message}`): never {
+export function exitOnStartupError(
+  error: unknown,
+  describe: (error: StartupError) => string = (failure) => `onnx-gateway: ${failure.message}`,
+): never {
   if (!isStartupError(error)) throw error;
   process.stderr.write(`${describe(error)}\n`);
   process.exit(exitStatus(error));

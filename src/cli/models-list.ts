@@ -34,7 +34,9 @@ export interface LocalModel {
  * pulled repositories, `<name>` for a folder of model files at the top.
  */
 export function listLocalModels(catalogue: Catalogue, modelsDir: string): LocalModel[] {
-  const models = catalogue.list().map((manifest) => inspect(manifest.id, modelDir(modelsDir, manifest.id, catalogue), manifest));
+  const models = catalogue
+    .list()
+    .map((manifest) => inspect(manifest.id, modelDir(modelsDir, manifest.id, catalogue), manifest));
   const known = new Set(models.map((m) => m.dir));
   const others: Array<{ id: string; dir: string }> = [];
   for (const top of subfolders(modelsDir)) {
@@ -43,7 +45,10 @@ export function listLocalModels(catalogue: Catalogue, modelsDir: string): LocalM
     if (inner.length === 0) others.push({ id: top, dir });
     for (const name of inner) others.push({ id: `${top}/${name}`, dir: join(dir, name) });
   }
-  return [...models, ...others.filter((other) => !known.has(other.dir)).map(({ id, dir }) => inspect(id, dir, undefined))];
+  return [
+    ...models,
+    ...others.filter((other) => !known.has(other.dir)).map(({ id, dir }) => inspect(id, dir, undefined)),
+  ];
 }
 
 function subfolders(dir: string): string[] {
@@ -61,7 +66,8 @@ function isModelFolder(dir: string): boolean {
 
 function inspect(id: string, dir: string, manifest: Manifest | undefined): LocalModel {
   const variants = variantsIn(filesIn(dir)).map((found) => found.variant);
-  const loadable = variants.length > 0 && ['config.json', 'tokenizer.json'].every((file) => existsSync(join(dir, file)));
+  const loadable =
+    variants.length > 0 && ['config.json', 'tokenizer.json'].every((file) => existsSync(join(dir, file)));
   const state = loadable ? 'present' : existsSync(dir) ? 'incomplete' : 'missing';
   const lock = lockIn(dir);
   const source =
@@ -96,7 +102,10 @@ function taskFromConfig(dir: string): Task | 'unknown' {
   try {
     const config = readModelFile(join(dir, 'config.json'), ModelConfig);
     if (!config) return 'unknown';
-    return taskOfConfig(config, readModelFile(join(dir, 'config_sentence_transformers.json'), SentenceTransformersConfig));
+    return taskOfConfig(
+      config,
+      readModelFile(join(dir, 'config_sentence_transformers.json'), SentenceTransformersConfig),
+    );
   } catch {
     return 'unknown';
   }
@@ -124,7 +133,11 @@ export function formatModelTable(models: LocalModel[]): string {
     ]),
   ];
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-  return rows.map((row) => row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ')).join('\n');
+  return rows
+    .map((row) =>
+      row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  '),
+    )
+    .join('\n');
 }
 
 /** docs/models.md's table of the catalogue's Hub models (`npm run docs`): one row a model, its facts and how it is checked here. */
@@ -137,15 +150,25 @@ export function catalogueTable(catalogue: Catalogue): string {
   const rows = catalogue
     .list()
     .filter((m) => m.source.kind === 'hub')
-    .sort((a, b) => a.task.localeCompare(b.task) || (a.family ?? '').localeCompare(b.family ?? '') || a.id.localeCompare(b.id))
+    .sort(
+      (a, b) =>
+        a.task.localeCompare(b.task) || (a.family ?? '').localeCompare(b.family ?? '') || a.id.localeCompare(b.id),
+    )
     .map((m) => {
       const source = m.source as { repo: string; revision?: string };
-      const width = m.task === 'embedding' ? `${m.dimensions ?? '?'}${m.matryoshkaDimensions ? ` (${m.matryoshkaDimensions.filter((d) => d !== m.dimensions).join(', ')})` : ''}` : '-';
+      const width =
+        m.task === 'embedding'
+          ? `${m.dimensions ?? '?'}${m.matryoshkaDimensions ? ` (${m.matryoshkaDimensions.filter((d) => d !== m.dimensions).join(', ')})` : ''}`
+          : '-';
       return [
         `[${source.repo}](https://huggingface.co/${source.repo}) \`${source.revision?.slice(0, 7) ?? 'main'}\``,
         m.task,
         m.family ?? '?',
-        m.task === 'embedding' ? `${m.pooling ?? '?'}${m.normalize === false ? ', not normalised' : ''}` : m.task === 'classify' ? 'per-label scores' : 'logit',
+        m.task === 'embedding'
+          ? `${m.pooling ?? '?'}${m.normalize === false ? ', not normalised' : ''}`
+          : m.task === 'classify'
+            ? 'per-label scores'
+            : 'logit',
         String(m.maxTokens ?? '?'),
         width,
         m.task === 'embedding' ? prompts(m) : '-',
@@ -153,6 +176,16 @@ export function catalogueTable(catalogue: Catalogue): string {
         verified[m.verified ?? 'none'],
       ];
     });
-  const header = ['model (revision)', 'task', 'family', 'pooling', 'window', 'dimensions (Matryoshka)', 'prompts', 'licence', 'verified'];
+  const header = [
+    'model (revision)',
+    'task',
+    'family',
+    'pooling',
+    'window',
+    'dimensions (Matryoshka)',
+    'prompts',
+    'licence',
+    'verified',
+  ];
   return [header, header.map(() => '---'), ...rows].map((row) => `| ${row.join(' | ')} |`).join('\n');
 }

@@ -43,34 +43,50 @@ export function registerModelsCommand(program: Command): void {
     });
 
   withDirs(models.command('pull'))
-    .description('download models from the Hugging Face Hub by repository or catalogue id (resumable, verified, locked to a commit)')
-    .argument('<ids...>', 'Hub repository ids (owner/name) or catalogue ids (see "models list"), each optionally @<revision> and :<variant>; or image pipeline ids (models/images/, fetched from their manifest\'s URL into the image models dir)')
+    .description(
+      'download models from the Hugging Face Hub by repository or catalogue id (resumable, verified, locked to a commit)',
+    )
+    .argument(
+      '<ids...>',
+      'Hub repository ids (owner/name) or catalogue ids (see "models list"), each optionally @<revision> and :<variant>; or image pipeline ids (models/images/, fetched from their manifest\'s URL into the image models dir)',
+    )
     .option('--variant <name>', `${settings.onnxVariant.description} (env ${settings.onnxVariant.env})`)
-    .option('--update', 'move to the catalogue\'s pinned revision, else main, instead of the commit in the lock file')
+    .option('--update', "move to the catalogue's pinned revision, else main, instead of the commit in the lock file")
     .option('--hf-endpoint <url>', `${settings.hfEndpoint.description} (env ${settings.hfEndpoint.env} or HF_ENDPOINT)`)
     .option('--force', 'download every file again, even those on disk that match the Hub')
     .action(async (ids: string[], options: ModelsOptions & { variant?: string; update?: boolean; force?: boolean }) => {
       const { config, catalogue } = setUp(options);
       const images = ImageCatalogue.load();
-      const requests = ids.filter((spec) => !images.get(spec)).map((spec) => {
-        try {
-          return parsePullSpec(spec, catalogue, config.modelsDir);
-        } catch (error) {
-          if (error instanceof PullSpecError) fail(error.message);
-          throw error;
-        }
-      });
+      const requests = ids
+        .filter((spec) => !images.get(spec))
+        .map((spec) => {
+          try {
+            return parsePullSpec(spec, catalogue, config.modelsDir);
+          } catch (error) {
+            if (error instanceof PullSpecError) fail(error.message);
+            throw error;
+          }
+        });
       const hub = new Hub(hubOptions(config.hfEndpoint));
       const progress = progressFor(process.stderr);
       // Ctrl-C stops the transfer cleanly: the partial file stays and the next pull resumes it.
       const abort = new AbortController();
       process.once('SIGINT', () => abort.abort());
       for (const manifest of ids.flatMap((spec) => images.get(spec) ?? [])) {
-        process.stderr.write(`${manifest.id} (image pipeline) from ${manifest.source.url} into ${config.imageModelsDir}\n`);
+        process.stderr.write(
+          `${manifest.id} (image pipeline) from ${manifest.source.url} into ${config.imageModelsDir}\n`,
+        );
         try {
-          const report = await pullImagePipeline(manifest, { imageModelsDir: config.imageModelsDir, progress, force: options.force, signal: abort.signal });
+          const report = await pullImagePipeline(manifest, {
+            imageModelsDir: config.imageModelsDir,
+            progress,
+            force: options.force,
+            signal: abort.signal,
+          });
           const { file } = report;
-          process.stdout.write(`${manifest.id}: ${file.status === 'present' ? 'present' : `downloaded (${formatBytes(file.bytes)})`}, verified by ${file.verifiedBy}, in ${report.dir}\n`);
+          process.stdout.write(
+            `${manifest.id}: ${file.status === 'present' ? 'present' : `downloaded (${formatBytes(file.bytes)})`}, verified by ${file.verifiedBy}, in ${report.dir}\n`,
+          );
         } catch (error) {
           if (abort.signal.aborted) fail('interrupted; run the same pull again to resume.', 130);
           exitOnStartupError(error);
@@ -81,7 +97,16 @@ export function registerModelsCommand(program: Command): void {
         try {
           const variants = [variant ?? parseVariant(config.onnxVariant)];
           const log = (line: string) => process.stderr.write(`${line}\n`);
-          const report = await pullModel(target, { modelsDir: config.modelsDir, hub, progress, variants, update: options.update, force: options.force, log, signal: abort.signal });
+          const report = await pullModel(target, {
+            modelsDir: config.modelsDir,
+            hub,
+            progress,
+            variants,
+            update: options.update,
+            force: options.force,
+            log,
+            signal: abort.signal,
+          });
           process.stdout.write(`${formatPullReport(report)}\n`);
         } catch (error) {
           if (abort.signal.aborted) {
@@ -97,7 +122,10 @@ export function registerModelsCommand(program: Command): void {
   withDirs(models.command('quantize'))
     .description('write the int8 variant (onnx/model_int8.onnx) of a model, served as "<id>:int8"')
     .argument('<target>', 'a model id in the models dir, a model folder, or an .onnx file')
-    .option('--calibration <file>', 'text file (one text per line) to calibrate GPTQ rounding on, instead of the shipped English sample')
+    .option(
+      '--calibration <file>',
+      'text file (one text per line) to calibrate GPTQ rounding on, instead of the shipped English sample',
+    )
     .option('--no-calibration', 'round every weight to nearest, without running the model (faster, less accurate)')
     .action(async (target: string, options: ModelsOptions & { calibration?: string | false }) => {
       const { config, catalogue } = setUp(options);
@@ -105,7 +133,10 @@ export function registerModelsCommand(program: Command): void {
         const plan = planInt8(target, config.modelsDir, catalogue);
         process.stderr.write(`quantizing ${plan.input}\n`);
         const started = performance.now();
-        const report = await quantizeToInt8(plan, { calibration: options.calibration, log: (line) => process.stderr.write(`${line}\n`) });
+        const report = await quantizeToInt8(plan, {
+          calibration: options.calibration,
+          log: (line) => process.stderr.write(`${line}\n`),
+        });
         process.stderr.write(`done in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
         process.stdout.write(`${formatQuantizeReport(report)}\nwrote ${plan.output}\n`);
         if (plan.id) process.stdout.write(`serve it as "${plan.id}:int8" (ONNX_GATEWAY_MODELS=${plan.id}:int8)\n`);
@@ -117,7 +148,14 @@ export function registerModelsCommand(program: Command): void {
 
 function setUp(options: ModelsOptions): { config: Config; catalogue: Catalogue } {
   try {
-    const config = loadConfig({ modelsDir: options.modelsDir, manifestsDir: options.manifestsDir, imageModelsDir: options.imageModelsDir, hfEndpoint: options.hfEndpoint, onnxVariant: options.variant, logLevel: 'silent' });
+    const config = loadConfig({
+      modelsDir: options.modelsDir,
+      manifestsDir: options.manifestsDir,
+      imageModelsDir: options.imageModelsDir,
+      hfEndpoint: options.hfEndpoint,
+      onnxVariant: options.variant,
+      logLevel: 'silent',
+    });
     return { config, catalogue: loadCatalogue(config.manifestsDir) };
   } catch (error) {
     exitOnStartupError(error);

@@ -34,8 +34,12 @@ const indexOptions = (command: Command) =>
 export function registerIndexCommand(program: Command): void {
   const indexCommand = program.command('index').description('manage the local search index (in the data dir)');
 
-  indexOptions(indexCommand.command('add').argument('<paths...>', 'folders of .md/.txt/.html files, or .jsonl / .jsonl.gz files'))
-    .description('add documents (embedded by the served embedder; a document with a known id or path replaces the old one)')
+  indexOptions(
+    indexCommand.command('add').argument('<paths...>', 'folders of .md/.txt/.html files, or .jsonl / .jsonl.gz files'),
+  )
+    .description(
+      'add documents (embedded by the served embedder; a document with a known id or path replaces the old one)',
+    )
     .option('--no-embed', 'index for BM25 only, without vectors')
     .action(async (paths: string[], options: IndexOptions & { embed: boolean }) => {
       const config = loadIndexConfig(options);
@@ -44,7 +48,10 @@ export function registerIndexCommand(program: Command): void {
       let started: Awaited<ReturnType<typeof startCore>> | undefined;
       let replication: IndexReplication | undefined;
       try {
-        if (config.redisUrl) replication = await IndexReplication.open(config.redisUrl, index, { streamLength: config.searchIndexStreamLength });
+        if (config.redisUrl)
+          replication = await IndexReplication.open(config.redisUrl, index, {
+            streamLength: config.searchIndexStreamLength,
+          });
         const writer: IndexWriter = replication ?? new LocalIndexWriter(index);
         if (options.embed) {
           started = await startCore(config);
@@ -58,7 +65,9 @@ export function registerIndexCommand(program: Command): void {
         // Documents indexed earlier without vectors, or under another embedder, get them now.
         const backfilled = started ? await embedMissing(started.core, index, writer) : 0;
         const seconds = ((performance.now() - since) / 1000).toFixed(1);
-        process.stderr.write(`\radded ${report.added}, replaced ${report.updated}, embedded ${report.embedded + backfilled} in ${seconds} s\n`);
+        process.stderr.write(
+          `\radded ${report.added}, replaced ${report.updated}, embedded ${report.embedded + backfilled} in ${seconds} s\n`,
+        );
         process.stdout.write(`${JSON.stringify(index.stats())}\n`);
       } catch (error) {
         if (isApiError(error)) fail(error.message);
@@ -81,7 +90,14 @@ export function registerIndexCommand(program: Command): void {
 
 function loadIndexConfig(options: IndexOptions) {
   try {
-    return loadConfig({ dataDir: options.dataDir, modelsDir: options.modelsDir, models: options.models, workers: options.workers, redisUrl: options.redisUrl, logLevel: 'silent' });
+    return loadConfig({
+      dataDir: options.dataDir,
+      modelsDir: options.modelsDir,
+      models: options.models,
+      workers: options.workers,
+      redisUrl: options.redisUrl,
+      logLevel: 'silent',
+    });
   } catch (error) {
     exitOnStartupError(error);
   }

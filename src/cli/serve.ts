@@ -14,7 +14,12 @@ export function registerServeCommand(program: Command): void {
   // Flags are named after the settings (--max-batch-tokens -> maxBatchTokens); config.ts reads the
   // environment itself, so flags only override.
   for (const spec of Object.values(settings)) {
-    serveCommand.addOption(new Option(`${spec.flag} ${spec.kind === 'boolean' ? '[value]' : '<value>'}`, `${spec.description} (env ${spec.env})`));
+    serveCommand.addOption(
+      new Option(
+        `${spec.flag} ${spec.kind === 'boolean' ? '[value]' : '<value>'}`,
+        `${spec.description} (env ${spec.env})`,
+      ),
+    );
   }
   serveCommand.action(async (options: Record<string, unknown>) => {
     let config: Config | undefined;

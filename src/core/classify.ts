@@ -58,22 +58,36 @@ export function activate(activation: ClassifyActivation, logits: Float32Array, o
   }
 }
 
-export async function classify(ctx: CoreContext, request: ClassifyRequest, signal?: AbortSignal): Promise<ClassifyResult> {
+export async function classify(
+  ctx: CoreContext,
+  request: ClassifyRequest,
+  signal?: AbortSignal,
+): Promise<ClassifyResult> {
   const model = ctx.registry.resolve(request.model, 'classify');
   return classifyWith(ctx, model, request, signal);
 }
 
 /** Classifies with a model already resolved (moderations pick theirs by their own rules). */
-export async function classifyWith(ctx: CoreContext, model: ServedModel, request: ClassifyRequest, signal?: AbortSignal): Promise<ClassifyResult> {
+export async function classifyWith(
+  ctx: CoreContext,
+  model: ServedModel,
+  request: ClassifyRequest,
+  signal?: AbortSignal,
+): Promise<ClassifyResult> {
   const param = request.param ?? 'input';
   const { inputs } = request;
   if (inputs.length === 0) throw invalid(param, `${param} must not be empty.`);
-  if (inputs.length > ctx.limits.maxInputs) throw invalid(param, `${param} has ${inputs.length} items; at most ${ctx.limits.maxInputs} are accepted per request.`);
+  if (inputs.length > ctx.limits.maxInputs)
+    throw invalid(
+      param,
+      `${param} has ${inputs.length} items; at most ${ctx.limits.maxInputs} are accepted per request.`,
+    );
   const truncate = request.truncate ?? ctx.limits.truncate;
   const direction = request.truncationDirection ?? 'right';
   const check = (text: string, at: string) => {
     if (text.length === 0) throw invalid(at, `${at} must not be an empty string.`);
-    if (text.length > ctx.limits.maxInputChars) throw invalid(at, `${at} has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
+    if (text.length > ctx.limits.maxInputChars)
+      throw invalid(at, `${at} has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
   };
   inputs.forEach((input, i) => {
     if (typeof input === 'string') check(input, `${param}[${i}]`);
@@ -93,7 +107,11 @@ export async function classifyWith(ctx: CoreContext, model: ServedModel, request
       const [a, b] = [tokenizer.encode(input[0]), tokenizer.encode(input[1])];
       const length = a.length + b.length + tokenizer.pairSpecials;
       if (length > model.maxTokens && !truncate) {
-        throw new ApiError('input_too_long', `${param}[${i}] has ${length} tokens; "${model.id}" takes at most ${model.maxTokens}.`, { param: `${param}[${i}]` });
+        throw new ApiError(
+          'input_too_long',
+          `${param}[${i}] has ${length} tokens; "${model.id}" takes at most ${model.maxTokens}.`,
+          { param: `${param}[${i}]` },
+        );
       }
       return tokenizer.pair(a, b, model.maxTokens);
     },
@@ -105,10 +123,19 @@ export async function classifyWith(ctx: CoreContext, model: ServedModel, request
 
   const job = await ctx.scheduler.submit(model.id, sequences, signal);
   const width = model.labels.length;
-  if (job.width !== width) throw new ApiError('internal', `"${model.id}" gave ${job.width} logits per input; its config.json names ${width} labels.`, { permanent: true });
+  if (job.width !== width)
+    throw new ApiError(
+      'internal',
+      `"${model.id}" gave ${job.width} logits per input; its config.json names ${width} labels.`,
+      { permanent: true },
+    );
   const scores = new Float32Array(job.output.length);
   for (let row = 0; row < inputs.length; row++) {
-    activate(model.activation, job.output.subarray(row * width, (row + 1) * width), scores.subarray(row * width, (row + 1) * width));
+    activate(
+      model.activation,
+      job.output.subarray(row * width, (row + 1) * width),
+      scores.subarray(row * width, (row + 1) * width),
+    );
   }
   return {
     id: randomUUID(),

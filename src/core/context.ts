@@ -7,7 +7,10 @@ import type { Scheduler } from '../engine/scheduler.js';
 import type { Registry } from '../models/registry.js';
 import type { EmbeddingCache } from './cache/embedding-cache.js';
 
-export type Limits = Pick<Config, 'maxInputs' | 'maxInputChars' | 'truncate' | 'rerankMaxChunks' | 'rerankChunkOverlap'>;
+export type Limits = Pick<
+  Config,
+  'maxInputs' | 'maxInputChars' | 'truncate' | 'rerankMaxChunks' | 'rerankChunkOverlap'
+>;
 
 export interface CoreContext {
   registry: Registry;

@@ -55,7 +55,11 @@ export interface EmbedResult {
 /** Splits the OpenAI input union into texts or token-id lists. */
 export function normaliseInput(input: EmbeddingInput): { texts?: string[]; tokens?: number[][] } {
   if (typeof input === 'string') return { texts: [input] };
-  if (!Array.isArray(input)) throw invalid('input', 'input must be a string, an array of strings, an array of token ids or an array of arrays of token ids.');
+  if (!Array.isArray(input))
+    throw invalid(
+      'input',
+      'input must be a string, an array of strings, an array of token ids or an array of arrays of token ids.',
+    );
   if (input.length === 0) throw invalid('input', 'input must not be an empty array.');
   if (input.every((item) => typeof item === 'string')) return { texts: input };
   if (input.every((item) => typeof item === 'number')) return { tokens: [input] };
@@ -65,7 +69,8 @@ export function normaliseInput(input: EmbeddingInput): { texts?: string[]; token
 
 function checkDimensions(model: ServedModel, dimensions: number | undefined): number {
   if (dimensions === undefined || dimensions === 0) return model.dimensions;
-  if (!Number.isInteger(dimensions) || dimensions < 0) throw invalid('dimensions', 'dimensions must be a positive integer.');
+  if (!Number.isInteger(dimensions) || dimensions < 0)
+    throw invalid('dimensions', 'dimensions must be a positive integer.');
   if (dimensions > model.dimensions) {
     throw invalid('dimensions', `dimensions must be at most ${model.dimensions} for "${model.id}"; got ${dimensions}.`);
   }
@@ -73,17 +78,31 @@ function checkDimensions(model: ServedModel, dimensions: number | undefined): nu
 }
 
 /** Token ids with special tokens, cut to the model's window or refused, per the truncate setting. */
-export function fit(model: ServedModel, content: Int32Array, truncate: boolean, direction: 'left' | 'right', param: string): Int32Array {
+export function fit(
+  model: ServedModel,
+  content: Int32Array,
+  truncate: boolean,
+  direction: 'left' | 'right',
+  param: string,
+): Int32Array {
   const room = model.maxTokens - model.tokenizer.singleSpecials;
   if (content.length > room && !truncate) {
-    throw new ApiError('input_too_long', `${param} has ${content.length + model.tokenizer.singleSpecials} tokens; "${model.id}" takes at most ${model.maxTokens}.`, { param });
+    throw new ApiError(
+      'input_too_long',
+      `${param} has ${content.length + model.tokenizer.singleSpecials} tokens; "${model.id}" takes at most ${model.maxTokens}.`,
+      { param },
+    );
   }
   // single() keeps the start; cutting from the left hands it only the end.
   const kept = direction === 'left' && content.length > room ? content.subarray(content.length - room) : content;
   return model.tokenizer.single(kept, model.maxTokens);
 }
 
-const vectorsOf: Record<OutputKind, string> = { dense: 'dense vectors', sparse: 'sparse vectors', tokens: 'token vectors' };
+const vectorsOf: Record<OutputKind, string> = {
+  dense: 'dense vectors',
+  sparse: 'sparse vectors',
+  tokens: 'token vectors',
+};
 
 /**
  * A model asked for an output it does not give (a SPLADE model has no dense vector). It keeps the
@@ -100,7 +119,12 @@ export class OutputKindError extends ApiError {
   }
 
   /** The message: the kinds the model gives by their names (its `outputs`), each followed by `askedBy(kind)` if given. */
-  static explain(model: string, wanted: OutputKind, gives: readonly OutputKind[], askedBy?: (kind: OutputKind) => string): string {
+  static explain(
+    model: string,
+    wanted: OutputKind,
+    gives: readonly OutputKind[],
+    askedBy?: (kind: OutputKind) => string,
+  ): string {
     const kinds = gives.map((kind) => (askedBy ? `${kind} (${askedBy(kind)})` : kind));
     return `The model "${model}" does not give ${vectorsOf[wanted]}; it gives ${kinds.join(', ')}.`;
   }
@@ -124,7 +148,8 @@ export async function encodeInputs(
   const direction = request.truncationDirection ?? 'right';
   const { texts, tokens } = normaliseInput(request.input);
   const count = (texts ?? tokens)!.length;
-  if (count > ctx.limits.maxInputs) throw invalid('input', `input has ${count} items; at most ${ctx.limits.maxInputs} are accepted per request.`);
+  if (count > ctx.limits.maxInputs)
+    throw invalid('input', `input has ${count} items; at most ${ctx.limits.maxInputs} are accepted per request.`);
 
   const started = performance.now();
   let sequences: Int32Array[];
@@ -132,9 +157,17 @@ export async function encodeInputs(
     const prefix = promptFor(model, request.inputType);
     texts.forEach((text, i) => {
       if (text.length === 0) throw invalid(`input[${i}]`, 'input must not contain empty strings.');
-      if (text.length > ctx.limits.maxInputChars) throw invalid(`input[${i}]`, `input[${i}] has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
+      if (text.length > ctx.limits.maxInputChars)
+        throw invalid(
+          `input[${i}]`,
+          `input[${i}] has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`,
+        );
     });
-    sequences = await mapInSlices(texts, (text, i) => fit(model, model.tokenizer.encode(prefix + text), truncate, direction, `input[${i}]`), signal);
+    sequences = await mapInSlices(
+      texts,
+      (text, i) => fit(model, model.tokenizer.encode(prefix + text), truncate, direction, `input[${i}]`),
+      signal,
+    );
   } else {
     sequences = tokens!.map((ids, i) => {
       if (ids.length === 0) throw invalid(`input[${i}]`, 'token id arrays must not be empty.');
@@ -142,7 +175,10 @@ export async function encodeInputs(
       for (let t = 0; t < ids.length; t++) {
         const id = ids[t]!;
         if (!Number.isInteger(id) || id < 0 || id >= model.vocabSize) {
-          throw invalid(`input[${i}]`, `token ids must be integers in [0, ${model.vocabSize - 1}] for "${model.id}"; got ${id}.`);
+          throw invalid(
+            `input[${i}]`,
+            `token ids must be integers in [0, ${model.vocabSize - 1}] for "${model.id}"; got ${id}.`,
+          );
         }
         content[t] = id;
       }
@@ -162,8 +198,15 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
   if (request.keepAliveMs !== undefined) ctx.lifecycle?.keepAlive(model.id, request.keepAliveMs);
   const { sequences, count, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
   // Only the inputs the cache lacks reach the engine.
-  const compute = (missing: Int32Array[]) => ctx.scheduler.submit(model.id, missing.map((ids) => ({ ids })), signal);
-  const job: Omit<CachedJob, 'hits'> & { hits?: number } = ctx.embeddingCache ? await ctx.embeddingCache.run(model, sequences, compute) : await compute(sequences);
+  const compute = (missing: Int32Array[]) =>
+    ctx.scheduler.submit(
+      model.id,
+      missing.map((ids) => ({ ids })),
+      signal,
+    );
+  const job: Omit<CachedJob, 'hits'> & { hits?: number } = ctx.embeddingCache
+    ? await ctx.embeddingCache.run(model, sequences, compute)
+    : await compute(sequences);
   let vectors = job.output;
   // Asking for a width asks for Matryoshka vectors: cut, then normalised (cutDimensions does both),
   // and normalised even when the width asked for is the full one.

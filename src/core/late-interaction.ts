@@ -35,7 +35,9 @@ export function encodeDocument(model: ServedModel, content: Int32Array, windows 
   const step = size - Math.min(overlap, Math.floor(size / 4));
   const out: EngineInput[] = [];
   for (let start = 0; out.length < windows; start += step) {
-    out.push({ ids: withMarker(model, content.subarray(start, start + size), late.documentMarkerId, late.documentLength) });
+    out.push({
+      ids: withMarker(model, content.subarray(start, start + size), late.documentMarkerId, late.documentLength),
+    });
     if (start + size >= content.length) break;
   }
   return out;
@@ -52,7 +54,13 @@ function withMarker(model: ServedModel, content: Int32Array, marker: number, lim
 }
 
 /** Token vectors of `inputs` from the engine, L2-normalised per token; for documents, the skiplist's tokens left out. */
-export async function tokenVectors(ctx: CoreContext, model: ServedModel, inputs: EngineInput[], side: Side, signal?: AbortSignal) {
+export async function tokenVectors(
+  ctx: CoreContext,
+  model: ServedModel,
+  inputs: EngineInput[],
+  side: Side,
+  signal?: AbortSignal,
+) {
   const job = await ctx.scheduler.submit(model.id, inputs, signal, 'tokens');
   const width = job.width;
   l2NormalizeRows(job.output, width);

@@ -7,7 +7,11 @@ import { ApiError } from '../errors.js';
 
 const sliceMs = 4;
 
-export async function mapInSlices<T, R>(items: readonly T[], fn: (item: T, index: number) => R, signal?: AbortSignal): Promise<R[]> {
+export async function mapInSlices<T, R>(
+  items: readonly T[],
+  fn: (item: T, index: number) => R,
+  signal?: AbortSignal,
+): Promise<R[]> {
   const results = new Array<R>(items.length);
   let sliceStart = performance.now();
   for (let i = 0; i < items.length; i++) {

@@ -47,13 +47,20 @@ export function moderationModel(ctx: CoreContext, name: string | undefined): Ser
   if (name === undefined || name === '' || openAiModel.test(name)) {
     const first = ctx.registry.list().find((m) => m.task === 'classify' && m.moderation);
     if (!first) {
-      throw new ApiError('unsupported_operation', 'Moderations need a moderation classifier (a classify model whose manifest maps its labels to moderation categories); none is served here.');
+      throw new ApiError(
+        'unsupported_operation',
+        'Moderations need a moderation classifier (a classify model whose manifest maps its labels to moderation categories); none is served here.',
+      );
     }
     return first;
   }
   const model = ctx.registry.resolve(name, 'classify');
   if (!model.moderation) {
-    throw new ApiError('invalid_request', `The model "${model.id}" is a classifier without a moderation table (its manifest's "moderation"), so its labels can not be read as moderation categories; classify with it instead.`, { param: 'model' });
+    throw new ApiError(
+      'invalid_request',
+      `The model "${model.id}" is a classifier without a moderation table (its manifest's "moderation"), so its labels can not be read as moderation categories; classify with it instead.`,
+      { param: 'model' },
+    );
   }
   return model;
 }
@@ -64,7 +71,11 @@ function keysOf(model: ServedModel): Array<string | null> {
   return model.labels.map((label) => (Object.hasOwn(table, label) ? table[label]! : label));
 }
 
-export async function moderate(ctx: CoreContext, request: ModerateRequest, signal?: AbortSignal): Promise<ModerateResult> {
+export async function moderate(
+  ctx: CoreContext,
+  request: ModerateRequest,
+  signal?: AbortSignal,
+): Promise<ModerateResult> {
   const model = moderationModel(ctx, request.model);
   const threshold = model.moderation!.threshold ?? defaultModerationThreshold;
   const keys = keysOf(model);
@@ -80,7 +91,9 @@ export async function moderate(ctx: CoreContext, request: ModerateRequest, signa
     });
     // OpenAI's categories first, in its order: the model's scores, 0 for those it does not judge.
     const categoryScores: Record<string, number> = { ...notJudged, ...given };
-    const categories = Object.fromEntries(Object.entries(categoryScores).map(([key, score]) => [key, Object.hasOwn(given, key) && score >= threshold]));
+    const categories = Object.fromEntries(
+      Object.entries(categoryScores).map(([key, score]) => [key, Object.hasOwn(given, key) && score >= threshold]),
+    );
     return { flagged: Object.values(categories).some(Boolean), categories, categoryScores, judged: Object.keys(given) };
   });
   return { model: model.id, results, promptTokens: result.promptTokens, timings: result.timings };

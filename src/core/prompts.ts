@@ -22,5 +22,8 @@ export function promptFor(model: ServedModel, name: string | undefined, param = 
     return found ? model.prompts[found]! : '';
   }
   const known = Object.keys(model.prompts);
-  throw invalid(param, `"${model.id}" has no prompt named "${name}"; its prompts: ${known.length > 0 ? known.join(', ') : 'none'} (or input_type query / document).`);
+  throw invalid(
+    param,
+    `"${model.id}" has no prompt named "${name}"; its prompts: ${known.length > 0 ? known.join(', ') : 'none'} (or input_type query / document).`,
+  );
 }

@@ -7,7 +7,13 @@
  */
 import { loadCalibrationTexts } from '../models/calibration-text.js';
 import type { ServedModel } from '../models/registry.js';
-import { calibrationRanges, quantize, quantizedWidth, type Precision, type QuantizationRanges } from '../vectors/quantize.js';
+import {
+  calibrationRanges,
+  quantize,
+  quantizedWidth,
+  type Precision,
+  type QuantizationRanges,
+} from '../vectors/quantize.js';
 import type { CoreContext } from './context.js';
 import { embed, type EmbedRequest, type EmbedResult } from './embeddings.js';
 
@@ -24,7 +30,11 @@ export interface QuantizedEmbeddings {
 /** Per served model (a new registry, after a pull, calibrates again), the ranges by request shape. */
 const calibrations = new WeakMap<ServedModel, Map<string, Promise<QuantizationRanges>>>();
 
-function rangesFor(ctx: CoreContext, model: ServedModel, shape: Pick<EmbedRequest, 'dimensions' | 'normalize'>): Promise<QuantizationRanges> {
+function rangesFor(
+  ctx: CoreContext,
+  model: ServedModel,
+  shape: Pick<EmbedRequest, 'dimensions' | 'normalize'>,
+): Promise<QuantizationRanges> {
   let byShape = calibrations.get(model);
   if (!byShape) calibrations.set(model, (byShape = new Map<string, Promise<QuantizationRanges>>()));
   const key = `${shape.dimensions ?? 0}:${shape.normalize ?? 'default'}`;
@@ -36,7 +46,15 @@ function rangesFor(ctx: CoreContext, model: ServedModel, shape: Pick<EmbedReques
       const parts: EmbedResult[] = [];
       for (let at = 0; at < texts.length; at += ctx.limits.maxInputs) {
         const input = texts.slice(at, at + ctx.limits.maxInputs);
-        parts.push(await embed(ctx, { model: model.id, input, dimensions: shape.dimensions, normalize: shape.normalize, truncate: true }));
+        parts.push(
+          await embed(ctx, {
+            model: model.id,
+            input,
+            dimensions: shape.dimensions,
+            normalize: shape.normalize,
+            truncate: true,
+          }),
+        );
       }
       const rows = new Float32Array(parts.reduce((sum, part) => sum + part.vectors.length, 0));
       parts.reduce((at, part) => (rows.set(part.vectors, at), at + part.vectors.length), 0);
@@ -51,8 +69,16 @@ function rangesFor(ctx: CoreContext, model: ServedModel, shape: Pick<EmbedReques
 }
 
 /** `result`, the float embeddings of `request`, in `precision`. */
-export async function quantizeEmbeddings(ctx: CoreContext, request: EmbedRequest, result: EmbedResult, precision: Precision): Promise<QuantizedEmbeddings> {
+export async function quantizeEmbeddings(
+  ctx: CoreContext,
+  request: EmbedRequest,
+  result: EmbedResult,
+  precision: Precision,
+): Promise<QuantizedEmbeddings> {
   const scalar = precision === 'int8' || precision === 'uint8';
   const ranges = scalar ? await rangesFor(ctx, ctx.registry.resolve(result.model, 'embedding'), request) : undefined;
-  return { rows: quantize(result.vectors, result.dimensions, precision, ranges), width: quantizedWidth(precision, result.dimensions) };
+  return {
+    rows: quantize(result.vectors, result.dimensions, precision, ranges),
+    width: quantizedWidth(precision, result.dimensions),
+  };
 }

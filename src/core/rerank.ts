@@ -65,15 +65,27 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
   const model = ctx.registry.resolve(request.model, 'rerank');
   const { query, documents } = request;
   if (query.length === 0) throw invalid('query', 'query must not be empty.');
-  if (query.length > ctx.limits.maxInputChars) throw invalid('query', `query has ${query.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
+  if (query.length > ctx.limits.maxInputChars)
+    throw invalid('query', `query has ${query.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
   if (documents.length === 0) throw invalid('documents', 'documents must not be empty.');
-  if (documents.length > ctx.limits.maxInputs) throw invalid('documents', `documents has ${documents.length} items; at most ${ctx.limits.maxInputs} are accepted per request.`);
+  if (documents.length > ctx.limits.maxInputs)
+    throw invalid(
+      'documents',
+      `documents has ${documents.length} items; at most ${ctx.limits.maxInputs} are accepted per request.`,
+    );
   documents.forEach((doc, i) => {
-    if (doc.length > ctx.limits.maxInputChars) throw invalid(`documents[${i}]`, `documents[${i}] has ${doc.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
+    if (doc.length > ctx.limits.maxInputChars)
+      throw invalid(
+        `documents[${i}]`,
+        `documents[${i}] has ${doc.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`,
+      );
   });
   const topN = request.topN ?? 0;
   if (!Number.isInteger(topN) || topN < 0) throw invalid('top_n', 'top_n must be a non-negative integer.');
-  if (request.maxTokensPerDoc !== undefined && (!Number.isInteger(request.maxTokensPerDoc) || request.maxTokensPerDoc < 1)) {
+  if (
+    request.maxTokensPerDoc !== undefined &&
+    (!Number.isInteger(request.maxTokensPerDoc) || request.maxTokensPerDoc < 1)
+  ) {
     throw invalid('max_tokens_per_doc', 'max_tokens_per_doc must be a positive integer.');
   }
 
@@ -94,9 +106,12 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
     documents,
     (doc) => {
       let docIds = tokenizer.encode(doc);
-      if (request.maxTokensPerDoc !== undefined && docIds.length > request.maxTokensPerDoc) docIds = docIds.subarray(0, request.maxTokensPerDoc);
+      if (request.maxTokensPerDoc !== undefined && docIds.length > request.maxTokensPerDoc)
+        docIds = docIds.subarray(0, request.maxTokensPerDoc);
       documentTokens += docIds.length;
-      return chunkPair(queryIds, docIds, model.maxTokens, tokenizer.pairSpecials, chunkOptions).map((window) => tokenizer.pair(queryIds, window, model.maxTokens));
+      return chunkPair(queryIds, docIds, model.maxTokens, tokenizer.pairSpecials, chunkOptions).map((window) =>
+        tokenizer.pair(queryIds, window, model.maxTokens),
+      );
     },
     signal,
   );
@@ -132,7 +147,13 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
 }
 
 /** Rerank with a ColBERT model: each document (its best window) scored by MaxSim against the query's token vectors. */
-async function rerankByMaxSim(ctx: CoreContext, model: ServedModel, request: RerankRequest, topN: number, signal?: AbortSignal): Promise<RerankResult> {
+async function rerankByMaxSim(
+  ctx: CoreContext,
+  model: ServedModel,
+  request: RerankRequest,
+  topN: number,
+  signal?: AbortSignal,
+): Promise<RerankResult> {
   const started = performance.now();
   const query = encodeQuery(model, request.query);
   const owners: number[] = [];
@@ -140,7 +161,8 @@ async function rerankByMaxSim(ctx: CoreContext, model: ServedModel, request: Rer
     request.documents,
     (doc) => {
       let content = model.tokenizer.encode(doc);
-      if (request.maxTokensPerDoc !== undefined && content.length > request.maxTokensPerDoc) content = content.subarray(0, request.maxTokensPerDoc);
+      if (request.maxTokensPerDoc !== undefined && content.length > request.maxTokensPerDoc)
+        content = content.subarray(0, request.maxTokensPerDoc);
       return encodeDocument(model, content, ctx.limits.rerankMaxChunks, ctx.limits.rerankChunkOverlap);
     },
     signal,

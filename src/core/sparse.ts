@@ -13,7 +13,10 @@ import { checkAnswerSize, thousands, SPARSE_ENTRY_BYTES } from '../answer-size.j
 import type { CoreContext, Timings } from './context.js';
 import { encodeInputs, resolveWithKind, type EmbedRequest } from './embeddings.js';
 
-export interface SparseEmbedRequest extends Pick<EmbedRequest, 'model' | 'input' | 'inputType' | 'truncate' | 'truncationDirection'> {
+export interface SparseEmbedRequest extends Pick<
+  EmbedRequest,
+  'model' | 'input' | 'inputType' | 'truncate' | 'truncationDirection'
+> {
   /** Keep each vector's `topK` largest weights (absent: all nonzero weights). */
   topK?: number;
   /** Most bytes of the answer text the caller sends: a request that could need more is refused before inference. */
@@ -36,15 +39,22 @@ export interface SparseEmbedResult {
   timings: Timings;
 }
 
-export async function embedSparse(ctx: CoreContext, request: SparseEmbedRequest, signal?: AbortSignal): Promise<SparseEmbedResult> {
+export async function embedSparse(
+  ctx: CoreContext,
+  request: SparseEmbedRequest,
+  signal?: AbortSignal,
+): Promise<SparseEmbedResult> {
   const model = resolveWithKind(ctx, request.model, 'sparse');
   const { topK } = request;
-  if (topK !== undefined && (!Number.isInteger(topK) || topK < 1)) throw invalid('top_k', `top_k must be a positive integer; got ${topK}.`);
+  if (topK !== undefined && (!Number.isInteger(topK) || topK < 1))
+    throw invalid('top_k', `top_k must be a positive integer; got ${topK}.`);
   const { sequences, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
   if (request.answerLimit !== undefined) {
     // A SPLADE vector may weigh every vocabulary entry; token weights, at most one per token.
     const { dimension, pooling } = model.heads.sparse!;
-    const weights = sequences.map((ids) => Math.min(dimension, topK ?? dimension, pooling === 'weights' ? ids.length : dimension));
+    const weights = sequences.map((ids) =>
+      Math.min(dimension, topK ?? dimension, pooling === 'weights' ? ids.length : dimension),
+    );
     const total = weights.reduce((sum, n) => sum + n, 0);
     checkAnswerSize(request.answerLimit, {
       what: 'sparse vectors',
@@ -53,7 +63,12 @@ export async function embedSparse(ctx: CoreContext, request: SparseEmbedRequest,
       detail: `${thousands(sequences.length)} inputs, up to ${thousands(total)} weights${pooling === 'mlm' && topK === undefined ? ` (each vector may weigh all ${thousands(dimension)} vocabulary entries; top_k bounds it)` : ''}`,
     });
   }
-  const job = await ctx.scheduler.submit(model.id, sequences.map((ids) => ({ ids })), signal, 'sparse');
+  const job = await ctx.scheduler.submit(
+    model.id,
+    sequences.map((ids) => ({ ids })),
+    signal,
+    'sparse',
+  );
   const vectors: SparseVector[] = [];
   let at = 0;
   for (const count of job.counts!) {
@@ -61,13 +76,19 @@ export async function embedSparse(ctx: CoreContext, request: SparseEmbedRequest,
     vectors.push(topK === undefined ? row : topKSparse(row.indices, row.values, topK));
     at += count;
   }
-  return { model: model.id, vectors, dimension: model.heads.sparse!.dimension, promptTokens, timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs } };
+  return {
+    model: model.id,
+    vectors,
+    dimension: model.heads.sparse!.dimension,
+    promptTokens,
+    timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
+  };
 }
 
 /** The dot product of two sparse vectors (indices ascending): a SPLADE model's relevance score. */
 export function sparseDot(a: SparseVector, b: SparseVector): number {
   let sum = 0;
-  for (let i = 0, j = 0; i < a.indices.length && j < b.indices.length; ) {
+  for (let i = 0, j = 0; i < a.indices.length && j < b.indices.length;) {
     const x = a.indices[i]!;
     const y = b.indices[j]!;
     if (x === y) sum += a.values[i++]! * b.values[j++]!;

@@ -54,25 +54,44 @@ function findModel(ctx: CoreContext, name: string | undefined): ServedModel {
   const served = ctx.registry.list();
   const model = name === undefined || name === '' ? served[0] : served.find((m) => m.id === name);
   if (!model) {
-    throw new ApiError('model_not_found', `The model "${name}" is not served here. Served models: ${served.map((m) => m.id).join(', ') || 'none'}.`, { param: 'model' });
+    throw new ApiError(
+      'model_not_found',
+      `The model "${name}" is not served here. Served models: ${served.map((m) => m.id).join(', ') || 'none'}.`,
+      { param: 'model' },
+    );
   }
   return model;
 }
 
 function checkCount(param: string, count: number, ctx: CoreContext): void {
   if (count === 0) throw invalid(param, `${param} must not be empty.`);
-  if (count > ctx.limits.maxInputs) throw invalid(param, `${param} has ${count} items; at most ${ctx.limits.maxInputs} are accepted per request.`);
+  if (count > ctx.limits.maxInputs)
+    throw invalid(param, `${param} has ${count} items; at most ${ctx.limits.maxInputs} are accepted per request.`);
 }
 
-export async function tokenize(ctx: CoreContext, request: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResult> {
+export async function tokenize(
+  ctx: CoreContext,
+  request: TokenizeRequest,
+  signal?: AbortSignal,
+): Promise<TokenizeResult> {
   const model = findModel(ctx, request.model);
   const { tokenizer } = model;
   checkCount('inputs', request.inputs.length, ctx);
   request.inputs.forEach((text, i) => {
-    if (text.length > ctx.limits.maxInputChars) throw invalid(`inputs[${i}]`, `inputs[${i}] has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`);
+    if (text.length > ctx.limits.maxInputChars)
+      throw invalid(
+        `inputs[${i}]`,
+        `inputs[${i}] has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`,
+      );
   });
   const prefix = promptFor(model, request.inputType);
-  const special = (id: number): TextToken => ({ id, text: tokenizer.decode([id]), special: true, start: null, stop: null });
+  const special = (id: number): TextToken => ({
+    id,
+    text: tokenizer.decode([id]),
+    special: true,
+    start: null,
+    stop: null,
+  });
   const before = request.addSpecialTokens === false ? [] : tokenizer.template.single.before.ids.map(special);
   const after = request.addSpecialTokens === false ? [] : tokenizer.template.single.after.ids.map(special);
 
@@ -87,14 +106,22 @@ export async function tokenize(ctx: CoreContext, request: TokenizeRequest, signa
   if (request.answerLimit !== undefined) {
     // A token's text is its span of the input or, unplaced, its own piece: the input and the pieces bound them.
     const specials = [...before, ...after];
-    const specialBytes = specials.reduce((sum, token) => sum + TOKEN_ENTRY_BYTES + STRING_UNIT_BYTES * token.text.length, 0);
+    const specialBytes = specials.reduce(
+      (sum, token) => sum + TOKEN_ENTRY_BYTES + STRING_UNIT_BYTES * token.text.length,
+      0,
+    );
     const perInput = ids.map((sequence, i) => {
       let units = prefix.length + request.inputs[i]!.length;
       for (const id of sequence) units += piece(id).length;
       return sequence.length * TOKEN_ENTRY_BYTES + units * STRING_UNIT_BYTES + specialBytes + 2;
     });
     const total = ids.reduce((sum, sequence) => sum + sequence.length + specials.length, 0);
-    checkAnswerSize(request.answerLimit, { what: 'tokens', param: 'inputs', perInput, detail: `${thousands(ids.length)} inputs, ${thousands(total)} tokens` });
+    checkAnswerSize(request.answerLimit, {
+      what: 'tokens',
+      param: 'inputs',
+      perInput,
+      detail: `${thousands(ids.length)} inputs, ${thousands(total)} tokens`,
+    });
   }
   const tokens = await mapInSlices(
     request.inputs,
@@ -107,7 +134,13 @@ export async function tokenize(ctx: CoreContext, request: TokenizeRequest, signa
       const content = pieces.map((own, t): TextToken => {
         const span = spans[t];
         if (!span) return { id: sequence[t]!, text: own, special: false, start: null, stop: null };
-        return { id: sequence[t]!, text: chars.slice(span.start, span.stop).join(''), special: false, start: span.start, stop: span.stop };
+        return {
+          id: sequence[t]!,
+          text: chars.slice(span.start, span.stop).join(''),
+          special: false,
+          start: span.start,
+          stop: span.stop,
+        };
       });
       return [...before, ...content, ...after];
     },
@@ -122,7 +155,10 @@ export function decode(ctx: CoreContext, request: DecodeRequest): DecodeResult {
   const texts = request.ids.map((ids, i) => {
     for (const id of ids) {
       if (!Number.isInteger(id) || id < 0 || (model.vocabSize > 0 && id >= model.vocabSize)) {
-        throw invalid(`ids[${i}]`, `token ids must be integers in [0, ${model.vocabSize - 1}] for "${model.id}"; got ${id}.`);
+        throw invalid(
+          `ids[${i}]`,
+          `token ids must be integers in [0, ${model.vocabSize - 1}] for "${model.id}"; got ${id}.`,
+        );
       }
     }
     return model.tokenizer.decode(ids, request.skipSpecialTokens ?? true);

@@ -23,7 +23,9 @@ export function deviceLock(device: string): SharedArrayBuffer | undefined {
 /** Why ONNX Runtime can not use `device` here; undefined when it can. */
 export function probeDevice(device: string): Promise<string | undefined> {
   return new Promise((resolve) => {
-    const worker = new Worker(workerFile('device-probe.js'), { workerData: { device, deviceLock: deviceLock(device) } });
+    const worker = new Worker(workerFile('device-probe.js'), {
+      workerData: { device, deviceLock: deviceLock(device) },
+    });
     worker.once('message', (result: DeviceProbeResult) => {
       resolve(result.failure);
       void worker.terminate();
@@ -60,9 +62,15 @@ export async function checkDevices({ wanted, fallback, probe = probeDevice }: De
     }),
   );
   const usersOf = (device: string) => [...wanted].filter(([, wants]) => wants === device).map(([user]) => user);
-  const reasons = [...failures].map(([device, failure]) => ({ device, reason: unusable(device, failure, usersOf(device)) }));
+  const reasons = [...failures].map(([device, failure]) => ({
+    device,
+    reason: unusable(device, failure, usersOf(device)),
+  }));
   if (reasons.length > 0 && fallback !== 'cpu') throw new DeviceUnavailableError(reasons.map(({ reason }) => reason));
-  const warnings = reasons.map(({ device, reason }) => `${reason} Serving ${usersOf(device).join(', ')} on cpu instead (ONNX_GATEWAY_DEVICE_FALLBACK=cpu).`);
+  const warnings = reasons.map(
+    ({ device, reason }) =>
+      `${reason} Serving ${usersOf(device).join(', ')} on cpu instead (ONNX_GATEWAY_DEVICE_FALLBACK=cpu).`,
+  );
   const devices = new Map([...wanted].map(([user, device]) => [user, failures.has(device) ? 'cpu' : device]));
   return { devices, warnings };
 }

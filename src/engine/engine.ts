@@ -16,7 +16,14 @@ import { ModelFilesError } from '../models/facts.js';
 import type { ModelReport } from '../worker/protocol.js';
 import { memoryBudgetBytes, residentBytes } from './memory.js';
 import { ModelLane } from './model-lane.js';
-import { placeModels, placementBytes, type Placement, type PlacementError, type PlacementLimits, type PlacementRequest } from './placement.js';
+import {
+  placeModels,
+  placementBytes,
+  type Placement,
+  type PlacementError,
+  type PlacementLimits,
+  type PlacementRequest,
+} from './placement.js';
 import { Scheduler, type BatchObserver, type Lane, type Lanes } from './scheduler.js';
 
 export type ModelStatus = 'loaded' | 'loading' | 'unloaded';
@@ -39,7 +46,17 @@ export interface LifecycleObserver {
 export interface EngineOptions {
   config: Pick<
     Config,
-    'workers' | 'intraOpThreads' | 'soloThreads' | 'ortSpinning' | 'ortMemoryArena' | 'maxBatchTokens' | 'gpuMaxBatchTokens' | 'maxBatchSize' | 'queueCapacity' | 'memoryBudgetMb' | 'preload'
+    | 'workers'
+    | 'intraOpThreads'
+    | 'soloThreads'
+    | 'ortSpinning'
+    | 'ortMemoryArena'
+    | 'maxBatchTokens'
+    | 'gpuMaxBatchTokens'
+    | 'maxBatchSize'
+    | 'queueCapacity'
+    | 'memoryBudgetMb'
+    | 'preload'
   > & { keepAliveMs: number };
   models: ServedModel[];
   observer?: BatchObserver & LifecycleObserver;
@@ -87,7 +104,8 @@ export class Engine implements Lanes {
       soloThreads: config.soloThreads,
       budgetBytes: memoryBudgetBytes(config.memoryBudgetMb),
     };
-    for (const spec of options.models) this.entries.set(spec.id, { spec, status: 'unloaded', lastUsed: 0, keepAliveMs: config.keepAliveMs });
+    for (const spec of options.models)
+      this.entries.set(spec.id, { spec, status: 'unloaded', lastUsed: 0, keepAliveMs: config.keepAliveMs });
     this.scheduler = new Scheduler(
       this,
       {
@@ -99,7 +117,9 @@ export class Engine implements Lanes {
       options.models,
       options.observer,
     );
-    this.ready = config.preload ? this.serialized(() => this.loadTogether([...this.entries.values()])) : Promise.resolve([]);
+    this.ready = config.preload
+      ? this.serialized(() => this.loadTogether([...this.entries.values()]))
+      : Promise.resolve([]);
     this.ready.then(
       () => (this.warm = true),
       () => undefined,
@@ -128,7 +148,9 @@ export class Engine implements Lanes {
     return {
       status: entry.status,
       ...(entry.status === 'loaded' ? { placement: entry.placement, residentBytes: entry.residentBytes } : {}),
-      ...(expires ? { expiresAt: new Date(Date.now() + Math.max(0, entry.lastUsed + entry.keepAliveMs - performance.now())) } : {}),
+      ...(expires
+        ? { expiresAt: new Date(Date.now() + Math.max(0, entry.lastUsed + entry.keepAliveMs - performance.now())) }
+        : {}),
     };
   }
 
@@ -143,7 +165,12 @@ export class Engine implements Lanes {
     if (!entry || entry.status !== 'unloaded' || this.closed) return;
     this.load(model).catch((error: unknown) => {
       // Its waiting requests learn why; the files' problem itself is for the log (model_load_failed).
-      const failure = error instanceof ApiError ? error : new ApiError('model_load_failed', `The model "${model}" could not be loaded: ${(error as Error).message}`, { cause: error });
+      const failure =
+        error instanceof ApiError
+          ? error
+          : new ApiError('model_load_failed', `The model "${model}" could not be loaded: ${(error as Error).message}`, {
+              cause: error,
+            });
       this.scheduler.failWaiting(model, failure);
     });
   }
@@ -173,7 +200,12 @@ export class Engine implements Lanes {
       entry.sessionBytes = undefined;
       return;
     }
-    this.entries.set(model.id, { spec: model, status: 'unloaded', lastUsed: 0, keepAliveMs: this.options.config.keepAliveMs });
+    this.entries.set(model.id, {
+      spec: model,
+      status: 'unloaded',
+      lastUsed: 0,
+      keepAliveMs: this.options.config.keepAliveMs,
+    });
     this.scheduler.addModel(model);
   }
 
@@ -185,7 +217,10 @@ export class Engine implements Lanes {
   /** Loads a model (no-op when loaded); resolves when it serves. */
   load(model: string): Promise<void> {
     const entry = this.entries.get(model);
-    if (!entry) return Promise.reject(new ApiError('model_not_found', `The model "${model}" is not served here.`, { param: 'model' }));
+    if (!entry)
+      return Promise.reject(
+        new ApiError('model_not_found', `The model "${model}" is not served here.`, { param: 'model' }),
+      );
     if (entry.status === 'loaded') return Promise.resolve();
     if (entry.loading) return entry.loading;
     if (this.closed) return Promise.reject(new ApiError('shutting_down'));
@@ -230,7 +265,10 @@ export class Engine implements Lanes {
         entry.status = 'loading';
         reports.push(await this.openFirstSession(entry));
       }
-      const { placements, refused } = placeModels(entries.map((entry) => this.request(entry)), this.limits);
+      const { placements, refused } = placeModels(
+        entries.map((entry) => this.request(entry)),
+        this.limits,
+      );
       if (refused.length > 0) throw new MemoryBudgetError(refused);
       for (const entry of entries) await this.complete(entry, placements.get(entry.spec.id)!);
       return reports;
@@ -292,7 +330,8 @@ export class Engine implements Lanes {
 
   private noRoom(error: PlacementError): ApiError {
     // Larger than the whole budget: no wait makes it fit.
-    if (error.sessionBytes > error.budgetBytes) return new ApiError('insufficient_memory', error.message, { permanent: true });
+    if (error.sessionBytes > error.budgetBytes)
+      return new ApiError('insufficient_memory', error.message, { permanent: true });
     const message = `${error.message} No loaded model is idle to make room.`;
     return new ApiError('insufficient_memory', message, { retryAfterSeconds });
   }
@@ -301,7 +340,10 @@ export class Engine implements Lanes {
   private async openFirstSession(entry: Entry): Promise<ModelReport> {
     const { config } = this.options;
     const before = residentBytes();
-    const lane = new ModelLane(entry.spec, entry.spec.device, config.intraOpThreads, { spinning: config.ortSpinning, memoryArena: config.ortMemoryArena });
+    const lane = new ModelLane(entry.spec, entry.spec.device, config.intraOpThreads, {
+      spinning: config.ortSpinning,
+      memoryArena: config.ortMemoryArena,
+    });
     entry.lane = lane;
     const report = await lane.report;
     const measured = Math.max(residentBytes() - before, 1);
@@ -309,7 +351,9 @@ export class Engine implements Lanes {
     entry.residentBytes = measured;
     // The registry read the model's width from its files; the warm-up run confirms it.
     if (entry.spec.task === 'embedding' && entry.spec.dimensions !== report.width) {
-      throw new ModelFilesError(`Model "${entry.spec.id}": its files say ${entry.spec.dimensions} dimensions, but the graph gives vectors of ${report.width}.`);
+      throw new ModelFilesError(
+        `Model "${entry.spec.id}": its files say ${entry.spec.dimensions} dimensions, but the graph gives vectors of ${report.width}.`,
+      );
     }
     return report;
   }
@@ -321,7 +365,10 @@ export class Engine implements Lanes {
     if (placement.threadsPerSession !== entry.lane!.threadsPerSession) {
       // Fewer sessions with more threads each: the first session was opened with too few.
       await entry.lane!.close();
-      entry.lane = new ModelLane(entry.spec, placement.device, placement.threadsPerSession, { spinning: config.ortSpinning, memoryArena: config.ortMemoryArena });
+      entry.lane = new ModelLane(entry.spec, placement.device, placement.threadsPerSession, {
+        spinning: config.ortSpinning,
+        memoryArena: config.ortMemoryArena,
+      });
       await entry.lane.report;
     }
     await entry.lane!.grow(placement);
@@ -341,7 +388,11 @@ export class Engine implements Lanes {
     };
     entry.status = 'loaded';
     entry.lastUsed = performance.now();
-    this.options.observer?.onLoad?.(entry.spec.id, { seconds: (performance.now() - started) / 1000, residentBytes: entry.residentBytes, placement });
+    this.options.observer?.onLoad?.(entry.spec.id, {
+      seconds: (performance.now() - started) / 1000,
+      residentBytes: entry.residentBytes,
+      placement,
+    });
     this.scheduler.wake();
     if (this.scheduler.pending(entry.spec.id) === 0) this.armKeepAlive(entry);
   }

@@ -41,7 +41,14 @@ export class ImageLane implements ImageTaskRunner {
       this.ready = Promise.resolve();
       return;
     }
-    const workerData: WorkerInit & ImageWorkerInit = { models: [], session: options.session, images: options.models, imageSession: options.session, device: options.device, deviceLock: deviceLock(options.device) };
+    const workerData: WorkerInit & ImageWorkerInit = {
+      models: [],
+      session: options.session,
+      images: options.models,
+      imageSession: options.session,
+      device: options.device,
+      deviceLock: deviceLock(options.device),
+    };
     // One tile per thread at a time: a waiting tile goes to whichever thread frees first.
     this.workers = new WorkerPool({ file: workerFile(), threads: options.workers, tasksPerThread: 1, workerData });
     this.ready = this.workers.ready.then(
@@ -71,7 +78,11 @@ export class ImageLane implements ImageTaskRunner {
   async run(task: ImageTask): Promise<ImageTaskResult> {
     if (!this.workers) throw new ApiError('model_not_found', `The image model "${task.model}" is not served here.`);
     if (this.workers.queueSize >= this.options.queueCapacity) {
-      throw new ApiError('overloaded', `The image lane is full (${this.workers.queueSize} tiles waiting); retry later.`, { retryAfterSeconds: 5 });
+      throw new ApiError(
+        'overloaded',
+        `The image lane is full (${this.workers.queueSize} tiles waiting); retry later.`,
+        { retryAfterSeconds: 5 },
+      );
     }
     this.pending += 1;
     try {

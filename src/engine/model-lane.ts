@@ -32,7 +32,11 @@ export class ModelLane {
     private readonly defaults: LaneSessionDefaults,
   ) {
     this.sessionCount = 1;
-    this.sessions = this.openPool(1, { intraOpThreads: threadsPerSession, spinning: defaults.spinning, memoryArena: defaults.memoryArena });
+    this.sessions = this.openPool(1, {
+      intraOpThreads: threadsPerSession,
+      spinning: defaults.spinning,
+      memoryArena: defaults.memoryArena,
+    });
     this.report = this.sessions.ready.then(
       (reports) => reports[0]![0]!,
       (error: Error) => {
@@ -44,14 +48,19 @@ export class ModelLane {
 
   /** Opens the sessions and the solo session the placement adds to the first one. */
   async grow(placement: Placement): Promise<void> {
-    if (placement.threadsPerSession !== this.threadsPerSession) throw new Error('A lane grows with sessions of its own thread count.');
+    if (placement.threadsPerSession !== this.threadsPerSession)
+      throw new Error('A lane grows with sessions of its own thread count.');
     const more = placement.sessions - this.sessionCount;
     const opening: Promise<unknown>[] = [];
     if (more > 0) opening.push(this.sessions.grow(more));
     if (placement.soloThreads > 0 && !this.solo) {
       // Spinning keeps the solo session's threads hot between a lone client's requests; ONNX Runtime
       // stops spinning soon after the last run, so an idle server still uses no CPU.
-      this.solo = this.openPool(1, { intraOpThreads: placement.soloThreads, spinning: true, memoryArena: this.defaults.memoryArena });
+      this.solo = this.openPool(1, {
+        intraOpThreads: placement.soloThreads,
+        spinning: true,
+        memoryArena: this.defaults.memoryArena,
+      });
       opening.push(this.solo.ready);
     }
     this.sessionCount = Math.max(this.sessionCount, placement.sessions);
@@ -95,12 +104,27 @@ export class ModelLane {
       threads,
       // A second batch waits in each thread, so a thread never idles for a round trip between batches.
       tasksPerThread: 2,
-      workerData: { models: [loadSpec(this.spec)], session, device: this.device, deviceLock: deviceLock(this.device) } satisfies WorkerInit,
+      workerData: {
+        models: [loadSpec(this.spec)],
+        session,
+        device: this.device,
+        deviceLock: deviceLock(this.device),
+      } satisfies WorkerInit,
     });
   }
 }
 
 /** The plain-data part of a model that crosses into a worker thread. */
-function loadSpec({ id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds }: ModelLoadSpec): ModelLoadSpec {
+function loadSpec({
+  id,
+  task,
+  onnxPath,
+  pooling,
+  padId,
+  output,
+  heads,
+  specialIds,
+  feeds,
+}: ModelLoadSpec): ModelLoadSpec {
   return { id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds };
 }

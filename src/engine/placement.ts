@@ -91,7 +91,8 @@ export function placeModels(
     let largest: PlacementRequest | undefined;
     for (const request of cpu) {
       const count = sessions.get(request.id)!;
-      if (count > 1 && (!largest || count * request.sessionBytes > sessions.get(largest.id)! * largest.sessionBytes)) largest = request;
+      if (count > 1 && (!largest || count * request.sessionBytes > sessions.get(largest.id)! * largest.sessionBytes))
+        largest = request;
     }
     sessions.set(largest!.id, sessions.get(largest!.id)! - 1);
   }
@@ -102,7 +103,12 @@ export function placeModels(
   for (const request of placed) {
     const count = sessions.get(request.id)!;
     if (request.device !== 'cpu') {
-      placements.set(request.id, { device: request.device, sessions: 1, threadsPerSession: limits.threadsPerSession, soloThreads: 0 });
+      placements.set(request.id, {
+        device: request.device,
+        sessions: 1,
+        threadsPerSession: limits.threadsPerSession,
+        soloThreads: 0,
+      });
       continue;
     }
     const threadsPerSession = Math.max(limits.threadsPerSession, Math.floor(cores / count));

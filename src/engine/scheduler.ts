@@ -78,7 +78,10 @@ export interface SchedulerOptions {
 }
 
 export interface BatchObserver {
-  onBatch?(model: string, info: { size: number; tokens: number; paddedTokens: number; inferenceMs: number; device: string }): void;
+  onBatch?(
+    model: string,
+    info: { size: number; tokens: number; paddedTokens: number; inferenceMs: number; device: string },
+  ): void;
 }
 
 /** Least share of a batch's padded tokens that are real tokens. */
@@ -153,8 +156,10 @@ export class Scheduler {
   /** A model's queues; a model not added is refused as not served. */
   addModel(model: { id: string; maxBatchSize?: number }): void {
     const maxBatchSize = Math.min(model.maxBatchSize ?? this.options.maxBatchSize, this.options.maxBatchSize);
-    for (const [key, queue] of this.queues) if (queue.model === model.id) this.queues.set(key, { ...queue, maxBatchSize });
-    if (!this.queues.has(model.id)) this.queues.set(model.id, { model: model.id, kind: 'dense', items: [], maxBatchSize });
+    for (const [key, queue] of this.queues)
+      if (queue.model === model.id) this.queues.set(key, { ...queue, maxBatchSize });
+    if (!this.queues.has(model.id))
+      this.queues.set(model.id, { model: model.id, kind: 'dense', items: [], maxBatchSize });
   }
 
   /** The queue of a model's output kind, made on first use (undefined for a model not served). */
@@ -206,15 +211,29 @@ export class Scheduler {
     if (this.closed) return Promise.reject(new ApiError('shutting_down'));
     if (signal?.aborted) return Promise.reject(new ApiError('client_closed'));
     if (inputs.length === 0) {
-      const ragged = kind === 'dense' ? {} : { counts: new Int32Array(0), ...(kind === 'sparse' ? { indices: new Int32Array(0) } : {}) };
-      return Promise.resolve({ output: new Float32Array(0), width: 0, ...ragged, queueMs: 0, inferenceMs: 0, batches: 0 });
+      const ragged =
+        kind === 'dense'
+          ? {}
+          : { counts: new Int32Array(0), ...(kind === 'sparse' ? { indices: new Int32Array(0) } : {}) };
+      return Promise.resolve({
+        output: new Float32Array(0),
+        width: 0,
+        ...ragged,
+        queueMs: 0,
+        inferenceMs: 0,
+        batches: 0,
+      });
     }
     if (queue.items.length + inputs.length > this.options.queueCapacity && queue.items.length > 0) {
       const seconds = Math.min(60, Math.max(1, Math.ceil(queue.items.length / Math.max(this.itemsPerSecond, 1))));
       return Promise.reject(
-        new ApiError('overloaded', `The queue of "${model}" is full (${queue.items.length} inputs waiting); retry in ${seconds} s.`, {
-          retryAfterSeconds: seconds,
-        }),
+        new ApiError(
+          'overloaded',
+          `The queue of "${model}" is full (${queue.items.length} inputs waiting); retry in ${seconds} s.`,
+          {
+            retryAfterSeconds: seconds,
+          },
+        ),
       );
     }
     return new Promise<JobResult>((resolve, reject) => {
@@ -222,7 +241,15 @@ export class Scheduler {
       const now = performance.now();
       for (let i = 0; i < inputs.length; i++) {
         const input = inputs[i]!;
-        queue.items.push({ job, index: i, ids: input.ids, typeIds: input.typeIds, attended: input.attended, length: input.ids.length, enqueuedAt: now });
+        queue.items.push({
+          job,
+          index: i,
+          ids: input.ids,
+          typeIds: input.typeIds,
+          attended: input.attended,
+          length: input.ids.length,
+          enqueuedAt: now,
+        });
       }
       job.cleanup = onAbort(signal, () => this.cancel(job));
       if (!this.lanes.lane(model)) this.lanes.wanted?.(model);
@@ -316,7 +343,9 @@ export class Scheduler {
     const window = Math.min(items.length, lookahead);
     const candidates: number[] = [];
     for (let i = 1; i < window; i++) candidates.push(i);
-    candidates.sort((a, b) => Math.abs(items[a]!.length - anchor.length) - Math.abs(items[b]!.length - anchor.length) || a - b);
+    candidates.sort(
+      (a, b) => Math.abs(items[a]!.length - anchor.length) - Math.abs(items[b]!.length - anchor.length) || a - b,
+    );
 
     const chosen = [0];
     let longest = anchor.length;
@@ -371,53 +400,70 @@ export class Scheduler {
       this.modelInFlight.set(model, this.modelInFlight.get(model)! - 1);
     };
     const started = performance.now();
-    lane.run({ model, ids, lengths, typeIds, solo, ...(kind === 'dense' ? {} : { kind }), ...(attended ? { attended } : {}) }).then(
-      (result) => {
-        landed();
-        this.recordThroughput(lane, batch.length, performance.now() - started);
-        this.observer.onBatch?.(model, { size: batch.length, tokens: total, paddedTokens: longest * batch.length, inferenceMs: result.inferenceMs, device: lane.device });
-        const jobs = new Set<Job>();
-        // Where each row starts in a ragged result (sparse: entries; tokens: vectors of `width`).
-        const stride = kind === 'tokens' ? result.width : 1;
-        let start = 0;
-        batch.forEach((item, row) => {
-          const job = item.job;
-          const count = result.counts?.[row] ?? 0;
-          const from = start;
-          start += count * stride;
-          if (job.settled) return;
-          job.width = result.width;
-          if (kind === 'dense') job.output[item.index] = result.output.subarray(row * result.width, (row + 1) * result.width);
-          else {
-            job.output[item.index] = result.output.subarray(from, from + count * stride);
-            if (result.indices) job.indices[item.index] = result.indices.subarray(from, from + count);
+    lane
+      .run({
+        model,
+        ids,
+        lengths,
+        typeIds,
+        solo,
+        ...(kind === 'dense' ? {} : { kind }),
+        ...(attended ? { attended } : {}),
+      })
+      .then(
+        (result) => {
+          landed();
+          this.recordThroughput(lane, batch.length, performance.now() - started);
+          this.observer.onBatch?.(model, {
+            size: batch.length,
+            tokens: total,
+            paddedTokens: longest * batch.length,
+            inferenceMs: result.inferenceMs,
+            device: lane.device,
+          });
+          const jobs = new Set<Job>();
+          // Where each row starts in a ragged result (sparse: entries; tokens: vectors of `width`).
+          const stride = kind === 'tokens' ? result.width : 1;
+          let start = 0;
+          batch.forEach((item, row) => {
+            const job = item.job;
+            const count = result.counts?.[row] ?? 0;
+            const from = start;
+            start += count * stride;
+            if (job.settled) return;
+            job.width = result.width;
+            if (kind === 'dense')
+              job.output[item.index] = result.output.subarray(row * result.width, (row + 1) * result.width);
+            else {
+              job.output[item.index] = result.output.subarray(from, from + count * stride);
+              if (result.indices) job.indices[item.index] = result.indices.subarray(from, from + count);
+            }
+            job.remaining -= 1;
+            jobs.add(job);
+          });
+          for (const job of jobs) {
+            job.inferenceMs += result.inferenceMs;
+            job.batches += 1;
+            if (job.remaining === 0) this.settle(job);
           }
-          job.remaining -= 1;
-          jobs.add(job);
-        });
-        for (const job of jobs) {
-          job.inferenceMs += result.inferenceMs;
-          job.batches += 1;
-          if (job.remaining === 0) this.settle(job);
-        }
-        this.pump();
-        this.checkIdle(model);
-      },
-      (error: unknown) => {
-        landed();
-        const live = batch.filter((item) => !item.job.settled);
-        const retryLane = this.lanes.lane(model);
-        if (attempt === 0 && live.length > 0 && !this.closed && retryLane) {
-          // A worker may have died under this batch; the lane has replaced it, so try once more.
-          this.dispatch(queue, retryLane, live, 1);
-        } else {
-          const failure = new ApiError('internal', 'Inference failed.', { cause: error });
-          for (const item of live) this.settle(item.job, failure);
           this.pump();
-        }
-        this.checkIdle(model);
-      },
-    );
+          this.checkIdle(model);
+        },
+        (error: unknown) => {
+          landed();
+          const live = batch.filter((item) => !item.job.settled);
+          const retryLane = this.lanes.lane(model);
+          if (attempt === 0 && live.length > 0 && !this.closed && retryLane) {
+            // A worker may have died under this batch; the lane has replaced it, so try once more.
+            this.dispatch(queue, retryLane, live, 1);
+          } else {
+            const failure = new ApiError('internal', 'Inference failed.', { cause: error });
+            for (const item of live) this.settle(item.job, failure);
+            this.pump();
+          }
+          this.checkIdle(model);
+        },
+      );
   }
 
   private recordThroughput(lane: Lane, items: number, ms: number): void {

@@ -163,7 +163,8 @@ export class WorkerPool<Ready = unknown> {
       const pending = thread.held.get(message.id);
       if (!pending) return;
       thread.held.delete(message.id);
-      if ('error' in message) pending.reject(Object.assign(new Error(message.error), { name: message.name ?? 'Error' }));
+      if ('error' in message)
+        pending.reject(Object.assign(new Error(message.error), { name: message.name ?? 'Error' }));
       else pending.resolve(message.result);
       this.distribute();
       this.checkIdle();
@@ -203,7 +204,12 @@ export class WorkerPool<Ready = unknown> {
     while (this.waiting.length > 0) {
       let best: Thread | undefined;
       for (const thread of this.threads) {
-        if (thread.ready && thread.held.size < this.options.tasksPerThread && (!best || thread.held.size < best.held.size)) best = thread;
+        if (
+          thread.ready &&
+          thread.held.size < this.options.tasksPerThread &&
+          (!best || thread.held.size < best.held.size)
+        )
+          best = thread;
       }
       if (!best) return;
       const pending = this.waiting.shift()!;

@@ -50,7 +50,11 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   });
 
   registerErrorHandling(app);
-  await app.register(hostGuard, { keys: services.config.keys, allowedHosts: services.config.allowedHosts, corsOrigins: services.config.corsOrigins });
+  await app.register(hostGuard, {
+    keys: services.config.keys,
+    allowedHosts: services.config.allowedHosts,
+    corsOrigins: services.config.corsOrigins,
+  });
   await app.register(clientSignal);
   // From the start of close() (SIGTERM), new requests on open connections are refused, /health
   // included, so a load balancer moves on; requests already in flight finish, and their
@@ -86,14 +90,19 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     if (!responses) return;
     const documented: Record<string, object> = { ...responses };
     if (responses['400'] && !responses['500']) documented['500'] = responses['400'];
-    for (const status of Object.keys(responses)) if (status.startsWith('2')) documented[status] = withHeaders(responses[status]!, responseHeaders.requestId);
+    for (const status of Object.keys(responses))
+      if (status.startsWith('2')) documented[status] = withHeaders(responses[status]!, responseHeaders.requestId);
     route.schema = { ...route.schema, response: documented };
   });
   // The OpenAPI document is generated from the route schemas, so it can not drift from them.
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'onnx-gateway', version, description: 'OpenAI-compatible embeddings, rerank, classification and moderation on local ONNX models.' },
+      info: {
+        title: 'onnx-gateway',
+        version,
+        description: 'OpenAI-compatible embeddings, rerank, classification and moderation on local ONNX models.',
+      },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
       security: services.config.keys.length > 0 ? [{ bearer: [] }] : [],
     },
@@ -103,16 +112,26 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
 
   app.get('/health', { schema: { hide: true } }, async (_request, reply) => {
     const ready = services.isReady();
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ok' : 'loading', models: services.registry.list().map((m) => m.id) });
+    return reply
+      .code(ready ? 200 : 503)
+      .send({ status: ready ? 'ok' : 'loading', models: services.registry.list().map((m) => m.id) });
   });
 
   await app.register(playgroundRoutes);
 
   await app.register(async (api) => {
-    await api.register(apiKeyAuth, { keys: services.config.keys, adminKeys: services.config.adminKeys, indexWriteKeys: services.config.indexWriteKeys });
+    await api.register(apiKeyAuth, {
+      keys: services.config.keys,
+      adminKeys: services.config.adminKeys,
+      indexWriteKeys: services.config.indexWriteKeys,
+    });
     // Model routes wait for warm workers rather than queueing behind a start that may fail.
     api.addHook('preHandler', (request, _reply, done) => {
-      done(request.method === 'POST' && !services.isReady() ? new ApiError('not_ready', undefined, { retryAfterSeconds: 5 }) : undefined);
+      done(
+        request.method === 'POST' && !services.isReady()
+          ? new ApiError('not_ready', undefined, { retryAfterSeconds: 5 })
+          : undefined,
+      );
     });
     await api.register(embeddingsRoutes, services);
     await api.register(rerankRoutes, services);

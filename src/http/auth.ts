@@ -76,11 +76,21 @@ export const apiKeyAuth = fp<{ keys: string[]; adminKeys: string[]; indexWriteKe
  */
 export const requireAdmin: onRequestHookHandler = (request, _reply, done) => {
   if (request.isAdmin) return done();
-  done(new ApiError('forbidden', 'This route manages the server: it needs an admin key (ONNX_GATEWAY_ADMIN_KEYS), and the key sent is not one.'));
+  done(
+    new ApiError(
+      'forbidden',
+      'This route manages the server: it needs an admin key (ONNX_GATEWAY_ADMIN_KEYS), and the key sent is not one.',
+    ),
+  );
 };
 
 /** The onRequest hook of a route that changes the local index: other keys get 403 `forbidden` before the body is read. */
 export const requireIndexWrite: onRequestHookHandler = (request, _reply, done) => {
   if (request.mayWriteIndex) return done();
-  done(new ApiError('forbidden', 'Changing the local index needs a key with write rights (ONNX_GATEWAY_INDEX_WRITE_KEYS, or an admin key); every key may search it.'));
+  done(
+    new ApiError(
+      'forbidden',
+      'Changing the local index needs a key with write rights (ONNX_GATEWAY_INDEX_WRITE_KEYS, or an admin key); every key may search it.',
+    ),
+  );
 };

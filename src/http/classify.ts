@@ -14,9 +14,17 @@ import { operationPhases, reportTimings } from './timing.js';
 const ClassifyBody = Type.Object(
   {
     input: Type.Union([Type.String(), Type.Array(Type.String())], { description: 'A text or texts to classify.' }),
-    model: Type.Optional(Type.String({ description: 'A served classify model id. Absent: the first served classifier.' })),
-    raw_scores: Type.Optional(Type.Boolean({ default: false, description: "The head's logits instead of its scores." })),
-    truncate: Type.Optional(Type.Boolean({ description: "Cut inputs longer than the model's window (absent: the server's truncate setting)." })),
+    model: Type.Optional(
+      Type.String({ description: 'A served classify model id. Absent: the first served classifier.' }),
+    ),
+    raw_scores: Type.Optional(
+      Type.Boolean({ default: false, description: "The head's logits instead of its scores." }),
+    ),
+    truncate: Type.Optional(
+      Type.Boolean({
+        description: "Cut inputs longer than the model's window (absent: the server's truncate setting).",
+      }),
+    ),
     user: Type.Optional(Type.String()),
   },
   { additionalProperties: true },
@@ -46,7 +54,14 @@ const ClassifyResponse = Type.Object({
 export const classifyRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core }) => {
   app.post(
     '/v1/classify',
-    { schema: { tags: ['Classify'], summary: 'Classify texts', body: ClassifyBody, response: { 200: withHeaders(ClassifyResponse, responseHeaders.timing), ...errorResponses } } },
+    {
+      schema: {
+        tags: ['Classify'],
+        summary: 'Classify texts',
+        body: ClassifyBody,
+        response: { 200: withHeaders(ClassifyResponse, responseHeaders.timing), ...errorResponses },
+      },
+    },
     async (request, reply) => {
       const body = request.body;
       const inputs = typeof body.input === 'string' ? [body.input] : body.input;
@@ -65,7 +80,12 @@ export const classifyRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (ap
           for (let i = 1; i < width; i++) if (row[i]! > row[top]!) top = i;
           return { index, label: result.labels[top]!, probs: row, num_classes: width };
         }),
-        usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens, completion_tokens: 0, prompt_tokens_details: null },
+        usage: {
+          prompt_tokens: result.promptTokens,
+          total_tokens: result.promptTokens,
+          completion_tokens: 0,
+          prompt_tokens_details: null,
+        },
       };
     },
   );

@@ -23,26 +23,48 @@ import { operationPhases, reportTimings } from './timing.js';
 const EmbeddingsBody = Type.Object(
   {
     input: Type.Union(
-      [
-        Type.String(),
-        Type.Array(Type.String()),
-        Type.Array(Type.Integer()),
-        Type.Array(Type.Array(Type.Integer())),
-      ],
-      { description: 'A text, texts, token ids of the model\'s own vocabulary, or arrays of them.' },
+      [Type.String(), Type.Array(Type.String()), Type.Array(Type.Integer()), Type.Array(Type.Array(Type.Integer()))],
+      { description: "A text, texts, token ids of the model's own vocabulary, or arrays of them." },
     ),
-    model: Type.Optional(Type.String({ description: 'A served embedding model id (GET /v1/models). Absent: the first served embedder.' })),
+    model: Type.Optional(
+      Type.String({ description: 'A served embedding model id (GET /v1/models). Absent: the first served embedder.' }),
+    ),
     encoding_format: Type.Optional(
-      Type.Union([Type.Literal('float'), Type.Literal('base64'), Type.Literal('int8'), Type.Literal('uint8'), Type.Literal('binary'), Type.Literal('ubinary'), Type.Literal('sparse')], {
-        default: 'float',
-        description:
-          'Extensions: int8 / uint8 (each dimension on 256 levels over its range on the shipped calibration text), binary / ubinary (a sign bit per dimension, 8 to a byte, first dimension in the high bit; binary is the byte minus 128), as sentence-transformers\' quantize_embeddings, after the dimensions cut; sparse: a sparse model\'s vectors as {"indices", "values"}, the nonzero weights by vocabulary id.',
+      Type.Union(
+        [
+          Type.Literal('float'),
+          Type.Literal('base64'),
+          Type.Literal('int8'),
+          Type.Literal('uint8'),
+          Type.Literal('binary'),
+          Type.Literal('ubinary'),
+          Type.Literal('sparse'),
+        ],
+        {
+          default: 'float',
+          description:
+            'Extensions: int8 / uint8 (each dimension on 256 levels over its range on the shipped calibration text), binary / ubinary (a sign bit per dimension, 8 to a byte, first dimension in the high bit; binary is the byte minus 128), as sentence-transformers\' quantize_embeddings, after the dimensions cut; sparse: a sparse model\'s vectors as {"indices", "values"}, the nonzero weights by vocabulary id.',
+        },
+      ),
+    ),
+    top_k: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        description: "With encoding_format sparse: keep each vector's top_k largest weights.",
       }),
     ),
-    top_k: Type.Optional(Type.Integer({ minimum: 1, description: 'With encoding_format sparse: keep each vector\'s top_k largest weights.' })),
-    dimensions: Type.Optional(Type.Integer({ minimum: 0, description: '0 or absent: native width; 1..native: first N components, L2-renormalised.' })),
+    dimensions: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        description: '0 or absent: native width; 1..native: first N components, L2-renormalised.',
+      }),
+    ),
     user: Type.Optional(Type.String()),
-    input_type: Type.Optional(Type.Union([Type.Literal('query'), Type.Literal('document')], { description: 'Adds the model\'s query or document prefix, for models trained with one.' })),
+    input_type: Type.Optional(
+      Type.Union([Type.Literal('query'), Type.Literal('document')], {
+        description: "Adds the model's query or document prefix, for models trained with one.",
+      }),
+    ),
   },
   { additionalProperties: true },
 );
@@ -85,29 +107,45 @@ export function vectorsJson(result: EmbedResult, format: 'float' | 'base64' | Qu
 }
 
 export function serializeEmbeddings(result: EmbedResult, format: 'float' | 'base64' | QuantizedEmbeddings): string {
-  const parts = vectorsJson(result, format).map((value, i) => `{"object":"embedding","index":${i},"embedding":${value}}`);
+  const parts = vectorsJson(result, format).map(
+    (value, i) => `{"object":"embedding","index":${i},"embedding":${value}}`,
+  );
   return `{"object":"list","data":[${parts.join(',')}],"model":${JSON.stringify(result.model)},"usage":{"prompt_tokens":${result.promptTokens},"total_tokens":${result.promptTokens}}}`;
 }
 
 export function serializeSparseEmbeddings(result: SparseEmbedResult): string {
   const parts = result.vectors.map(
-    ({ indices, values }, i) => `{"object":"embedding","index":${i},"embedding":{"indices":[${indices.join(',')}],"values":${float32ToJson(values)}}}`,
+    ({ indices, values }, i) =>
+      `{"object":"embedding","index":${i},"embedding":{"indices":[${indices.join(',')}],"values":${float32ToJson(values)}}}`,
   );
   return `{"object":"list","data":[${parts.join(',')}],"model":${JSON.stringify(result.model)},"usage":{"prompt_tokens":${result.promptTokens},"total_tokens":${result.promptTokens}}}`;
 }
 
 export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, config }) => {
   const answerLimit = config.maxResponseMb * 1024 * 1024;
-  const schema = { tags: ['Embeddings'], body: EmbeddingsBody, response: { 200: withHeaders(EmbeddingsResponse, responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses } };
+  const schema = {
+    tags: ['Embeddings'],
+    body: EmbeddingsBody,
+    response: {
+      200: withHeaders(EmbeddingsResponse, responseHeaders.timing, responseHeaders.cacheHits),
+      ...errorResponses,
+    },
+  };
 
   const handle = async (body: EmbeddingsBody, model: string | undefined, signal: AbortSignal) => {
     const format = body.encoding_format ?? 'float';
     if (format === 'sparse') {
-      if (body.dimensions) throw invalid('dimensions', 'dimensions does not apply to sparse vectors; top_k keeps the largest weights.');
-      const result = await embedSparse(core, { model, input: body.input, inputType: body.input_type, topK: body.top_k, answerLimit }, signal);
+      if (body.dimensions)
+        throw invalid('dimensions', 'dimensions does not apply to sparse vectors; top_k keeps the largest weights.');
+      const result = await embedSparse(
+        core,
+        { model, input: body.input, inputType: body.input_type, topK: body.top_k, answerLimit },
+        signal,
+      );
       return { result, payload: serializeSparseEmbeddings(result) };
     }
-    if (body.top_k !== undefined) throw invalid('top_k', 'top_k applies to sparse vectors only: send "encoding_format": "sparse".');
+    if (body.top_k !== undefined)
+      throw invalid('top_k', 'top_k applies to sparse vectors only: send "encoding_format": "sparse".');
     const request = { model, input: body.input, dimensions: body.dimensions, inputType: body.input_type };
     const result = await embed(core, request, signal);
     if (format === 'float' || format === 'base64') return { result, payload: serializeEmbeddings(result, format) };
@@ -123,7 +161,14 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
 
   // The path names the model; a different `model` in the body is ignored (the path wins), as the
   // legacy OpenAI engines API did. A Hub repo id ("owner/name") may come with its slash as it is.
-  const enginePath = async (request: { body: EmbeddingsBody; params: { model?: string; owner?: string; name?: string }; clientSignal: AbortSignal }, reply: FastifyReply) => {
+  const enginePath = async (
+    request: {
+      body: EmbeddingsBody;
+      params: { model?: string; owner?: string; name?: string };
+      clientSignal: AbortSignal;
+    },
+    reply: FastifyReply,
+  ) => {
     const { model, owner, name } = request.params;
     const { result, payload } = await handle(request.body, model ?? `${owner}/${name}`, request.clientSignal);
     reportTimings(reply, operationPhases(result.timings));
@@ -132,12 +177,20 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
   };
   app.post(
     '/v1/engines/:model/embeddings',
-    { schema: { ...schema, summary: 'Create embeddings (engine path)', params: Type.Object({ model: Type.String() }) } },
+    {
+      schema: { ...schema, summary: 'Create embeddings (engine path)', params: Type.Object({ model: Type.String() }) },
+    },
     enginePath,
   );
   app.post(
     '/v1/engines/:owner/:name/embeddings',
-    { schema: { ...schema, summary: 'Create embeddings (engine path, a Hub repo id)', params: Type.Object({ owner: Type.String(), name: Type.String() }) } },
+    {
+      schema: {
+        ...schema,
+        summary: 'Create embeddings (engine path, a Hub repo id)',
+        params: Type.Object({ owner: Type.String(), name: Type.String() }),
+      },
+    },
     enginePath,
   );
 };

@@ -28,7 +28,12 @@ function fromFastifyError(error: FastifyError): ApiError {
   switch (error.code) {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new ApiError('invalid_json', error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? 'The request body is empty; send a JSON object.' : `The request body is not valid JSON: ${error.message}`);
+      return new ApiError(
+        'invalid_json',
+        error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY'
+          ? 'The request body is empty; send a JSON object.'
+          : `The request body is not valid JSON: ${error.message}`,
+      );
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError('payload_too_large');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
@@ -41,7 +46,8 @@ function fromFastifyError(error: FastifyError): ApiError {
   }
   if (error.statusCode === 413) return new ApiError('payload_too_large');
   if (error.statusCode === 415) return new ApiError('unsupported_media_type');
-  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) return new ApiError('invalid_request', error.message);
+  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500)
+    return new ApiError('invalid_request', error.message);
   return new ApiError('internal', undefined, { cause: error });
 }
 
@@ -67,7 +73,12 @@ export type ErrorStatus = (error: ApiError) => number;
 const catalogueShape: ErrorRenderer = (error) => error.toBody();
 const catalogueStatus: ErrorStatus = (error) => error.status;
 
-export function sendError(reply: FastifyReply, error: ApiError, render: ErrorRenderer = catalogueShape, statusOf: ErrorStatus = catalogueStatus): FastifyReply {
+export function sendError(
+  reply: FastifyReply,
+  error: ApiError,
+  render: ErrorRenderer = catalogueShape,
+  statusOf: ErrorStatus = catalogueStatus,
+): FastifyReply {
   if (error.retryAfterSeconds !== undefined) reply.header('retry-after', String(error.retryAfterSeconds));
   // The OpenAI SDK's header (others read it too): without it every 5xx is retried, twice by default.
   if (error.permanent && error.status >= 500) reply.header('x-should-retry', 'false');
@@ -95,8 +106,10 @@ export function errorHandler(render: ErrorRenderer = catalogueShape, statusOf: E
  * catalogue's too.
  */
 export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
-  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') sendError(reply, new ApiError('url_too_long', 'A part of the URL path is over 100 characters.'));
-  else if (error.code === 'FST_ERR_BAD_URL') sendError(reply, new ApiError('invalid_request', 'The URL path is not valid: a %-escape does not decode.'));
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH')
+    sendError(reply, new ApiError('url_too_long', 'A part of the URL path is over 100 characters.'));
+  else if (error.code === 'FST_ERR_BAD_URL')
+    sendError(reply, new ApiError('invalid_request', 'The URL path is not valid: a %-escape does not decode.'));
   else sendError(reply, fromFastifyError(error));
 }
 

@@ -54,10 +54,20 @@ export const hostGuard = fp<HostGuardOptions>(
         // A request without Host (HTTP/1.0) comes from no browser: browsers always send it.
         const host = request.headers.host;
         if (host !== undefined && !localName(hostName(host))) {
-          return done(new ApiError('forbidden', `This server has no API keys, so it answers only requests addressed to loopback (localhost, 127.0.0.1, [::1]); "${host}" is not. Add the name to ONNX_GATEWAY_ALLOWED_HOSTS, or set API keys.`));
+          return done(
+            new ApiError(
+              'forbidden',
+              `This server has no API keys, so it answers only requests addressed to loopback (localhost, 127.0.0.1, [::1]); "${host}" is not. Add the name to ONNX_GATEWAY_ALLOWED_HOSTS, or set API keys.`,
+            ),
+          );
         }
         if (origin !== undefined && !origins.has(origin) && !localOrigin(origin)) {
-          return done(new ApiError('forbidden', `This server has no API keys, so it answers no web page from another site; the request came from "${origin}". Name the site in ONNX_GATEWAY_CORS_ORIGINS to let it call the API.`));
+          return done(
+            new ApiError(
+              'forbidden',
+              `This server has no API keys, so it answers no web page from another site; the request came from "${origin}". Name the site in ONNX_GATEWAY_CORS_ORIGINS to let it call the API.`,
+            ),
+          );
         }
       }
       if (origin !== undefined && origins.has(origin)) {

@@ -26,18 +26,27 @@ const Quality = Type.Union([Type.Literal('low'), Type.Literal('medium'), Type.Li
   description: 'Tile overlap (wider blends seams over more pixels) and encoder effort; `auto` is `medium`.',
 });
 const Background = Type.Union([Type.Literal('transparent'), Type.Literal('opaque'), Type.Literal('auto')], {
-  description: '`opaque` flattens transparent pixels onto white; `auto` keeps transparency the output has (PNG and WebP).',
+  description:
+    '`opaque` flattens transparent pixels onto white; `auto` keeps transparency the output has (PNG and WebP).',
 });
 const OutputFormat = Type.Union([Type.Literal('png'), Type.Literal('jpeg'), Type.Literal('webp')], { default: 'png' });
 const ResponseFormat = Type.Union([Type.Literal('b64_json'), Type.Literal('url')], {
   description: '`b64_json`: plain base64; `url`: a data URI (`data:image/png;base64,...`). Default b64_json.',
 });
-const Moderation = Type.Union([Type.Literal('low'), Type.Literal('auto')], { description: 'Accepted for compatibility; no moderation model runs here.' });
+const Moderation = Type.Union([Type.Literal('low'), Type.Literal('auto')], {
+  description: 'Accepted for compatibility; no moderation model runs here.',
+});
 
 const common = {
-  prompt: Type.String({ maxLength: 32_000, description: 'What to do. Picks the pipeline when `model` is absent or "auto" (see docs/images.md); `revised_prompt` says what was done.' }),
+  prompt: Type.String({
+    maxLength: 32_000,
+    description:
+      'What to do. Picks the pipeline when `model` is absent or "auto" (see docs/images.md); `revised_prompt` says what was done.',
+  }),
   model: Type.Optional(Type.String({ description: 'A served image model id, or "auto" (the prompt picks).' })),
-  size: Type.Optional(Type.String({ description: '"WIDTHxHEIGHT" (such as 2048x2048, 3840x2160, 4096x4096) or "auto".' })),
+  size: Type.Optional(
+    Type.String({ description: '"WIDTHxHEIGHT" (such as 2048x2048, 3840x2160, 4096x4096) or "auto".' }),
+  ),
   quality: Type.Optional(Quality),
   background: Type.Optional(Background),
   output_format: Type.Optional(OutputFormat),
@@ -52,8 +61,12 @@ const EditJson = Type.Object(
     image: Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1, maxItems: maxEditImages })], {
       description: 'Images to edit: base64 (PNG, JPEG or WebP; other formats 415), with or without a `data:` prefix.',
     }),
-    n: Type.Optional(Type.Integer({ minimum: 1, maximum: 10, description: 'Must be 1: the pipelines are deterministic.' })),
-    output_compression: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'JPEG and WebP quality (0..100).' })),
+    n: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 10, description: 'Must be 1: the pipelines are deterministic.' }),
+    ),
+    output_compression: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 100, description: 'JPEG and WebP quality (0..100).' }),
+    ),
   },
   { additionalProperties: true },
 );
@@ -74,7 +87,13 @@ type EditForm = Static<typeof EditForm>;
 
 const EditResponse = Type.Object({
   created: Type.Integer(),
-  data: Type.Array(Type.Object({ b64_json: Type.Optional(Type.String()), url: Type.Optional(Type.String()), revised_prompt: Type.String() })),
+  data: Type.Array(
+    Type.Object({
+      b64_json: Type.Optional(Type.String()),
+      url: Type.Optional(Type.String()),
+      revised_prompt: Type.String(),
+    }),
+  ),
   background: Type.Union([Type.Literal('transparent'), Type.Literal('opaque')]),
   output_format: OutputFormat,
   quality: Type.Union([Type.Literal('low'), Type.Literal('medium'), Type.Literal('high')]),
@@ -95,19 +114,29 @@ const base64Text = /^[A-Za-z0-9+/_-]*={0,2}$/;
 export function decodeBase64Image(value: string, index: number): Uint8Array {
   const param = `image[${index}]`;
   let text = value.trim();
-  if (/^https?:\/\//i.test(text)) throw new ApiError('invalid_image', `${param} is a URL; this server does not fetch images: send the image itself as base64 or a data URI.`, { param });
+  if (/^https?:\/\//i.test(text))
+    throw new ApiError(
+      'invalid_image',
+      `${param} is a URL; this server does not fetch images: send the image itself as base64 or a data URI.`,
+      { param },
+    );
   if (text.startsWith('data:')) {
     const comma = text.indexOf(',');
-    if (comma < 0 || !/;base64$/i.test(text.slice(0, comma))) throw new ApiError('invalid_image', `${param} is a data URI that is not base64-encoded.`, { param });
+    if (comma < 0 || !/;base64$/i.test(text.slice(0, comma)))
+      throw new ApiError('invalid_image', `${param} is a data URI that is not base64-encoded.`, { param });
     text = text.slice(comma + 1);
   }
   text = text.replace(/\s+/g, '');
-  if (text.length === 0 || !base64Text.test(text)) throw new ApiError('invalid_image', `${param} is not base64.`, { param });
+  if (text.length === 0 || !base64Text.test(text))
+    throw new ApiError('invalid_image', `${param} is not base64.`, { param });
   return Buffer.from(text, 'base64');
 }
 
 /** Base64 is decoded only once the edit has its turn: a waiting or refused edit holds no decoded copy. */
-const later = (value: string, index: number): ImageSource => () => decodeBase64Image(value, index);
+const later =
+  (value: string, index: number): ImageSource =>
+  () =>
+    decodeBase64Image(value, index);
 
 function fromJson(body: EditJson): EditRequest {
   const images = Array.isArray(body.image) ? body.image : [body.image];
@@ -125,15 +154,20 @@ function fromJson(body: EditJson): EditRequest {
 }
 
 function fromForm(body: EditForm): EditRequest {
-  const values = [body.image, body['image[]']].flatMap((value): unknown[] => (value === undefined ? [] : Array.isArray(value) ? (value as unknown[]) : [value]));
+  const values = [body.image, body['image[]']].flatMap((value): unknown[] =>
+    value === undefined ? [] : Array.isArray(value) ? (value as unknown[]) : [value],
+  );
   const images = values.map((value, index): ImageSource => {
     if (Buffer.isBuffer(value)) return value;
     if (typeof value === 'string') return later(value, index);
-    throw new ApiError('invalid_image', `image[${index}] is neither a file nor base64 text.`, { param: `image[${index}]` });
+    throw new ApiError('invalid_image', `image[${index}] is neither a file nor base64 text.`, {
+      param: `image[${index}]`,
+    });
   });
   const integer = (value: string | undefined) => (value === undefined ? undefined : Number(value.trim()));
   const compression = integer(body.output_compression);
-  if (compression !== undefined && compression > 100) throw invalid('output_compression', 'output_compression must be 0..100.');
+  if (compression !== undefined && compression > 100)
+    throw invalid('output_compression', 'output_compression must be 0..100.');
   return {
     model: body.model,
     prompt: body.prompt,
@@ -149,8 +183,10 @@ function fromForm(body: EditForm): EditRequest {
 
 /** Fields clients may send that would change the result in ways these pipelines can not honour. */
 function refuseUnsupported(body: Record<string, unknown>): void {
-  if (body.mask !== undefined) throw invalid('mask', 'Masks are not supported: every pipeline here edits the whole image.');
-  if (body.stream === true || body.stream === 'true') throw invalid('stream', 'Streaming partial images is not supported: the edited image comes back whole.');
+  if (body.mask !== undefined)
+    throw invalid('mask', 'Masks are not supported: every pipeline here edits the whole image.');
+  if (body.stream === true || body.stream === 'true')
+    throw invalid('stream', 'Streaming partial images is not supported: the edited image comes back whole.');
 }
 
 export function serializeEdit(result: EditResult, responseFormat: 'b64_json' | 'url'): string {
@@ -160,7 +196,13 @@ export function serializeEdit(result: EditResult, responseFormat: 'b64_json' | '
     const value = responseFormat === 'url' ? `"url":"data:${mime};base64,${base64}"` : `"b64_json":"${base64}"`;
     return `{${value},"revised_prompt":${JSON.stringify(image.revisedPrompt)}}`;
   });
-  const rest = JSON.stringify({ background: result.background, output_format: result.outputFormat, quality: result.quality, size: result.size, usage: result.usage });
+  const rest = JSON.stringify({
+    background: result.background,
+    output_format: result.outputFormat,
+    quality: result.quality,
+    size: result.size,
+    usage: result.usage,
+  });
   return `{"created":${result.created},"data":[${data.join(',')}],${rest.slice(1)}`;
 }
 
@@ -180,7 +222,11 @@ export const imagesRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       let total = formBytes.get(this) ?? 0;
       for await (const chunk of part.file as AsyncIterable<Buffer>) {
         total += chunk.length;
-        if (total > bodyLimit) throw new ApiError('payload_too_large', `The image files come to more than ${bodyLimit} bytes (ONNX_GATEWAY_IMAGE_BODY_LIMIT).`);
+        if (total > bodyLimit)
+          throw new ApiError(
+            'payload_too_large',
+            `The image files come to more than ${bodyLimit} bytes (ONNX_GATEWAY_IMAGE_BODY_LIMIT).`,
+          );
         chunks.push(chunk);
       }
       formBytes.set(this, total);
@@ -200,7 +246,10 @@ export const imagesRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       },
     },
     async (request, reply) => {
-      if (!images) throw new ApiError('model_not_found', 'No image models are served here (set ONNX_GATEWAY_IMAGE_MODELS).', { param: 'model' });
+      if (!images)
+        throw new ApiError('model_not_found', 'No image models are served here (set ONNX_GATEWAY_IMAGE_MODELS).', {
+          param: 'model',
+        });
       const body = request.body as Record<string, unknown>;
       refuseUnsupported(body);
       const edit = request.isMultipart() ? fromForm(body as EditForm) : fromJson(body as EditJson);

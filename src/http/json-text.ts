@@ -6,5 +6,8 @@
 import type { FastifyReply } from 'fastify';
 
 export function sendJsonText(reply: FastifyReply, json: string): FastifyReply {
-  return reply.type('application/json').serializer((text: string) => text).send(json);
+  return reply
+    .type('application/json')
+    .serializer((text: string) => text)
+    .send(json);
 }

@@ -104,7 +104,13 @@ export class HistogramSeries {
 export class HistogramFamily extends Family<HistogramSeries> {
   private readonly upperBounds: readonly number[];
 
-  constructor(config: { name: string; help: string; labelNames: readonly string[]; buckets: readonly number[]; registry: Registry }) {
+  constructor(config: {
+    name: string;
+    help: string;
+    labelNames: readonly string[];
+    buckets: readonly number[];
+    registry: Registry;
+  }) {
     super(config.name, config.help, 'histogram', config.labelNames, config.registry);
     this.upperBounds = [...config.buckets].sort((a, b) => a - b);
   }

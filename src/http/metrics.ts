@@ -168,7 +168,7 @@ export class Metrics {
     const engine = () => this.engine;
     new Gauge({
       name: `${prefix}queue_depth`,
-      help: 'Inputs waiting in a model\'s queue.',
+      help: "Inputs waiting in a model's queue.",
       labelNames: ['model'] as const,
       registers: [this.registry],
       collect() {
@@ -185,7 +185,7 @@ export class Metrics {
     });
     new Gauge({
       name: `${prefix}model_resident_bytes`,
-      help: 'Resident memory the loaded model\'s sessions added to the process when it loaded (0 while unloaded).',
+      help: "Resident memory the loaded model's sessions added to the process when it loaded (0 while unloaded).",
       labelNames: ['model'] as const,
       registers: [this.registry],
       collect() {
@@ -298,7 +298,10 @@ export class Metrics {
     let device = this.deviceSeries.get(batch.device);
     if (!device) {
       const labels = { device: batch.device };
-      this.deviceSeries.set(batch.device, (device = { batches: this.deviceBatches.labels(labels), seconds: this.deviceInferenceSeconds.labels(labels) }));
+      this.deviceSeries.set(
+        batch.device,
+        (device = { batches: this.deviceBatches.labels(labels), seconds: this.deviceInferenceSeconds.labels(labels) }),
+      );
     }
     device.batches.inc(1);
     device.seconds.observe(batch.inferenceMs / 1000);
@@ -334,9 +337,21 @@ export class Metrics {
           this.set(read(await status()));
         },
       });
-    gauge('index_replication_behind_entries', 'Index writes in the Redis stream this replica has not applied yet.', (s) => s.behind);
-    gauge('index_replication_lag_seconds', 'Time between the newest index write in the stream and the last one this replica applied (0 when caught up).', (s) => s.lagSeconds);
-    gauge('index_replication_applied_entries', 'Index writes applied to this replica\'s copy, counted from the first ever written.', (s) => s.lastAppliedSequence);
+    gauge(
+      'index_replication_behind_entries',
+      'Index writes in the Redis stream this replica has not applied yet.',
+      (s) => s.behind,
+    );
+    gauge(
+      'index_replication_lag_seconds',
+      'Time between the newest index write in the stream and the last one this replica applied (0 when caught up).',
+      (s) => s.lagSeconds,
+    );
+    gauge(
+      'index_replication_applied_entries',
+      "Index writes applied to this replica's copy, counted from the first ever written.",
+      (s) => s.lastAppliedSequence,
+    );
   }
 
   /** The workers' reports once the models are warm. */

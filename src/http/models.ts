@@ -45,15 +45,23 @@ const Model = Type.Object({
         device: Type.String({ description: '`cpu`, or the accelerator the sessions run on.' }),
         sessions: Type.Integer({ description: 'Sessions that run batches side by side, each in a worker thread.' }),
         threads_per_session: Type.Integer({ description: 'ONNX Runtime intra-op threads of each session.' }),
-        solo_threads: Type.Integer({ description: 'Intra-op threads of the solo session, which runs a batch that is alone on the server; 0 when there is none.' }),
-        resident_bytes: Type.Integer({ description: 'Resident memory the sessions added to the process when the model loaded.' }),
+        solo_threads: Type.Integer({
+          description:
+            'Intra-op threads of the solo session, which runs a batch that is alone on the server; 0 when there is none.',
+        }),
+        resident_bytes: Type.Integer({
+          description: 'Resident memory the sessions added to the process when the model loaded.',
+        }),
       },
       { description: 'A loaded text model: how it runs, chosen at load from its measured size and the memory budget.' },
     ),
   ),
 });
 
-export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { registry, isReady, images, core }) => {
+export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
+  app,
+  { registry, isReady, images, core },
+) => {
   const lifecycleOf = (model: ServedModel) => {
     const state = core.lifecycle?.state(model.id);
     if (!state) return {};
@@ -97,12 +105,25 @@ export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     scale: model.manifest.scale,
     ready: isReady(),
   });
-  const all = () => [...registry.list().map(describeText), ...(images?.context.pipelines.list() ?? []).map(describeImage)];
+  const all = () => [
+    ...registry.list().map(describeText),
+    ...(images?.context.pipelines.list() ?? []).map(describeImage),
+  ];
 
-  app.get('/v1/models', { schema: { tags: ['Models'], summary: 'List served models', response: { 200: Type.Object({ object: Type.Literal('list'), data: Type.Array(Model) }), ...errorResponses } } }, async () => ({
-    object: 'list' as const,
-    data: all(),
-  }));
+  app.get(
+    '/v1/models',
+    {
+      schema: {
+        tags: ['Models'],
+        summary: 'List served models',
+        response: { 200: Type.Object({ object: Type.Literal('list'), data: Type.Array(Model) }), ...errorResponses },
+      },
+    },
+    async () => ({
+      object: 'list' as const,
+      data: all(),
+    }),
+  );
 
   const retrieve = async (request: { params: { model?: string; owner?: string; name?: string } }) => {
     const { model, owner, name } = request.params;
@@ -116,28 +137,49 @@ export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
   const response = { 200: Model, ...errorResponses };
   app.get(
     '/v1/models/:model',
-    { schema: { tags: ['Models'], summary: 'Retrieve a served model', params: Type.Object({ model: Type.String() }), response } },
+    {
+      schema: {
+        tags: ['Models'],
+        summary: 'Retrieve a served model',
+        params: Type.Object({ model: Type.String() }),
+        response,
+      },
+    },
     retrieve,
   );
   // Hub repo ids ("owner/name") with their slash as it is.
   app.get(
     '/v1/models/:owner/:name',
-    { schema: { tags: ['Models'], summary: 'Retrieve a served model by its Hub repo id', params: Type.Object({ owner: Type.String(), name: Type.String() }), response } },
+    {
+      schema: {
+        tags: ['Models'],
+        summary: 'Retrieve a served model by its Hub repo id',
+        params: Type.Object({ owner: Type.String(), name: Type.String() }),
+        response,
+      },
+    },
     retrieve,
   );
 
   // Admins load a text model ahead of its requests, or unload it to free its memory.
-  const lifecycleAction = (action: 'load' | 'unload') => async (request: { params: { model?: string; owner?: string; name?: string }; body?: { keep_alive?: string | number } | null }) => {
-    const { model, owner, name } = request.params;
-    const keepAliveMs = keepAliveOf(request.body?.keep_alive);
-    const id = model ?? `${owner}/${name}`;
-    const text = registry.list().find((m) => m.id === id || m.aliases.includes(id));
-    if (!text) throw new ApiError('model_not_found', `The model "${id}" is not a text model served here.`, { param: 'model' });
-    if (!core.lifecycle) throw new ApiError('unsupported_operation', 'This server loads every model at start and keeps it.');
-    if (keepAliveMs !== undefined) core.lifecycle.keepAlive(text.id, keepAliveMs);
-    await (action === 'load' ? core.lifecycle.load(text.id) : core.lifecycle.unload(text.id));
-    return describeText(text);
-  };
+  const lifecycleAction =
+    (action: 'load' | 'unload') =>
+    async (request: {
+      params: { model?: string; owner?: string; name?: string };
+      body?: { keep_alive?: string | number } | null;
+    }) => {
+      const { model, owner, name } = request.params;
+      const keepAliveMs = keepAliveOf(request.body?.keep_alive);
+      const id = model ?? `${owner}/${name}`;
+      const text = registry.list().find((m) => m.id === id || m.aliases.includes(id));
+      if (!text)
+        throw new ApiError('model_not_found', `The model "${id}" is not a text model served here.`, { param: 'model' });
+      if (!core.lifecycle)
+        throw new ApiError('unsupported_operation', 'This server loads every model at start and keeps it.');
+      if (keepAliveMs !== undefined) core.lifecycle.keepAlive(text.id, keepAliveMs);
+      await (action === 'load' ? core.lifecycle.load(text.id) : core.lifecycle.unload(text.id));
+      return describeText(text);
+    };
   const adminResponse = { 200: Model, ...errorResponses };
   for (const action of ['load', 'unload'] as const) {
     const summary = action === 'load' ? 'Load a text model (admin)' : 'Unload a text model (admin)';
@@ -149,10 +191,21 @@ export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       description: 'Optional. `keep_alive` sets how long the model stays loaded once idle (as on the Ollama routes).',
     });
     const schema = { tags: ['Models'], summary, description, body, response: adminResponse };
-    app.post(`/v1/models/:model/${action}`, { onRequest: requireAdmin, schema: { ...schema, params: Type.Object({ model: Type.String() }) } }, lifecycleAction(action));
+    app.post(
+      `/v1/models/:model/${action}`,
+      { onRequest: requireAdmin, schema: { ...schema, params: Type.Object({ model: Type.String() }) } },
+      lifecycleAction(action),
+    );
     app.post(
       `/v1/models/:owner/:name/${action}`,
-      { onRequest: requireAdmin, schema: { ...schema, summary: `${summary} by its Hub repo id`, params: Type.Object({ owner: Type.String(), name: Type.String() }) } },
+      {
+        onRequest: requireAdmin,
+        schema: {
+          ...schema,
+          summary: `${summary} by its Hub repo id`,
+          params: Type.Object({ owner: Type.String(), name: Type.String() }),
+        },
+      },
       lifecycleAction(action),
     );
   }

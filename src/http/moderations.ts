@@ -30,7 +30,10 @@ const ModerationsBody = Type.Object(
       description: 'A text, texts, or content parts of type "text" (read together as one input).',
     }),
     model: Type.Optional(
-      Type.String({ description: "A served moderation classifier; absent or one of OpenAI's names (omni-moderation-latest, text-moderation-*): the first served one." }),
+      Type.String({
+        description:
+          "A served moderation classifier; absent or one of OpenAI's names (omni-moderation-latest, text-moderation-*): the first served one.",
+      }),
     ),
   },
   { additionalProperties: true },
@@ -38,16 +41,22 @@ const ModerationsBody = Type.Object(
 
 /** Every one of OpenAI's categories, and the model's labels that map to none under their own names. */
 const EveryCategory = (value: TSchema, description: string) =>
-  Type.Object(Object.fromEntries(moderationCategories.map((category) => [category, value])), { additionalProperties: value, description });
+  Type.Object(Object.fromEntries(moderationCategories.map((category) => [category, value])), {
+    additionalProperties: value,
+    description,
+  });
 
 const ModerationsResponse = Type.Object({
   id: Type.String(),
   model: Type.String(),
   results: Type.Array(
     Type.Object({
-      flagged: Type.Boolean({ description: 'Any category at or above the model\'s threshold (default 0.5)' }),
-      categories: EveryCategory(Type.Boolean(), 'Scored at or above the threshold; false for a category the model does not judge.'),
-      category_scores: EveryCategory(Type.Number(), 'The model\'s score; 0 for a category it does not judge.'),
+      flagged: Type.Boolean({ description: "Any category at or above the model's threshold (default 0.5)" }),
+      categories: EveryCategory(
+        Type.Boolean(),
+        'Scored at or above the threshold; false for a category the model does not judge.',
+      ),
+      category_scores: EveryCategory(Type.Number(), "The model's score; 0 for a category it does not judge."),
       category_applied_input_types: EveryCategory(
         Type.Array(Type.Literal('text')),
         '["text"] for a category the model judges, [] for one it does not.',
@@ -62,7 +71,8 @@ function textsOf(input: string | string[] | Array<{ type: string; text?: string 
   if (input.every((item) => typeof item === 'string')) return input;
   const parts = input as Array<{ type: string; text?: string }>;
   parts.forEach((part, i) => {
-    if (part.type !== 'text') throw invalid(`input[${i}]`, `input[${i}] is of type "${part.type}"; only text is moderated here.`);
+    if (part.type !== 'text')
+      throw invalid(`input[${i}]`, `input[${i}] is of type "${part.type}"; only text is moderated here.`);
     if (typeof part.text !== 'string') throw invalid(`input[${i}].text`, `input[${i}] has no text.`);
   });
   if (parts.length === 0) throw invalid('input', 'input must not be empty.');
@@ -77,7 +87,11 @@ export const moderationsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async 
         tags: ['Moderations'],
         summary: 'Moderate texts',
         body: ModerationsBody,
-        response: { 200: withHeaders(ModerationsResponse, responseHeaders.timing), ...errorResponses, 501: ErrorResponse },
+        response: {
+          200: withHeaders(ModerationsResponse, responseHeaders.timing),
+          ...errorResponses,
+          501: ErrorResponse,
+        },
       },
       // Without a moderation classifier the answer is 501 whatever the body, as for the operations not offered.
       preValidation: async () => {
@@ -95,7 +109,9 @@ export const moderationsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async 
           flagged: verdict.flagged,
           categories: verdict.categories,
           category_scores: verdict.categoryScores,
-          category_applied_input_types: Object.fromEntries(Object.keys(verdict.categories).map((key) => [key, verdict.judged.includes(key) ? ['text'] : []])),
+          category_applied_input_types: Object.fromEntries(
+            Object.keys(verdict.categories).map((key) => [key, verdict.judged.includes(key) ? ['text'] : []]),
+          ),
         })),
       };
     },

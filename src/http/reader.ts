@@ -9,8 +9,13 @@ import { errorResponses, ErrorResponse } from './schemas.js';
 
 const ReadBody = Type.Object(
   {
-    url: Type.String({ description: 'An http(s) URL. Private, loopback and link-local addresses are refused unless the server allows them.' }),
-    format: Type.Optional(Type.Union([Type.Literal('markdown'), Type.Literal('text'), Type.Literal('html')], { default: 'markdown' })),
+    url: Type.String({
+      description:
+        'An http(s) URL. Private, loopback and link-local addresses are refused unless the server allows them.',
+    }),
+    format: Type.Optional(
+      Type.Union([Type.Literal('markdown'), Type.Literal('text'), Type.Literal('html')], { default: 'markdown' }),
+    ),
   },
   { additionalProperties: true },
 );
@@ -27,7 +32,12 @@ const ReadResponse = Type.Object({
 
 export const readerRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { config }) => {
   const reader = new Reader({
-    fetch: { maxBytes: config.readerMaxBytes, timeoutMs: config.readerTimeout, maxRedirects: 5, allowPrivate: config.readerAllowPrivate },
+    fetch: {
+      maxBytes: config.readerMaxBytes,
+      timeoutMs: config.readerTimeout,
+      maxRedirects: 5,
+      allowPrivate: config.readerAllowPrivate,
+    },
     parseTimeoutMs: config.readerParseTimeout,
   });
   app.addHook('onClose', () => reader.close());

@@ -59,5 +59,11 @@ for (const level of levels) {
 }
 
 /** fastify's `childLoggerFactory`; a route with a level of its own gets its child at once. */
-export const requestLoggerFactory = (logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger =>
-  options.level === undefined ? new RequestLogger(logger as Logger, bindings, options) : logger.child(bindings, options);
+export const requestLoggerFactory = (
+  logger: FastifyBaseLogger,
+  bindings: Bindings,
+  options: ChildLoggerOptions,
+): FastifyBaseLogger =>
+  options.level === undefined
+    ? new RequestLogger(logger as Logger, bindings, options)
+    : logger.child(bindings, options);

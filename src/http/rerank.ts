@@ -27,7 +27,9 @@ const RerankResponse = Type.Object({
   results: Type.Array(
     Type.Object({
       index: Type.Integer(),
-      relevance_score: Type.Number({ description: 'sigmoid of the model logit; for a late-interaction (ColBERT) model, the MaxSim sum' }),
+      relevance_score: Type.Number({
+        description: 'sigmoid of the model logit; for a late-interaction (ColBERT) model, the MaxSim sum',
+      }),
       document: Type.Optional(Type.Object({ text: Type.String() })),
     }),
   ),
@@ -42,11 +44,22 @@ const RerankResponse = Type.Object({
 export const rerankRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core }) => {
   app.post(
     '/v1/rerank',
-    { schema: { tags: ['Rerank'], summary: 'Rerank documents', body: RerankBody, response: { 200: withHeaders(RerankResponse, responseHeaders.timing), ...errorResponses } } },
+    {
+      schema: {
+        tags: ['Rerank'],
+        summary: 'Rerank documents',
+        body: RerankBody,
+        response: { 200: withHeaders(RerankResponse, responseHeaders.timing), ...errorResponses },
+      },
+    },
     async (request, reply) => {
       const body = request.body;
       const texts = body.documents.map((doc) => (typeof doc === 'string' ? doc : doc.text));
-      const result = await rerank(core, { model: body.model, query: body.query, documents: texts, topN: body.top_n }, request.clientSignal);
+      const result = await rerank(
+        core,
+        { model: body.model, query: body.query, documents: texts, topN: body.top_n },
+        request.clientSignal,
+      );
       reportTimings(reply, operationPhases(result.timings));
       return {
         id: result.id,

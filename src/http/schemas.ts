@@ -33,14 +33,28 @@ export const errorResponses = {
  * `x-request-id` is on every response (app.ts adds it to every documented success).
  */
 export const responseHeaders = {
-  requestId: { 'x-request-id': { type: 'string', description: 'The request\'s id: the x-request-id the client sent, else a new UUID. Log lines of the request carry it.' } },
+  requestId: {
+    'x-request-id': {
+      type: 'string',
+      description:
+        "The request's id: the x-request-id the client sent, else a new UUID. Log lines of the request carry it.",
+    },
+  },
   timing: {
     'server-timing': {
       type: 'string',
-      description: 'Where the time went, in ms: `tokenize`, `queue` (the longest wait of the inputs) and `inference` (summed over batches); image edits: `decode`, `edit`, `inference`, `encode`.',
+      description:
+        'Where the time went, in ms: `tokenize`, `queue` (the longest wait of the inputs) and `inference` (summed over batches); image edits: `decode`, `edit`, `inference`, `encode`.',
     },
   },
-  cacheHits: { 'x-cache-hits': { type: 'integer', minimum: 0, description: 'How many of the inputs were served from the embedding cache, not a model run. Absent when the server keeps no cache.' } },
+  cacheHits: {
+    'x-cache-hits': {
+      type: 'integer',
+      minimum: 0,
+      description:
+        'How many of the inputs were served from the embedding cache, not a model run. Absent when the server keeps no cache.',
+    },
+  },
 } as const;
 
 /** `schema` with response headers documented (the schema object itself is not changed). */
@@ -50,8 +64,16 @@ export function withHeaders<T extends object>(schema: T, ...headers: Record<stri
 }
 
 /** One of `values`, as a union of literals; typed as one of them even when the list is built at run time. */
-export function LiteralUnion<T extends string>(values: readonly T[], options: { description?: string } = {}): TUnsafe<T> {
-  return Type.Unsafe<T>(Type.Union(values.map((value) => Type.Literal(value)), options));
+export function LiteralUnion<T extends string>(
+  values: readonly T[],
+  options: { description?: string } = {},
+): TUnsafe<T> {
+  return Type.Unsafe<T>(
+    Type.Union(
+      values.map((value) => Type.Literal(value)),
+      options,
+    ),
+  );
 }
 
 /** Ollama's keep_alive (duration.ts), on the Ollama routes and the admin's model load. */

@@ -29,14 +29,20 @@ const maxWaitSeconds = 60;
 const SearchBody = Type.Object(
   {
     query: Type.String({ description: 'What to search for.' }),
-    area: Type.Optional(Type.String({ description: '"global" (worldwide, the default) or a language tag: "en", "en-US", "pt-BR".' })),
+    area: Type.Optional(
+      Type.String({ description: '"global" (worldwide, the default) or a language tag: "en", "en-US", "pt-BR".' }),
+    ),
     freshness: Type.Optional(
-      Type.String({ description: `How recent results must be: ${freshnessValues.join(', ')} (default noLimit; "day", "week", "7d", "past_month" and similar spellings are accepted).` }),
+      Type.String({
+        description: `How recent results must be: ${freshnessValues.join(', ')} (default noLimit; "day", "week", "7d", "past_month" and similar spellings are accepted).`,
+      }),
     ),
     includeImages: Type.Optional(Type.Boolean({ description: 'Also return images.' })),
     page: Type.Optional(Type.Integer({ description: '1-based page of results (default 1).' })),
     count: Type.Optional(Type.Integer({ description: 'Results per page, 1 to 50 (default 10).' })),
-    format: Type.Optional(Type.String({ description: '"json" (default) or "markdown": the results also rendered as Markdown for an LLM.' })),
+    format: Type.Optional(
+      Type.String({ description: '"json" (default) or "markdown": the results also rendered as Markdown for an LLM.' }),
+    ),
   },
   { additionalProperties: true },
 );
@@ -44,11 +50,19 @@ const SearchBody = Type.Object(
 const taskFields = {
   id: Type.String({ format: 'uuid' }),
   prompt: Type.String({ description: 'The query.' }),
-  state: Type.Union([Type.Literal('pending'), Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('cancelled')]),
+  state: Type.Union([
+    Type.Literal('pending'),
+    Type.Literal('running'),
+    Type.Literal('succeeded'),
+    Type.Literal('failed'),
+    Type.Literal('cancelled'),
+  ]),
   created_at: Type.String({ description: 'ISO 8601 with milliseconds, UTC.' }),
   video: Type.Null(),
   liked: Type.Null(),
-  estimate_wait_seconds: Type.Integer({ description: 'Seconds until the task is expected to finish, from the queue and recent run times.' }),
+  estimate_wait_seconds: Type.Integer({
+    description: 'Seconds until the task is expected to finish, from the queue and recent run times.',
+  }),
 };
 
 const TaskRecord = Type.Object(taskFields, { description: 'A search task as created: always pending.' });
@@ -57,7 +71,9 @@ const SearchResultSchema = Type.Object({
   title: Type.String(),
   url: Type.String(),
   snippet: Type.String(),
-  content: Type.Optional(Type.String({ description: 'The full text, when the provider has it (the local index does).' })),
+  content: Type.Optional(
+    Type.String({ description: 'The full text, when the provider has it (the local index does).' }),
+  ),
   score: Type.Number({ description: 'Higher is better: the cross-encoder score (0..1) when reranked.' }),
   published_date: Type.Optional(Type.String()),
   source: Type.String({ description: 'The search engine (SearXNG) or the indexed source (local).' }),
@@ -86,7 +102,14 @@ const TaskDetail = Type.Object(
 
 const TaskParams = Type.Object({ id: Type.String() });
 const WaitQuery = Type.Object(
-  { wait: Type.Optional(Type.String({ pattern: '^\\d+(\\.\\d+)?$', description: `Seconds (0 to ${maxWaitSeconds}) to wait for the task to finish before answering.` })) },
+  {
+    wait: Type.Optional(
+      Type.String({
+        pattern: '^\\d+(\\.\\d+)?$',
+        description: `Seconds (0 to ${maxWaitSeconds}) to wait for the task to finish before answering.`,
+      }),
+    ),
+  },
   { additionalProperties: true },
 );
 
@@ -95,7 +118,9 @@ const DocumentsBody = Type.Object(
     documents: Type.Array(
       Type.Object(
         {
-          id: Type.Optional(Type.String({ description: 'Stable id: a document with the same id (or url) replaces the old one.' })),
+          id: Type.Optional(
+            Type.String({ description: 'Stable id: a document with the same id (or url) replaces the old one.' }),
+          ),
           url: Type.Optional(Type.String()),
           title: Type.Optional(Type.String()),
           text: Type.String(),
@@ -117,13 +142,17 @@ const IngestResponse = Type.Object({
   added: Type.Integer(),
   updated: Type.Integer(),
   embedded: Type.Integer({ description: 'Documents given a vector by the served embedder.' }),
-  ids: Type.Array(Type.String(), { description: 'The documents\' keys (id, else url, else a hash of the text), in input order.' }),
+  ids: Type.Array(Type.String(), {
+    description: "The documents' keys (id, else url, else a hash of the text), in input order.",
+  }),
 });
 
 const IndexStats = Type.Object({
   documents: Type.Integer(),
   vectors: Type.Record(Type.String(), Type.Integer(), { description: 'Documents with a vector, per embedder.' }),
-  sparse: Type.Record(Type.String(), Type.Integer(), { description: 'Documents with a sparse vector, per sparse model (SPLADE).' }),
+  sparse: Type.Record(Type.String(), Type.Integer(), {
+    description: 'Documents with a sparse vector, per sparse model (SPLADE).',
+  }),
   embedder: Type.Union([Type.String(), Type.Null()]),
   reranker: Type.Union([Type.String(), Type.Null()]),
   updated_at: Type.Union([Type.String(), Type.Null()]),
@@ -132,16 +161,24 @@ const IndexStats = Type.Object({
     [
       Type.Object({
         stream: Type.String({ description: 'The Redis stream of index writes.' }),
-        last_applied_id: Type.Union([Type.String(), Type.Null()], { description: 'The last stream entry this replica applied.' }),
+        last_applied_id: Type.Union([Type.String(), Type.Null()], {
+          description: 'The last stream entry this replica applied.',
+        }),
         applied: Type.Integer({ description: 'Entries applied, counted from the first ever written.' }),
         written: Type.Integer({ description: 'Entries written to the stream so far.' }),
         behind: Type.Integer({ description: 'Entries written and not yet applied here.' }),
-        lag_seconds: Type.Number({ description: 'Time between the newest entry and the last applied one (0 when caught up).' }),
-        snapshots_loaded: Type.Integer({ description: 'Snapshots this replica loaded since it started (after the stream was trimmed past it).' }),
+        lag_seconds: Type.Number({
+          description: 'Time between the newest entry and the last applied one (0 when caught up).',
+        }),
+        snapshots_loaded: Type.Integer({
+          description: 'Snapshots this replica loaded since it started (after the stream was trimmed past it).',
+        }),
       }),
       Type.Null(),
     ],
-    { description: 'With Redis: how far this replica\'s copy of the index is behind the stream of writes; null without.' },
+    {
+      description: "With Redis: how far this replica's copy of the index is behind the stream of writes; null without.",
+    },
   ),
 });
 
@@ -160,12 +197,21 @@ function taskRecord(task: TaskView) {
 }
 
 function taskDetail(task: TaskView, provider: string) {
-  const detail: Static<typeof TaskDetail> = { ...taskRecord(task), provider, started_at: iso(task.startedAt), finished_at: iso(task.finishedAt) };
+  const detail: Static<typeof TaskDetail> = {
+    ...taskRecord(task),
+    provider,
+    started_at: iso(task.startedAt),
+    finished_at: iso(task.finishedAt),
+  };
   if (task.state === 'succeeded' && task.outcome) {
     detail.results = task.outcome.results;
     if (task.request.includeImages) detail.images = task.outcome.images ?? [];
     if (task.request.format === 'markdown') {
-      detail.markdown = renderMarkdown(task.request.query, task.outcome, (task.request.page - 1) * task.request.count + 1);
+      detail.markdown = renderMarkdown(
+        task.request.query,
+        task.outcome,
+        (task.request.page - 1) * task.request.count + 1,
+      );
     }
   }
   if (task.error) detail.error = task.error;
@@ -176,7 +222,9 @@ function taskDetail(task: TaskView, provider: string) {
 const ownerOf = (request: FastifyRequest): string => request.apiKeyDigest ?? 'anonymous';
 
 function notFound(id: string): ApiError {
-  return new ApiError('not_found', `No search task "${id}" (it may have expired, or belong to another key).`, { param: 'id' });
+  return new ApiError('not_found', `No search task "${id}" (it may have expired, or belong to another key).`, {
+    param: 'id',
+  });
 }
 
 export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, services) => {
@@ -188,7 +236,14 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
 
   app.post(
     '/v1/web-search/search',
-    { schema: { tags, summary: 'Create a web search task', body: SearchBody, response: { 200: TaskRecord, ...errorResponses } } },
+    {
+      schema: {
+        tags,
+        summary: 'Create a web search task',
+        body: SearchBody,
+        response: { 200: TaskRecord, ...errorResponses },
+      },
+    },
     async (request) => {
       const task = await search.tasks.create(ownerOf(request), normaliseSearchRequest(request.body));
       return taskRecord(task);
@@ -197,7 +252,15 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
 
   app.get(
     '/v1/web-search/search/:id',
-    { schema: { tags, summary: 'Get a web search task', params: TaskParams, querystring: WaitQuery, response: { 200: TaskDetail, ...errorResponses } } },
+    {
+      schema: {
+        tags,
+        summary: 'Get a web search task',
+        params: TaskParams,
+        querystring: WaitQuery,
+        response: { 200: TaskDetail, ...errorResponses },
+      },
+    },
     async (request) => {
       const wait = request.query.wait === undefined ? 0 : Number(request.query.wait);
       if (wait > maxWaitSeconds) throw invalid('wait', `wait must be at most ${maxWaitSeconds} seconds; got ${wait}.`);
@@ -209,7 +272,14 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
 
   app.delete(
     '/v1/web-search/search/:id',
-    { schema: { tags, summary: 'Cancel a web search task', params: TaskParams, response: { 200: TaskDetail, ...errorResponses } } },
+    {
+      schema: {
+        tags,
+        summary: 'Cancel a web search task',
+        params: TaskParams,
+        response: { 200: TaskDetail, ...errorResponses },
+      },
+    },
     async (request) => {
       const task = await search.tasks.cancel(ownerOf(request), request.params.id);
       if (!task) throw notFound(request.params.id);
@@ -224,7 +294,8 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       schema: {
         tags,
         summary: 'Add documents to the local index',
-        description: 'Each document is embedded by the served embedder and indexed for BM25; a document with the id (or url) of an indexed one replaces it.',
+        description:
+          'Each document is embedded by the served embedder and indexed for BM25; a document with the id (or url) of an indexed one replaces it.',
         body: DocumentsBody,
         response: { 200: IngestResponse, ...errorResponses },
       },
@@ -232,58 +303,80 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     async (request) => {
       const { documents } = request.body;
       if (documents.length > services.core.limits.maxInputs) {
-        throw invalid('documents', `documents has ${documents.length} items; at most ${services.core.limits.maxInputs} are accepted per request.`);
+        throw invalid(
+          'documents',
+          `documents has ${documents.length} items; at most ${services.core.limits.maxInputs} are accepted per request.`,
+        );
       }
       const { indexMaxDocumentChars: maxChars, indexMaxDocuments: maxDocuments } = services.config;
       documents.forEach((doc, i) => {
         const chars = (doc.title?.length ?? 0) + doc.text.length;
         if (chars > maxChars) {
-          throw new ApiError('payload_too_large', `documents[${i}] has ${chars} characters (title and text); a document may have at most ${maxChars} (ONNX_GATEWAY_INDEX_MAX_DOCUMENT_CHARS): split it.`, {
-            param: `documents[${i}]`,
-          });
+          throw new ApiError(
+            'payload_too_large',
+            `documents[${i}] has ${chars} characters (title and text); a document may have at most ${maxChars} (ONNX_GATEWAY_INDEX_MAX_DOCUMENT_CHARS): split it.`,
+            {
+              param: `documents[${i}]`,
+            },
+          );
         }
       });
       const parsed = documents.map((doc, i) => {
-        const digest = createHash('sha256').update(`${doc.title ?? ''}\n${doc.text}`).digest('hex').slice(0, 32);
-        return documentFromInput(doc, { key: digest, url: (key) => `urn:onnx-gateway:document:${encodeURIComponent(key)}`, source: 'api' }, `documents[${i}]`);
+        const digest = createHash('sha256')
+          .update(`${doc.title ?? ''}\n${doc.text}`)
+          .digest('hex')
+          .slice(0, 32);
+        return documentFromInput(
+          doc,
+          { key: digest, url: (key) => `urn:onnx-gateway:document:${encodeURIComponent(key)}`, source: 'api' },
+          `documents[${i}]`,
+        );
       });
       const keys = new Set(parsed.map((doc) => doc.key));
       const adding = keys.size - search.index.idsOf([...keys]).size;
       const held = search.index.stats().documents;
       if (adding > 0 && held + adding > maxDocuments) {
-        throw new ApiError('index_full', `The index holds ${held} documents and these would add ${adding}; it may hold at most ${maxDocuments} (ONNX_GATEWAY_INDEX_MAX_DOCUMENTS). Delete documents first.`, {
-          param: 'documents',
-        });
+        throw new ApiError(
+          'index_full',
+          `The index holds ${held} documents and these would add ${adding}; it may hold at most ${maxDocuments} (ONNX_GATEWAY_INDEX_MAX_DOCUMENTS). Delete documents first.`,
+          {
+            param: 'documents',
+          },
+        );
       }
       const report = await search.ingest(parsed, { signal: request.clientSignal });
       return { added: report.added, updated: report.updated, embedded: report.embedded, ids: parsed.map((d) => d.key) };
     },
   );
 
-  app.get('/v1/web-search/index', { schema: { tags, summary: 'Describe the local index', response: { 200: IndexStats, ...errorResponses } } }, async () => {
-    const stats = search.index.stats();
-    const replication = await search.replication?.status();
-    return {
-      documents: stats.documents,
-      vectors: stats.vectors,
-      sparse: stats.sparse,
-      embedder: search.retriever.embedder ?? null,
-      reranker: search.retriever.reranker ?? null,
-      updated_at: iso(stats.updatedAt),
-      rankings: [...search.retriever.options.rankings],
-      replication: replication
-        ? {
-            stream: replication.stream,
-            last_applied_id: replication.lastAppliedId,
-            applied: replication.lastAppliedSequence,
-            written: replication.headSequence,
-            behind: replication.behind,
-            lag_seconds: replication.lagSeconds,
-            snapshots_loaded: replication.snapshotsLoaded,
-          }
-        : null,
-    };
-  });
+  app.get(
+    '/v1/web-search/index',
+    { schema: { tags, summary: 'Describe the local index', response: { 200: IndexStats, ...errorResponses } } },
+    async () => {
+      const stats = search.index.stats();
+      const replication = await search.replication?.status();
+      return {
+        documents: stats.documents,
+        vectors: stats.vectors,
+        sparse: stats.sparse,
+        embedder: search.retriever.embedder ?? null,
+        reranker: search.retriever.reranker ?? null,
+        updated_at: iso(stats.updatedAt),
+        rankings: [...search.retriever.options.rankings],
+        replication: replication
+          ? {
+              stream: replication.stream,
+              last_applied_id: replication.lastAppliedId,
+              applied: replication.lastAppliedSequence,
+              written: replication.headSequence,
+              behind: replication.behind,
+              lag_seconds: replication.lagSeconds,
+              snapshots_loaded: replication.snapshotsLoaded,
+            }
+          : null,
+      };
+    },
+  );
 
   app.delete(
     '/v1/web-search/index/documents/:key',
@@ -297,7 +390,8 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       },
     },
     async (request) => {
-      if (!(await search.writer.remove(request.params.key, request.clientSignal))) throw new ApiError('not_found', `No document "${request.params.key}" in the index.`, { param: 'key' });
+      if (!(await search.writer.remove(request.params.key, request.clientSignal)))
+        throw new ApiError('not_found', `No document "${request.params.key}" in the index.`, { param: 'key' });
       return { id: request.params.key, deleted: true };
     },
   );

@@ -9,10 +9,31 @@ import type { Metrics } from './metrics.js';
 export interface HttpServices {
   config: Pick<
     Config,
-    | 'keys' | 'adminKeys' | 'indexWriteKeys' | 'indexMaxDocumentChars' | 'indexMaxDocuments' | 'allowedHosts' | 'corsOrigins' | 'bodyLimit' | 'logLevel' | 'logBodies' | 'teiModels' | 'maxBatchTokens'
-    | 'maxBatchSize' | 'queueCapacity' | 'maxResponseMb' | 'readerAllowPrivate' | 'readerMaxBytes' | 'readerTimeout' | 'readerParseTimeout'
+    | 'keys'
+    | 'adminKeys'
+    | 'indexWriteKeys'
+    | 'indexMaxDocumentChars'
+    | 'indexMaxDocuments'
+    | 'allowedHosts'
+    | 'corsOrigins'
+    | 'bodyLimit'
+    | 'logLevel'
+    | 'logBodies'
+    | 'teiModels'
+    | 'maxBatchTokens'
+    | 'maxBatchSize'
+    | 'queueCapacity'
+    | 'maxResponseMb'
+    | 'readerAllowPrivate'
+    | 'readerMaxBytes'
+    | 'readerTimeout'
+    | 'readerParseTimeout'
     // Pulls over HTTP: what may be pulled, from where, into where.
-    | 'pullAllow' | 'modelsDir' | 'manifestsDir' | 'hfEndpoint' | 'onnxVariant'
+    | 'pullAllow'
+    | 'modelsDir'
+    | 'manifestsDir'
+    | 'hfEndpoint'
+    | 'onnxVariant'
   >;
   core: CoreContext;
   registry: Registry;

@@ -51,7 +51,8 @@ export function parseServerTiming(header: string | null | undefined): PhaseTimin
   for (const entry of (header ?? '').split(',')) {
     const [name, ...params] = entry.trim().split(';');
     const duration = params.find((param) => param.trim().startsWith('dur='));
-    if (duration && (phases as readonly string[]).includes(name!)) timings[name as Phase] = Number(duration.trim().slice('dur='.length));
+    if (duration && (phases as readonly string[]).includes(name!))
+      timings[name as Phase] = Number(duration.trim().slice('dur='.length));
   }
   return timings;
 }

@@ -24,7 +24,10 @@ export async function unsupportedRoutes(app: FastifyInstance): Promise<void> {
         url,
         schema: { hide: true },
         handler: async () => {
-          throw new ApiError('unsupported_operation', `${name[0]!.toUpperCase()}${name.slice(1)} is not supported by this server (yet); it serves embeddings, rerank, classification and moderation.`);
+          throw new ApiError(
+            'unsupported_operation',
+            `${name[0]!.toUpperCase()}${name.slice(1)} is not supported by this server (yet); it serves embeddings, rerank, classification and moderation.`,
+          );
         },
       });
     }

@@ -44,7 +44,11 @@ export class EditAdmission {
       return Promise.resolve(release);
     }
     if (this.waiting.length >= this.limits.waitingCapacity) {
-      return Promise.reject(new ApiError('overloaded', `${this.waiting.length} image edits are waiting already; retry later.`, { retryAfterSeconds: 10 }));
+      return Promise.reject(
+        new ApiError('overloaded', `${this.waiting.length} image edits are waiting already; retry later.`, {
+          retryAfterSeconds: 10,
+        }),
+      );
     }
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {

@@ -14,7 +14,12 @@ export interface Matte {
 }
 
 /** The foreground alpha of `image` (RGB), at the image's size. */
-export async function alphaMatte(context: ImagesContext, model: ServedImageModel, image: Raster, signal?: AbortSignal): Promise<Matte> {
+export async function alphaMatte(
+  context: ImagesContext,
+  model: ServedImageModel,
+  image: Raster,
+  signal?: AbortSignal,
+): Promise<Matte> {
   const [height, width] = model.manifest.input.size ?? fitSide(image, 1024);
   const input = await resize(image, width, height, 'linear');
   throwIfAborted(signal);
@@ -22,7 +27,9 @@ export async function alphaMatte(context: ImagesContext, model: ServedImageModel
   const pixels = new Uint8Array(input.data);
   const result = await context.lane.run({ kind: 'image', model: model.id, pixels, width, height, channels: 3 });
   if (result.channels !== 1 || result.width !== width || result.height !== height) {
-    throw new Error(`The image model "${model.id}" returned ${result.width}x${result.height}x${result.channels}; a matte of ${width}x${height}x1 was expected.`);
+    throw new Error(
+      `The image model "${model.id}" returned ${result.width}x${result.height}x${result.channels}; a matte of ${width}x${height}x1 was expected.`,
+    );
   }
   const matte = Uint8Array.from(result.pixels, (v) => Math.round(v));
   const alpha = await resize({ data: matte, width, height, channels: 1 }, image.width, image.height, 'linear');

@@ -96,29 +96,47 @@ interface Made {
   revisedPrompt: string;
 }
 
-export async function editImage(context: ImagesContext, request: EditRequest, signal?: AbortSignal): Promise<EditResult> {
+export async function editImage(
+  context: ImagesContext,
+  request: EditRequest,
+  signal?: AbortSignal,
+): Promise<EditResult> {
   const { limits } = context;
   if (request.images.length === 0) throw invalid('image', 'image is required: send at least one image to edit.');
-  if (request.images.length > maxEditImages) throw invalid('image', `At most ${maxEditImages} images per request; got ${request.images.length}.`);
+  if (request.images.length > maxEditImages)
+    throw invalid('image', `At most ${maxEditImages} images per request; got ${request.images.length}.`);
   if (request.n !== undefined && request.n !== 1) {
-    throw invalid('n', 'n must be 1: these pipelines are deterministic, so the same request always gives the same image; more copies would add nothing.');
+    throw invalid(
+      'n',
+      'n must be 1: these pipelines are deterministic, so the same request always gives the same image; more copies would add nothing.',
+    );
   }
   const format = request.outputFormat ?? 'png';
   const background = request.background ?? 'auto';
-  if (background === 'transparent' && format === 'jpeg') throw invalid('background', 'A transparent background needs output_format png or webp; JPEG has no alpha.');
+  if (background === 'transparent' && format === 'jpeg')
+    throw invalid('background', 'A transparent background needs output_format png or webp; JPEG has no alpha.');
   const quality = effectiveQuality(request.quality ?? 'auto');
   const requested = parseSize(request.size, limits);
   const model = choosePipeline(context.pipelines, request.model, request.prompt);
   const chosenBy = request.model && request.model !== 'auto' ? 'named' : 'prompt';
   const task = model.manifest.task;
   if (task === 'background-removal' && request.images.length > 2) {
-    throw invalid('image', `Background removal takes one image (a cut-out) or two (the first one's subject on the second); got ${request.images.length}.`);
+    throw invalid(
+      'image',
+      `Background removal takes one image (a cut-out) or two (the first one's subject on the second); got ${request.images.length}.`,
+    );
   }
   // Decoded images take memory: an edit waits for its turn before it decodes anything.
   const release = await context.admission.admit(signal);
   try {
     const images = request.images.map((source) => (typeof source === 'function' ? source() : source));
-    return await runEdit(context, { ...request, images }, model, { chosenBy, format, background, quality, requested }, signal);
+    return await runEdit(
+      context,
+      { ...request, images },
+      model,
+      { chosenBy, format, background, quality, requested },
+      signal,
+    );
   } finally {
     release();
   }
@@ -132,7 +150,13 @@ interface Plan {
   requested: Size | 'auto';
 }
 
-async function runEdit(context: ImagesContext, request: EditRequest & { images: Uint8Array[] }, model: ServedImageModel, plan: Plan, signal?: AbortSignal): Promise<EditResult> {
+async function runEdit(
+  context: ImagesContext,
+  request: EditRequest & { images: Uint8Array[] },
+  model: ServedImageModel,
+  plan: Plan,
+  signal?: AbortSignal,
+): Promise<EditResult> {
   const { limits } = context;
   const { chosenBy, format, background, quality, requested } = plan;
   const timings = { decodeMs: 0, inferenceMs: 0, runMs: 0, encodeMs: 0, tiles: 0 };
@@ -155,29 +179,49 @@ async function runEdit(context: ImagesContext, request: EditRequest & { images: 
   });
   checkEditAnswer(context, request.answerLimit, plannedOutputs(context, model, headers, requested), format);
   const decode = (i: number) => timed('decodeMs', () => decodeImage(request.images[i]!, i, limits.maxPixels));
-  const overlap = overlapFor(quality, model.manifest.tile?.overlap ?? 0, model.manifest.input.size?.[1] ?? model.manifest.tile?.size ?? 0);
+  const overlap = overlapFor(
+    quality,
+    model.manifest.tile?.overlap ?? 0,
+    model.manifest.input.size?.[1] ?? model.manifest.tile?.size ?? 0,
+  );
   const settings = encoderSettings(quality, format, request.outputCompression);
-  const note = chosenBy === 'named' ? ` The prompt was not otherwise interpreted: ${model.id} only does ${describeTask(model)}.` : " Chosen from the prompt's words; nothing else in the prompt was done.";
+  const note =
+    chosenBy === 'named'
+      ? ` The prompt was not otherwise interpreted: ${model.id} only does ${describeTask(model)}.`
+      : " Chosen from the prompt's words; nothing else in the prompt was done.";
 
   const inputs: Size[] = [];
   const images: EditedImage[] = [];
   const finish = async (made: Made) => {
     throwIfAborted(signal);
     const bytes = await timed('encodeMs', () => encode(made.image, settings));
-    images.push({ bytes, size: { width: made.image.width, height: made.image.height }, revisedPrompt: made.revisedPrompt + note, transparent: made.image.channels === 4 });
+    images.push({
+      bytes,
+      size: { width: made.image.width, height: made.image.height },
+      revisedPrompt: made.revisedPrompt + note,
+      transparent: made.image.channels === 4,
+    });
   };
   if (model.manifest.task === 'background-removal') {
     const decoded: DecodedImage[] = [];
     for (let i = 0; i < request.images.length; i++) decoded.push(await decode(i));
     inputs.push(...decoded.map((d) => ({ width: d.rgb.width, height: d.rgb.height })));
-    await finish(await timed('runMs', () => removeBackground(context, model, decoded, requested, background, format, timings, signal)));
+    await finish(
+      await timed('runMs', () =>
+        removeBackground(context, model, decoded, requested, background, format, timings, signal),
+      ),
+    );
   } else {
     // One image at a time, so only one decoded image and its result are held at once.
     for (let i = 0; i < request.images.length; i++) {
       const decoded = await decode(i);
       inputs.push({ width: decoded.rgb.width, height: decoded.rgb.height });
       throwIfAborted(signal);
-      await finish(await timed('runMs', () => editOne(context, model, decoded, i, requested, overlap, background, format, timings, signal)));
+      await finish(
+        await timed('runMs', () =>
+          editOne(context, model, decoded, i, requested, overlap, background, format, timings, signal),
+        ),
+      );
     }
   }
 
@@ -190,19 +234,32 @@ async function runEdit(context: ImagesContext, request: EditRequest & { images: 
     quality,
     // With `auto` and inputs of different sizes, each output's size, in order.
     size: [...new Set(images.map((image) => formatSize(image.size)))].join(','),
-    usage: imageUsage(context.countTextTokens(request.prompt), inputs, images.map((image) => image.size)),
+    usage: imageUsage(
+      context.countTextTokens(request.prompt),
+      inputs,
+      images.map((image) => image.size),
+    ),
     timings,
   };
 }
 
 /** The sizes of the images an edit makes, from its inputs' headers and the size asked. */
-function plannedOutputs(context: ImagesContext, model: ServedImageModel, inputs: Size[], requested: Size | 'auto'): Size[] {
+function plannedOutputs(
+  context: ImagesContext,
+  model: ServedImageModel,
+  inputs: Size[],
+  requested: Size | 'auto',
+): Size[] {
   const { manifest } = model;
   if (manifest.task === 'background-removal') {
     // One image: the cut-out's size, or the scene's with two.
     return [requested === 'auto' ? fitWithin(inputs[inputs.length - 1]!, context.limits) : requested];
   }
-  return inputs.map((input) => (requested === 'auto' ? fitWithin({ width: input.width * manifest.scale, height: input.height * manifest.scale }, context.limits) : requested));
+  return inputs.map((input) =>
+    requested === 'auto'
+      ? fitWithin({ width: input.width * manifest.scale, height: input.height * manifest.scale }, context.limits)
+      : requested,
+  );
 }
 
 /** Most bytes of one output image in the answer: its raw pixels (PNG's worst case), as base64, with its description. */
@@ -212,7 +269,12 @@ function imageAnswerBytes(size: Size, format: OutputFormat): number {
   return Math.ceil(encoded / 3) * 4 + 4096;
 }
 
-function checkEditAnswer(context: ImagesContext, limit: number | undefined, outputs: Size[], format: OutputFormat): void {
+function checkEditAnswer(
+  context: ImagesContext,
+  limit: number | undefined,
+  outputs: Size[],
+  format: OutputFormat,
+): void {
   if (limit === undefined) return;
   const { maxPixels, maxEdge } = context.limits;
   const side = Math.min(maxEdge, Math.floor(Math.sqrt(maxPixels)));
@@ -242,15 +304,26 @@ async function cropToAspect(image: Raster, target: Size, index: number): Promise
   const region = coverCrop(image.width, image.height, target.width, target.height);
   if (region.width === image.width && region.height === image.height) return { image, note: '' };
   const cropped = await crop(image, region.left, region.top, region.width, region.height);
-  return { image: cropped, note: `Cropped image[${index}] from ${image.width}x${image.height} to its centre ${region.width}x${region.height} to match the requested aspect ratio. ` };
+  return {
+    image: cropped,
+    note: `Cropped image[${index}] from ${image.width}x${image.height} to its centre ${region.width}x${region.height} to match the requested aspect ratio. `,
+  };
 }
 
 /** Alpha, opacity and format: keeps the image's transparency unless an opaque result is asked for or the format has no alpha. */
-async function finish(rgb: Raster, alpha: Raster | undefined, background: Background, format: OutputFormat): Promise<{ image: Raster; note: string }> {
+async function finish(
+  rgb: Raster,
+  alpha: Raster | undefined,
+  background: Background,
+  format: OutputFormat,
+): Promise<{ image: Raster; note: string }> {
   if (!alpha) return { image: rgb, note: '' };
   const rgba = joinAlpha(rgb, alpha);
   if (background === 'opaque' || format === 'jpeg') {
-    return { image: await flattenOnColour(rgba, white), note: ` Transparent pixels were flattened onto white (${background === 'opaque' ? 'background "opaque"' : 'JPEG has no alpha'}).` };
+    return {
+      image: await flattenOnColour(rgba, white),
+      note: ` Transparent pixels were flattened onto white (${background === 'opaque' ? 'background "opaque"' : 'JPEG has no alpha'}).`,
+    };
   }
   return { image: rgba, note: '' };
 }
@@ -275,7 +348,11 @@ async function editOne(
   let alpha: Raster | undefined;
   if (decoded.alpha) {
     const region = coverCrop(source.width, source.height, target.width, target.height);
-    alpha = await resize(await crop(decoded.alpha, region.left, region.top, region.width, region.height), target.width, target.height);
+    alpha = await resize(
+      await crop(decoded.alpha, region.left, region.top, region.width, region.height),
+      target.width,
+      target.height,
+    );
   }
 
   let description: string;
@@ -316,40 +393,61 @@ async function removeBackground(
 ): Promise<Made> {
   const subject = decoded[0]!;
   if (decoded.length === 1) {
-    const target = requested === 'auto' ? fitWithin({ width: subject.rgb.width, height: subject.rgb.height }, context.limits) : requested;
+    const target =
+      requested === 'auto'
+        ? fitWithin({ width: subject.rgb.width, height: subject.rgb.height }, context.limits)
+        : requested;
     const { image, note: cropNote } = await cropToAspect(subject.rgb, target, 0);
     const region = coverCrop(subject.rgb.width, subject.rgb.height, target.width, target.height);
     const matte = await alphaMatte(context, model, image, signal);
     progress.inferenceMs += matte.inferenceMs;
     progress.tiles += 1;
-    const own = subject.alpha ? await crop(subject.alpha, region.left, region.top, region.width, region.height) : undefined;
+    const own = subject.alpha
+      ? await crop(subject.alpha, region.left, region.top, region.width, region.height)
+      : undefined;
     const alpha = own ? multiplyAlpha(matte.alpha, own) : matte.alpha;
     const [h, w] = model.manifest.input.size ?? [image.height, image.width];
     let description = `Removed the background of image[0] with ${model.id} (alpha matte computed at ${w}x${h}, resized to ${image.width}x${image.height})`;
     const cutout = await resize(joinAlpha(image, alpha), target.width, target.height);
-    description += target.width === image.width && target.height === image.height ? '.' : `, then resized to ${formatSize(target)} with lanczos3.`;
+    description +=
+      target.width === image.width && target.height === image.height
+        ? '.'
+        : `, then resized to ${formatSize(target)} with lanczos3.`;
     if (background === 'opaque' || format === 'jpeg') {
       const why = background === 'opaque' ? 'background "opaque"' : 'JPEG has no alpha';
-      return { image: await flattenOnColour(cutout, white), revisedPrompt: `${cropNote}${description} The subject was placed on white (${why}).` };
+      return {
+        image: await flattenOnColour(cutout, white),
+        revisedPrompt: `${cropNote}${description} The subject was placed on white (${why}).`,
+      };
     }
     return { image: cutout, revisedPrompt: `${cropNote}${description} The background is transparent.` };
   }
 
   // Two images: the first one's subject, scaled to fit and centred, over the second.
   const scene = decoded[1]!;
-  const target = requested === 'auto' ? fitWithin({ width: scene.rgb.width, height: scene.rgb.height }, context.limits) : requested;
+  const target =
+    requested === 'auto' ? fitWithin({ width: scene.rgb.width, height: scene.rgb.height }, context.limits) : requested;
   const matte = await alphaMatte(context, model, subject.rgb, signal);
   progress.inferenceMs += matte.inferenceMs;
   progress.tiles += 1;
   throwIfAborted(signal);
   const alpha = subject.alpha ? multiplyAlpha(matte.alpha, subject.alpha) : matte.alpha;
   const fit = Math.min(target.width / subject.rgb.width, target.height / subject.rgb.height);
-  const subjectSize = { width: Math.max(1, Math.min(target.width, Math.round(subject.rgb.width * fit))), height: Math.max(1, Math.min(target.height, Math.round(subject.rgb.height * fit))) };
+  const subjectSize = {
+    width: Math.max(1, Math.min(target.width, Math.round(subject.rgb.width * fit))),
+    height: Math.max(1, Math.min(target.height, Math.round(subject.rgb.height * fit))),
+  };
   const cutout = await resize(joinAlpha(subject.rgb, alpha), subjectSize.width, subjectSize.height);
 
   const { image: sceneRgb, note: cropNote } = await cropToAspect(scene.rgb, target, 1);
   const region = coverCrop(scene.rgb.width, scene.rgb.height, target.width, target.height);
-  const sceneAlpha = scene.alpha ? await resize(await crop(scene.alpha, region.left, region.top, region.width, region.height), target.width, target.height) : undefined;
+  const sceneAlpha = scene.alpha
+    ? await resize(
+        await crop(scene.alpha, region.left, region.top, region.width, region.height),
+        target.width,
+        target.height,
+      )
+    : undefined;
   const base = await resize(sceneRgb, target.width, target.height);
   let composed = await compositeOver(cutout, sceneAlpha ? joinAlpha(base, sceneAlpha) : base);
   let note = '';

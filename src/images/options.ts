@@ -22,12 +22,18 @@ export function formatSize(size: Size): string {
 export function parseSize(value: string | undefined, limits: ImageLimits): Size | 'auto' {
   if (value === undefined || value === 'auto') return 'auto';
   const match = /^(\d{1,6})x(\d{1,6})$/.exec(value.trim());
-  if (!match) throw invalid('size', `size must be "WIDTHxHEIGHT" (such as 2048x2048 or 3840x2160) or "auto"; got "${value}".`);
+  if (!match)
+    throw invalid('size', `size must be "WIDTHxHEIGHT" (such as 2048x2048 or 3840x2160) or "auto"; got "${value}".`);
   const width = Number(match[1]);
   const height = Number(match[2]);
   if (width < 1 || height < 1) throw invalid('size', `size ${value} has an empty side.`);
-  if (Math.max(width, height) > limits.maxEdge) throw invalid('size', `size ${value} is over the longest edge this server makes, ${limits.maxEdge} pixels.`);
-  if (width * height > limits.maxPixels) throw invalid('size', `size ${value} is ${width * height} pixels, over this server's limit of ${limits.maxPixels}.`);
+  if (Math.max(width, height) > limits.maxEdge)
+    throw invalid('size', `size ${value} is over the longest edge this server makes, ${limits.maxEdge} pixels.`);
+  if (width * height > limits.maxPixels)
+    throw invalid(
+      'size',
+      `size ${value} is ${width * height} pixels, over this server's limit of ${limits.maxPixels}.`,
+    );
   return { width, height };
 }
 
@@ -58,7 +64,11 @@ export interface EncoderSettings {
 }
 
 /** JPEG/WebP quality is `output_compression` when given, else set by `quality`; PNG is lossless at every quality (only its zlib effort changes). */
-export function encoderSettings(quality: Exclude<Quality, 'auto'>, format: OutputFormat, compression: number | undefined): EncoderSettings {
+export function encoderSettings(
+  quality: Exclude<Quality, 'auto'>,
+  format: OutputFormat,
+  compression: number | undefined,
+): EncoderSettings {
   const lossy = { low: 70, medium: 85, high: 95 }[quality];
   const pngLevel = { low: 1, medium: 3, high: 6 }[quality];
   return { format, quality: compression ?? lossy, pngLevel };

@@ -59,7 +59,11 @@ export async function probeImage(bytes: Uint8Array, index: number, maxPixels: nu
   if (bytes.length === 0) throw invalidImage(index, 'is empty.');
   const sniffed = sniffFormat(bytes);
   if (sniffed !== undefined && !inputFormats.includes(sniffed)) {
-    throw new ApiError('unsupported_media_type', `image[${index}] is ${sniffed.toUpperCase()}; send PNG, JPEG or WebP.`, { param: `image[${index}]` });
+    throw new ApiError(
+      'unsupported_media_type',
+      `image[${index}] is ${sniffed.toUpperCase()}; send PNG, JPEG or WebP.`,
+      { param: `image[${index}]` },
+    );
   }
   let metadata: Metadata;
   try {
@@ -69,11 +73,15 @@ export async function probeImage(bytes: Uint8Array, index: number, maxPixels: nu
     throw invalidImage(index, `is not an image this server can read (${describe(error)}); send PNG, JPEG or WebP.`);
   }
   // libvips picks its loader from the same bytes; a mismatch is a file built to confuse the two.
-  if (metadata.format !== sniffed) throw invalidImage(index, `reads as ${metadata.format ?? 'nothing'} but starts as ${sniffed}.`);
+  if (metadata.format !== sniffed)
+    throw invalidImage(index, `reads as ${metadata.format ?? 'nothing'} but starts as ${sniffed}.`);
   const width = metadata.width ?? 0;
   const height = metadata.height ?? 0;
   if (width * height > maxPixels) {
-    throw invalidImage(index, `is ${width}x${height} pixels, over the limit of ${maxPixels} pixels (ONNX_GATEWAY_IMAGE_MAX_PIXELS).`);
+    throw invalidImage(
+      index,
+      `is ${width}x${height} pixels, over the limit of ${maxPixels} pixels (ONNX_GATEWAY_IMAGE_MAX_PIXELS).`,
+    );
   }
   return metadata;
 }
@@ -92,14 +100,21 @@ export async function decodeImage(bytes: Uint8Array, index: number, maxPixels: n
       .raw()
       .toBuffer({ resolveWithObject: true });
     const { rgb, alpha } = splitAlpha({ data, width: info.width, height: info.height, channels: 4 });
-    return { rgb, alpha: metadata.hasAlpha && !isOpaque(alpha) ? alpha : undefined, format: metadata.format ?? 'unknown' };
+    return {
+      rgb,
+      alpha: metadata.hasAlpha && !isOpaque(alpha) ? alpha : undefined,
+      format: metadata.format ?? 'unknown',
+    };
   } catch (error) {
     throw invalidImage(index, `can not be decoded (${describe(error)}).`);
   }
 }
 
 function describe(error: unknown): string {
-  return (error as Error).message.replace(/^Input buffer (contains|has) /i, '').replace(/\s+/g, ' ').trim();
+  return (error as Error).message
+    .replace(/^Input buffer (contains|has) /i, '')
+    .replace(/\s+/g, ' ')
+    .trim();
 }
 
 export function splitAlpha(rgba: Raster): { rgb: Raster; alpha: Raster } {
@@ -112,7 +127,10 @@ export function splitAlpha(rgba: Raster): { rgb: Raster; alpha: Raster } {
     rgb[r + 2] = rgba.data[q + 2]!;
     alpha[p] = rgba.data[q + 3]!;
   }
-  return { rgb: { data: rgb, width: rgba.width, height: rgba.height, channels: 3 }, alpha: { data: alpha, width: rgba.width, height: rgba.height, channels: 1 } };
+  return {
+    rgb: { data: rgb, width: rgba.width, height: rgba.height, channels: 3 },
+    alpha: { data: alpha, width: rgba.width, height: rgba.height, channels: 1 },
+  };
 }
 
 export function joinAlpha(rgb: Raster, alpha: Raster): Raster {
@@ -146,7 +164,12 @@ async function toRaster(pipeline: Sharp, channels: Raster['channels']): Promise<
 }
 
 /** Resizes to exactly width x height (aspect not kept: callers crop to the aspect first). */
-export async function resize(image: Raster, width: number, height: number, kernel: keyof KernelEnum = 'lanczos3'): Promise<Raster> {
+export async function resize(
+  image: Raster,
+  width: number,
+  height: number,
+  kernel: keyof KernelEnum = 'lanczos3',
+): Promise<Raster> {
   if (image.width === width && image.height === height) return image;
   return toRaster(fromRaster(image).resize(width, height, { fit: 'fill', kernel }), image.channels);
 }
@@ -157,7 +180,12 @@ export async function crop(image: Raster, left: number, top: number, width: numb
 }
 
 /** The centred region of `width` x `height` with the aspect ratio of `aspectWidth` : `aspectHeight` (the "cover" crop). */
-export function coverCrop(width: number, height: number, aspectWidth: number, aspectHeight: number): { left: number; top: number; width: number; height: number } {
+export function coverCrop(
+  width: number,
+  height: number,
+  aspectWidth: number,
+  aspectHeight: number,
+): { left: number; top: number; width: number; height: number } {
   const target = aspectWidth / aspectHeight;
   if (Math.abs(width / height - target) * Math.min(width, height) < 1) return { left: 0, top: 0, width, height };
   if (width / height > target) {
@@ -176,7 +204,8 @@ export async function flattenOnColour(image: Raster, colour: { r: number; g: num
 
 /** Places an RGBA image, centred, over another image at least as large (alpha compositing, "over"). */
 export async function compositeOver(top: Raster, bottom: Raster): Promise<Raster> {
-  if (top.width > bottom.width || top.height > bottom.height) throw new Error('the top image is larger than the bottom one');
+  if (top.width > bottom.width || top.height > bottom.height)
+    throw new Error('the top image is larger than the bottom one');
   const layer = {
     input: Buffer.from(top.data.buffer, top.data.byteOffset, top.data.byteLength),
     raw: { width: top.width, height: top.height, channels: top.channels },
@@ -238,7 +267,9 @@ export async function encode(image: Raster, options: EncodeOptions): Promise<Buf
     case 'png':
       return pipeline.png({ compressionLevel: options.pngLevel }).toBuffer();
     case 'jpeg':
-      return pipeline.jpeg({ quality: options.quality, chromaSubsampling: options.quality >= 90 ? '4:4:4' : '4:2:0' }).toBuffer();
+      return pipeline
+        .jpeg({ quality: options.quality, chromaSubsampling: options.quality >= 90 ? '4:4:4' : '4:2:0' })
+        .toBuffer();
     case 'webp':
       return pipeline.webp({ quality: options.quality, alphaQuality: 100 }).toBuffer();
   }

@@ -25,11 +25,20 @@ export interface Stylised {
 const defaultWorkingEdge = 1024;
 
 /** `image` is cropped to the target's aspect ratio already. */
-export async function stylise(context: ImagesContext, model: ServedImageModel, image: Raster, target: Size, options: { overlap: number; signal?: AbortSignal }): Promise<Stylised> {
+export async function stylise(
+  context: ImagesContext,
+  model: ServedImageModel,
+  image: Raster,
+  target: Size,
+  options: { overlap: number; signal?: AbortSignal },
+): Promise<Stylised> {
   const { manifest } = model;
   const edge = manifest.workingEdge ?? defaultWorkingEdge;
   const ratio = edge / Math.max(image.width, image.height);
-  const working = { width: Math.max(1, Math.round(image.width * ratio)), height: Math.max(1, Math.round(image.height * ratio)) };
+  const working = {
+    width: Math.max(1, Math.round(image.width * ratio)),
+    height: Math.max(1, Math.round(image.height * ratio)),
+  };
   const fixed = manifest.input.size;
   const tileEdge = manifest.tile?.size ?? edge;
   const tile = fixed ? { width: fixed[1], height: fixed[0] } : { width: tileEdge, height: tileEdge };
@@ -37,24 +46,62 @@ export async function stylise(context: ImagesContext, model: ServedImageModel, i
   throwIfAborted(options.signal);
   const several = input.width > tile.width || input.height > tile.height;
   const overview = fixed && several ? await overviewOf(context, model, input, tile) : undefined;
-  const adjust = overview ? (at: { x: number; y: number; width: number; height: number }, output: Float32Array, channels: number) => shiftToRegion(overview, at, output, channels) : undefined;
-  const result = await runTiled(context.lane, input, { model: model.id, scale: manifest.scale, tile, overlap: options.overlap, fixed: fixed !== undefined, signal: options.signal, adjust });
+  const adjust = overview
+    ? (at: { x: number; y: number; width: number; height: number }, output: Float32Array, channels: number) =>
+        shiftToRegion(overview, at, output, channels)
+    : undefined;
+  const result = await runTiled(context.lane, input, {
+    model: model.id,
+    scale: manifest.scale,
+    tile,
+    overlap: options.overlap,
+    fixed: fixed !== undefined,
+    signal: options.signal,
+    adjust,
+  });
   throwIfAborted(options.signal);
   const tiles = result.tiles + (overview ? 1 : 0);
-  return { image: await resize(result.image, target.width, target.height), working, tiles, inferenceMs: result.inferenceMs + (overview?.inferenceMs ?? 0) };
+  return {
+    image: await resize(result.image, target.width, target.height),
+    working,
+    tiles,
+    inferenceMs: result.inferenceMs + (overview?.inferenceMs ?? 0),
+  };
 }
 
 /** The whole image stylised in one run at the graph's size, resized back to the working size. */
-async function overviewOf(context: ImagesContext, model: ServedImageModel, input: Raster, tile: { width: number; height: number }) {
+async function overviewOf(
+  context: ImagesContext,
+  model: ServedImageModel,
+  input: Raster,
+  tile: { width: number; height: number },
+) {
   const small = await resize(input, tile.width, tile.height, 'linear');
-  const result = await context.lane.run({ kind: 'image', model: model.id, pixels: new Uint8Array(small.data), width: tile.width, height: tile.height, channels: 3 });
+  const result = await context.lane.run({
+    kind: 'image',
+    model: model.id,
+    pixels: new Uint8Array(small.data),
+    width: tile.width,
+    height: tile.height,
+    channels: 3,
+  });
   const pixels = Uint8Array.from(result.pixels, (v) => Math.round(v));
-  const image = await resize({ data: pixels, width: result.width, height: result.height, channels: result.channels as Raster['channels'] }, input.width, input.height, 'linear');
+  const image = await resize(
+    { data: pixels, width: result.width, height: result.height, channels: result.channels as Raster['channels'] },
+    input.width,
+    input.height,
+    'linear',
+  );
   return { image, inferenceMs: result.inferenceMs };
 }
 
 /** Shifts each channel of a tile's output so its mean is that of the same region of the overview. */
-function shiftToRegion(overview: { image: Raster }, at: { x: number; y: number; width: number; height: number }, output: Float32Array, channels: number): void {
+function shiftToRegion(
+  overview: { image: Raster },
+  at: { x: number; y: number; width: number; height: number },
+  output: Float32Array,
+  channels: number,
+): void {
   const reference = overview.image;
   if (reference.channels !== channels) return;
   const width = Math.min(at.width, reference.width - at.x);

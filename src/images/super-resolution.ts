@@ -31,7 +31,13 @@ function factor(image: Size, target: Size): number {
 }
 
 /** `image` is cropped to the target's aspect ratio already. */
-export async function superResolve(context: ImagesContext, model: ServedImageModel, image: Raster, target: Size, options: SuperResolveOptions): Promise<SuperResolved> {
+export async function superResolve(
+  context: ImagesContext,
+  model: ServedImageModel,
+  image: Raster,
+  target: Size,
+  options: SuperResolveOptions,
+): Promise<SuperResolved> {
   const { scale } = model.manifest;
   const passes: Size[] = [];
   let tiles = 0;
@@ -68,7 +74,14 @@ async function runPass(context: ImagesContext, model: ServedImageModel, image: R
   const fixed = manifest.input.size;
   const edge = manifest.tile?.size ?? Math.max(image.width, image.height);
   const tile = fixed ? { width: fixed[1], height: fixed[0] } : { width: edge, height: edge };
-  const run = { model: model.id, scale: manifest.scale, tile, overlap: options.overlap, fixed: fixed !== undefined, signal: options.signal };
+  const run = {
+    model: model.id,
+    scale: manifest.scale,
+    tile,
+    overlap: options.overlap,
+    fixed: fixed !== undefined,
+    signal: options.signal,
+  };
   if (manifest.input.channels === 'rgb') return runTiled(context.lane, image, run);
 
   const { y } = toYCbCr(image);

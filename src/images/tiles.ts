@@ -19,7 +19,11 @@ export interface TiledRun {
   fixed: boolean;
   signal?: AbortSignal;
   /** Changes a tile's output before it is blended (in place); `x`, `y` are the tile's input position. */
-  adjust?: (tile: { x: number; y: number; width: number; height: number }, output: Float32Array, channels: number) => void;
+  adjust?: (
+    tile: { x: number; y: number; width: number; height: number },
+    output: Float32Array,
+    channels: number,
+  ) => void;
 }
 
 export interface TiledResult {
@@ -52,13 +56,33 @@ export async function runTiled(lane: ImageTaskRunner, image: Raster, run: TiledR
       const y = ySpans[j]!;
       const width = x.end - x.start;
       const height = y.end - y.start;
-      const pixels = extractTile(image.data, image.width, image.height, image.channels, x.start, y.start, width, height);
+      const pixels = extractTile(
+        image.data,
+        image.width,
+        image.height,
+        image.channels,
+        x.start,
+        y.start,
+        width,
+        height,
+      );
       const result = await lane.run({ kind: 'image', model: run.model, pixels, width, height, channels });
       if (result.width !== width * run.scale || result.height !== height * run.scale) {
-        throw new ApiError('internal', `The image model "${run.model}" returned ${result.width}x${result.height} for a ${width}x${height} tile; its manifest says x${run.scale}.`, { permanent: true });
+        throw new ApiError(
+          'internal',
+          `The image model "${run.model}" returned ${result.width}x${result.height} for a ${width}x${height} tile; its manifest says x${run.scale}.`,
+          { permanent: true },
+        );
       }
       run.adjust?.({ x: x.start, y: y.start, width, height }, result.pixels, result.channels);
-      blender ??= new TileBlender(image.width * run.scale, image.height * run.scale, result.channels, xSpans, ySpans, run.scale);
+      blender ??= new TileBlender(
+        image.width * run.scale,
+        image.height * run.scale,
+        result.channels,
+        xSpans,
+        ySpans,
+        run.scale,
+      );
       blender.add(i, j, result.pixels);
       inferenceMs += result.inferenceMs;
     }
@@ -71,5 +95,9 @@ export async function runTiled(lane: ImageTaskRunner, image: Raster, run: TiledR
   );
   await Promise.all(workers);
   const out = blender!;
-  return { image: { data: out.pixels, width: out.width, height: out.height, channels: out.channels as Raster['channels'] }, tiles: tiles.length, inferenceMs };
+  return {
+    image: { data: out.pixels, width: out.width, height: out.height, channels: out.channels as Raster['channels'] },
+    tiles: tiles.length,
+    inferenceMs,
+  };
 }

@@ -163,7 +163,10 @@ export class TileBlender {
   private flushFinished(): void {
     while (this.nextTileRow < this.ySpans.length && this.remaining[this.nextTileRow] === 0) {
       this.nextTileRow += 1;
-      const until = this.nextTileRow < this.ySpans.length ? Math.min(this.height, this.ySpans[this.nextTileRow]!.start * this.scale) : this.height;
+      const until =
+        this.nextTileRow < this.ySpans.length
+          ? Math.min(this.height, this.ySpans[this.nextTileRow]!.start * this.scale)
+          : this.height;
       for (let y = this.flushedRows; y < until; y++) this.flushRow(y);
       this.flushedRows = Math.max(this.flushedRows, until);
     }

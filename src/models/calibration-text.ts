@@ -7,7 +7,14 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const DEFAULT_CALIBRATION_FILE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'models', 'calibration', 'english.txt');
+export const DEFAULT_CALIBRATION_FILE = join(
+  dirname(fileURLToPath(import.meta.url)),
+  '..',
+  '..',
+  'models',
+  'calibration',
+  'english.txt',
+);
 
 /** The texts of a calibration file: its non-blank lines. */
 export function readCalibrationTexts(content: string): string[] {

@@ -114,7 +114,9 @@ export class Catalogue {
 
   /** Ids served when no models are configured: the default of each task. */
   defaults(): string[] {
-    return this.list().filter((m) => m.default).map((m) => m.id);
+    return this.list()
+      .filter((m) => m.default)
+      .map((m) => m.id);
   }
 }
 
@@ -133,13 +135,19 @@ function validateManifest(value: unknown, file: string): Manifest {
   };
   if (typeof m !== 'object' || m === null) fail('not a JSON object');
   if (typeof m.id !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(m.id)) fail('id must be a plain name');
-  if (m.task !== 'embedding' && m.task !== 'rerank' && m.task !== 'classify') fail('task must be "embedding", "rerank" or "classify"');
-  if (!m.source || (m.source.kind !== 'hub' && m.source.kind !== 'generated')) fail('source.kind must be "hub" or "generated"');
-  if (m.source.kind === 'hub' && !/^[\w.-]+\/[\w.-]+$/.test(m.source.repo ?? '')) fail('hub source needs repo (owner/name)');
-  if (m.source.kind === 'hub' && m.source.revision !== undefined && !/^[0-9a-f]{40}$/.test(m.source.revision)) fail('source.revision must be a 40-hex commit');
-  if (m.source.kind === 'hub' && m.source.revision === undefined && m.verified !== 'none') fail('a hub source without a pinned revision must say "verified": "none"');
+  if (m.task !== 'embedding' && m.task !== 'rerank' && m.task !== 'classify')
+    fail('task must be "embedding", "rerank" or "classify"');
+  if (!m.source || (m.source.kind !== 'hub' && m.source.kind !== 'generated'))
+    fail('source.kind must be "hub" or "generated"');
+  if (m.source.kind === 'hub' && !/^[\w.-]+\/[\w.-]+$/.test(m.source.repo ?? ''))
+    fail('hub source needs repo (owner/name)');
+  if (m.source.kind === 'hub' && m.source.revision !== undefined && !/^[0-9a-f]{40}$/.test(m.source.revision))
+    fail('source.revision must be a 40-hex commit');
+  if (m.source.kind === 'hub' && m.source.revision === undefined && m.verified !== 'none')
+    fail('a hub source without a pinned revision must say "verified": "none"');
   if (m.moderation !== undefined) validateModeration(m, fail);
-  if (m.source.kind === 'hub' && m.source.files !== undefined && !Array.isArray(m.source.files)) fail('source.files must be a list of paths');
+  if (m.source.kind === 'hub' && m.source.files !== undefined && !Array.isArray(m.source.files))
+    fail('source.files must be a list of paths');
   if (m.pooling !== undefined && !poolings.includes(m.pooling)) fail(`pooling must be one of ${poolings.join(', ')}`);
   return m;
 }
@@ -147,9 +155,17 @@ function validateManifest(value: unknown, file: string): Manifest {
 function validateModeration(m: Manifest, fail: (why: string) => never): void {
   const table = m.moderation!;
   if (m.task !== 'classify') fail('a moderation table belongs to a "classify" model');
-  if (typeof table.categories !== 'object' || table.categories === null || Object.keys(table.categories).length === 0) fail('moderation.categories must map labels to OpenAI categories (or null)');
+  if (typeof table.categories !== 'object' || table.categories === null || Object.keys(table.categories).length === 0)
+    fail('moderation.categories must map labels to OpenAI categories (or null)');
   for (const [label, category] of Object.entries(table.categories)) {
-    if (category !== null && !(moderationCategories as readonly string[]).includes(category)) fail(`moderation.categories["${label}"]: "${category}" is not one of OpenAI's categories (${moderationCategories.join(', ')}) or null`);
+    if (category !== null && !(moderationCategories as readonly string[]).includes(category))
+      fail(
+        `moderation.categories["${label}"]: "${category}" is not one of OpenAI's categories (${moderationCategories.join(', ')}) or null`,
+      );
   }
-  if (table.threshold !== undefined && !(typeof table.threshold === 'number' && table.threshold > 0 && table.threshold < 1)) fail('moderation.threshold must be a number between 0 and 1');
+  if (
+    table.threshold !== undefined &&
+    !(typeof table.threshold === 'number' && table.threshold > 0 && table.threshold < 1)
+  )
+    fail('moderation.threshold must be a number between 0 and 1');
 }

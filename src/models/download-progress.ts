@@ -53,7 +53,9 @@ export class LineProgress implements DownloadProgress {
   start(file: string, total: number | undefined, from: number): void {
     this.files.set(file, { total, done: from, tenth: total ? Math.floor((10 * from) / total) : 0 });
     const size = total === undefined ? 'size unknown' : formatBytes(total);
-    this.stream.write(from > 0 ? `${file}: resuming at ${formatBytes(from)} of ${size}\n` : `${file}: downloading ${size}\n`);
+    this.stream.write(
+      from > 0 ? `${file}: resuming at ${formatBytes(from)} of ${size}\n` : `${file}: downloading ${size}\n`,
+    );
   }
 
   advance(file: string, bytes: number): void {
@@ -97,7 +99,11 @@ export class BarProgress implements DownloadProgress {
         stream: this.stream,
         format: `${file} |{bar}| {percentage}% | {value} / {total} | {eta_formatted}`,
         formatValue: (value, _options, type) =>
-          type === 'value' || type === 'total' ? formatBytes(value) : type === 'percentage' ? String(value).padStart(3) : String(value),
+          type === 'value' || type === 'total'
+            ? formatBytes(value)
+            : type === 'percentage'
+              ? String(value).padStart(3)
+              : String(value),
         hideCursor: true,
         clearOnComplete: true,
         etaBuffer: 50,

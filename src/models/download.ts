@@ -25,8 +25,21 @@ import { DownloadError, stageFile, verify, type TransferOptions } from './file-t
 import { Hub, HubError, hubOptions, type ListedFile, type RemoteFile, type RepoListing } from './hub.js';
 import { formatLock, LOCK_FILE, readLock, type LockedFile, type ModelLock } from './lock.js';
 import { filesIn, isRepoId, modelDir, stagingDirOf } from './paths.js';
-import { formatBytes, progressFor, silentProgress, type DownloadProgress, type FileOutcome } from './download-progress.js';
-import { isSafePath, METADATA_FILES, missingVariantRefusal, moduleConfigFiles, noOnnxRefusal, variantFiles } from './repo-files.js';
+import {
+  formatBytes,
+  progressFor,
+  silentProgress,
+  type DownloadProgress,
+  type FileOutcome,
+} from './download-progress.js';
+import {
+  isSafePath,
+  METADATA_FILES,
+  missingVariantRefusal,
+  moduleConfigFiles,
+  noOnnxRefusal,
+  variantFiles,
+} from './repo-files.js';
 import { findVariantGraph, parseServedId, parseVariant, type Variant } from './variants.js';
 
 export { DownloadError } from './file-transfer.js';
@@ -83,7 +96,11 @@ export interface PullReport {
  * `<id>[@revision][:variant]` as a pull: a catalogue id (an alias of its repository) or a Hub
  * repository id `owner/name`.
  */
-export function parsePullSpec(spec: string, catalogue: Catalogue, modelsDir: string): { target: PullTarget; variant?: Variant } {
+export function parsePullSpec(
+  spec: string,
+  catalogue: Catalogue,
+  modelsDir: string,
+): { target: PullTarget; variant?: Variant } {
   let rest = spec.trim();
   let variant: Variant | undefined;
   const colon = rest.lastIndexOf(':');
@@ -101,20 +118,33 @@ export function parsePullSpec(spec: string, catalogue: Catalogue, modelsDir: str
   if (revision === '') throw new PullSpecError(`${spec}: name a revision after "@" (a branch, tag or commit).`);
   const manifest = catalogue.get(id);
   if (manifest?.source.kind === 'generated') {
-    throw new PullSpecError(`"${id}" is not on the Hub: it is generated locally with: ${manifest.source.command.replace('<models-dir>', modelsDir)}`);
+    throw new PullSpecError(
+      `"${id}" is not on the Hub: it is generated locally with: ${manifest.source.command.replace('<models-dir>', modelsDir)}`,
+    );
   }
   const target = pullTarget(id, catalogue, modelsDir, revision);
   if (!target) {
-    const known = catalogue.list().filter((m) => m.source.kind === 'hub').map((m) => m.id);
-    throw new PullSpecError(`No manifest names "${id}" and it is not a Hub repository id (owner/name, as in BAAI/bge-small-en-v1.5). Catalogue ids: ${known.join(', ')}.`);
+    const known = catalogue
+      .list()
+      .filter((m) => m.source.kind === 'hub')
+      .map((m) => m.id);
+    throw new PullSpecError(
+      `No manifest names "${id}" and it is not a Hub repository id (owner/name, as in BAAI/bge-small-en-v1.5). Catalogue ids: ${known.join(', ')}.`,
+    );
   }
   return { target, variant };
 }
 
 /** The pull of a catalogue or repository id; undefined for ids that are not on the Hub (local folders, generated models). */
-export function pullTarget(id: string, catalogue: Catalogue, modelsDir: string, revision?: string): PullTarget | undefined {
+export function pullTarget(
+  id: string,
+  catalogue: Catalogue,
+  modelsDir: string,
+  revision?: string,
+): PullTarget | undefined {
   const manifest = catalogue.get(id);
-  const repo = manifest?.source.kind === 'hub' ? manifest.source.repo : manifest === undefined && isRepoId(id) ? id : undefined;
+  const repo =
+    manifest?.source.kind === 'hub' ? manifest.source.repo : manifest === undefined && isRepoId(id) ? id : undefined;
   if (!repo) return undefined;
   return { id, repo, revision, manifest, dir: modelDir(modelsDir, id, catalogue) };
 }
@@ -128,8 +158,13 @@ export function describeTarget(target: PullTarget): string {
 export function formatPullReport(report: PullReport): string {
   const fetched = report.files.filter((f) => f.status === 'downloaded');
   const bytes = fetched.reduce((sum, f) => sum + f.bytes, 0);
-  const what = fetched.length > 0 ? `downloaded ${fetched.length} of ${report.files.length} files (${formatBytes(bytes)})` : `all ${report.files.length} files present`;
-  const graphs = Object.entries(report.lock.variants).map(([variant, graph]) => `${variant}: ${graph}`).join(', ');
+  const what =
+    fetched.length > 0
+      ? `downloaded ${fetched.length} of ${report.files.length} files (${formatBytes(bytes)})`
+      : `all ${report.files.length} files present`;
+  const graphs = Object.entries(report.lock.variants)
+    .map(([variant, graph]) => `${variant}: ${graph}`)
+    .join(', ');
   return `${report.id}: ${what}, verified, commit ${report.lock.commit} (${graphs}), in ${report.dir}`;
 }
 
@@ -167,7 +202,12 @@ async function pullInto(target: PullTarget, options: PullOptions): Promise<PullR
     const listing = await options.hub.listing(target.repo, revision, options.signal);
     log(note(listing.commit));
     const pull = new Pull(target, listing, staging, progress, options);
-    const lock = await pull.run(requested, options.variants ?? ['fp32'], Object.keys(previous?.variants ?? {}) as Variant[], log);
+    const lock = await pull.run(
+      requested,
+      options.variants ?? ['fp32'],
+      Object.keys(previous?.variants ?? {}) as Variant[],
+      log,
+    );
     await install(staging, target.dir, pull.staged, lock, previous);
     return { id: target.id, repo: target.repo, dir: target.dir, lock, files: pull.outcomes };
   } catch (error) {
@@ -191,13 +231,26 @@ function lockOf(target: PullTarget): ModelLock | undefined {
 }
 
 /** The revision to ask the Hub for: the one named, else the locked commit, else the catalogue's pin, else main. */
-function revisionToPull(target: PullTarget, lock: ModelLock | undefined, update = false): { revision: string; requested: string; note: (commit: string) => string } {
+function revisionToPull(
+  target: PullTarget,
+  lock: ModelLock | undefined,
+  update = false,
+): { revision: string; requested: string; note: (commit: string) => string } {
   const short = (commit: string) => commit.slice(0, 7);
-  const is = (revision: string, commit: string) => (revision === commit ? `${target.repo}: commit ${commit}` : `${target.repo}: ${revision} is commit ${commit}`);
-  if (target.revision) return { revision: target.revision, requested: target.revision, note: (commit) => `${is(target.revision!, commit)}, as asked` };
+  const is = (revision: string, commit: string) =>
+    revision === commit ? `${target.repo}: commit ${commit}` : `${target.repo}: ${revision} is commit ${commit}`;
+  if (target.revision)
+    return {
+      revision: target.revision,
+      requested: target.revision,
+      note: (commit) => `${is(target.revision!, commit)}, as asked`,
+    };
   const pin = target.manifest?.source.kind === 'hub' ? target.manifest.source.revision : undefined;
   if (lock && !update) {
-    const moved = pin && pin !== lock.commit && pin !== lock.revision ? ` The catalogue pins ${short(pin)}: --update moves to it.` : '';
+    const moved =
+      pin && pin !== lock.commit && pin !== lock.revision
+        ? ` The catalogue pins ${short(pin)}: --update moves to it.`
+        : '';
     return {
       revision: lock.commit,
       requested: lock.revision,
@@ -239,18 +292,24 @@ class Pull {
     // What the listing alone can refuse is refused before any large file is fetched.
     if (!paths.some((path) => path.endsWith('.onnx'))) {
       if (this.listed.has('config.json')) await this.take('config.json');
-      throw new PullRefusal(noOnnxRefusal(where, this.json('config.json') as Record<string, unknown> | undefined), 'no-onnx');
+      throw new PullRefusal(
+        noOnnxRefusal(where, this.json('config.json') as Record<string, unknown> | undefined),
+        'no-onnx',
+      );
     }
     const graphs: Partial<Record<Variant, string>> = {};
     const data: string[] = [];
     for (const variant of new Set([...asked, ...locked])) {
       const files = variantFiles(variant, paths);
       if (!files) {
-        if (asked.includes(variant)) throw new PullRefusal(missingVariantRefusal(where, variant, paths), 'variant-missing', variant);
+        if (asked.includes(variant))
+          throw new PullRefusal(missingVariantRefusal(where, variant, paths), 'variant-missing', variant);
         log(`${variant}: no such graph at commit ${this.listing.commit.slice(0, 7)}; dropped from the lock file`);
         continue;
       }
-      log(`${variant}: ${files.graph}${files.data.length > 0 ? ` with its external data ${files.data.join(', ')}` : ''}`);
+      log(
+        `${variant}: ${files.graph}${files.data.length > 0 ? ` with its external data ${files.data.join(', ')}` : ''}`,
+      );
       graphs[variant] = files.graph;
       data.push(...files.data);
     }
@@ -264,7 +323,10 @@ class Pull {
       for (const location of (await this.checkFacts(graph)).externalData) {
         const path = `${folder}${location}`;
         if (!this.listed.has(path)) {
-          throw new PullRefusal(`${this.target.repo} at ${this.listing.commit.slice(0, 7)}: ${graph} keeps weights in ${path}, which the repository does not have. Nothing was installed.`, 'not-servable');
+          throw new PullRefusal(
+            `${this.target.repo} at ${this.listing.commit.slice(0, 7)}: ${graph} keeps weights in ${path}, which the repository does not have. Nothing was installed.`,
+            'not-servable',
+          );
         }
         data.push(path);
       }
@@ -289,7 +351,8 @@ class Pull {
     let outcome: FileOutcome | undefined;
     if (!force && existsSync(join(this.target.dir, path))) {
       const check = await verify(join(this.target.dir, path), remote);
-      if (check.ok) outcome = { status: 'present', bytes: check.bytes, verifiedBy: check.verifiedBy, checksum: remote.checksum };
+      if (check.ok)
+        outcome = { status: 'present', bytes: check.bytes, verifiedBy: check.verifiedBy, checksum: remote.checksum };
     }
     if (!outcome) {
       outcome = await stageFile(remote, join(this.staging, path), this.progress, this.options);
@@ -314,7 +377,8 @@ class Pull {
     try {
       return await readModelFacts(this.staging, this.local(graph), this.target.id, this.target.manifest?.task);
     } catch (error) {
-      if (error instanceof ModelFilesError) throw new PullRefusal(`${error.message} Nothing was installed.`, 'not-servable');
+      if (error instanceof ModelFilesError)
+        throw new PullRefusal(`${error.message} Nothing was installed.`, 'not-servable');
       throw error;
     }
   }
@@ -330,7 +394,10 @@ class Pull {
     try {
       return JSON.parse(readFileSync(this.local(path), 'utf8'));
     } catch (error) {
-      throw new PullRefusal(`${this.target.repo}: ${path} at commit ${this.listing.commit.slice(0, 7)} is not valid JSON (${(error as Error).message}).`, 'not-servable');
+      throw new PullRefusal(
+        `${this.target.repo}: ${path} at commit ${this.listing.commit.slice(0, 7)} is not valid JSON (${(error as Error).message}).`,
+        'not-servable',
+      );
     }
   }
 }
@@ -347,7 +414,13 @@ function lockedFile(remote: RemoteFile, bytes: number): LockedFile {
  * folder renamed; an existing one gets the files one by one, graphs after the rest and the lock
  * file last, and loses the files of its old lock that the new one does not list.
  */
-async function install(staging: string, dir: string, staged: string[], lock: ModelLock, previous: ModelLock | undefined): Promise<void> {
+async function install(
+  staging: string,
+  dir: string,
+  staged: string[],
+  lock: ModelLock,
+  previous: ModelLock | undefined,
+): Promise<void> {
   await mkdir(staging, { recursive: true });
   await writeFile(join(staging, LOCK_FILE), formatLock(lock));
   const isGraph = (path: string) => path.endsWith('.onnx');
@@ -355,7 +428,8 @@ async function install(staging: string, dir: string, staged: string[], lock: Mod
   if (!existsSync(dir)) {
     // Only what this pull verified goes in: partial files and files of other pulls stay behind.
     const keep = new Set(order);
-    for (const stray of filesIn(staging).filter((path) => !keep.has(path))) await rm(join(staging, stray), { force: true });
+    for (const stray of filesIn(staging).filter((path) => !keep.has(path)))
+      await rm(join(staging, stray), { force: true });
     await removeEmptyFolders(staging);
     await mkdir(dirname(dir), { recursive: true });
     await rename(staging, dir);
@@ -367,12 +441,15 @@ async function install(staging: string, dir: string, staged: string[], lock: Mod
   }
   const listed = new Set(lock.files.map((file) => file.path));
   // readLock refused a previous lock with paths outside the folder; checked again where it deletes.
-  for (const file of previous?.files ?? []) if (!listed.has(file.path) && isSafePath(file.path)) await rm(join(dir, file.path), { force: true });
+  for (const file of previous?.files ?? [])
+    if (!listed.has(file.path) && isSafePath(file.path)) await rm(join(dir, file.path), { force: true });
   await rm(staging, { recursive: true, force: true });
 }
 
 async function removeEmptyFolders(dir: string): Promise<void> {
-  const folders = (await readdir(dir, { recursive: true, withFileTypes: true })).filter((entry) => entry.isDirectory()).map((entry) => join(entry.parentPath, entry.name));
+  const folders = (await readdir(dir, { recursive: true, withFileTypes: true }))
+    .filter((entry) => entry.isDirectory())
+    .map((entry) => join(entry.parentPath, entry.name));
   // Deepest first, so a folder whose subfolders were all empty goes too.
   for (const folder of folders.sort((a, b) => b.length - a.length)) {
     if ((await readdir(folder)).length === 0) await rm(folder, { recursive: true, force: true });
@@ -390,7 +467,12 @@ export function hasVariant(dir: string, variant: Variant): boolean {
   }
   // A graph made here (models quantize) counts as much as a pulled one.
   const graph = lock?.variants[variant] ?? findVariantGraph(variant, files);
-  return graph !== undefined && files.has(graph) && files.has('config.json') && (lock?.files ?? []).every((file) => files.has(file.path));
+  return (
+    graph !== undefined &&
+    files.has(graph) &&
+    files.has('config.json') &&
+    (lock?.files ?? []).every((file) => files.has(file.path))
+  );
 }
 
 /**
@@ -426,8 +508,11 @@ export async function downloadMissing(
     try {
       reports.push(await pullModel(target, { ...options, variants: missing }));
     } catch (error) {
-      if (!(error instanceof PullRefusal && error.reason === 'variant-missing' && error.variant === 'int8')) throw error;
-      missing = [...new Set(missing.map((variant) => (variant === 'int8' ? 'fp32' : variant)))].filter((variant) => !hasVariant(target.dir, variant));
+      if (!(error instanceof PullRefusal && error.reason === 'variant-missing' && error.variant === 'int8'))
+        throw error;
+      missing = [...new Set(missing.map((variant) => (variant === 'int8' ? 'fp32' : variant)))].filter(
+        (variant) => !hasVariant(target.dir, variant),
+      );
       if (missing.length > 0) reports.push(await pullModel(target, { ...options, variants: missing }));
     }
   }
@@ -443,7 +528,8 @@ export async function downloadConfiguredModels(
     modelsDir: config.modelsDir,
     hub: new Hub(hubOptions(config.hfEndpoint)),
     defaultVariant: parseVariant(config.onnxVariant),
-    onModel: (target, variants) => stream.write(`${describeTarget(target)}: ${variants.join(', ')} missing, downloading into ${target.dir}\n`),
+    onModel: (target, variants) =>
+      stream.write(`${describeTarget(target)}: ${variants.join(', ')} missing, downloading into ${target.dir}\n`),
     log: (line) => stream.write(`${line}\n`),
     progress: progressFor(stream),
   });

@@ -121,7 +121,9 @@ export function readModelFile<S extends TSchema>(path: string, schema: S): Stati
   const field = error.instancePath.slice(1).replaceAll('/', '.');
   const got = JSON.stringify(field === '' ? value : Value.Pointer.Get(value, error.instancePath));
   const problem = error.keyword === 'anyOf' ? 'is none of the forms it may take' : error.message;
-  throw new ModelFilesError(`${path}: ${field === '' ? 'the file' : `"${field}"`} ${problem}; got ${got ?? 'nothing'}.`);
+  throw new ModelFilesError(
+    `${path}: ${field === '' ? 'the file' : `"${field}"`} ${problem}; got ${got ?? 'nothing'}.`,
+  );
 }
 
 // `dense_vecs`: bge-m3 exports that give its three outputs (dense, token weights, ColBERT vectors).
@@ -129,7 +131,12 @@ const pooledOutputs = ['sentence_embedding', 'dense_vecs'];
 const tokenOutputs = ['last_hidden_state', 'token_embeddings'];
 
 /** Reads the facts of the model in `dir` whose graph is `onnxPath`; `label` names it in messages. */
-export async function readModelFacts(dir: string, onnxPath: string, label: string, taskHint?: Task): Promise<ModelFacts> {
+export async function readModelFacts(
+  dir: string,
+  onnxPath: string,
+  label: string,
+  taskHint?: Task,
+): Promise<ModelFacts> {
   const config = readModelFile(join(dir, 'config.json'), ModelConfig) ?? {};
   const tokenizerConfig = readModelFile(join(dir, 'tokenizer_config.json'), TokenizerConfig) ?? {};
   const sbertConfig = readModelFile(join(dir, 'sentence_bert_config.json'), SentenceBertConfig);
@@ -139,12 +146,17 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
   try {
     graph = await readGraphInterface(onnxPath);
   } catch (error) {
-    throw new ModelFilesError(`Model "${label}": ${onnxPath} is not a readable ONNX model (${(error as Error).message}).`);
+    throw new ModelFilesError(
+      `Model "${label}": ${onnxPath} is not a readable ONNX model (${(error as Error).message}).`,
+    );
   }
 
   const task: Task = taskHint ?? taskFromConfig(config, stConfig);
   // SPLADE and ColBERT models give no dense vector: their output and heads come from their own files.
-  const special = task === 'embedding' ? specialModelOutputs(dir, config, modules, stConfig, tokenizerConfig, graph.outputs, label) : undefined;
+  const special =
+    task === 'embedding'
+      ? specialModelOutputs(dir, config, modules, stConfig, tokenizerConfig, graph.outputs, label)
+      : undefined;
   const output = special?.output ?? chooseOutput(graph.outputs, task, label);
   const pooling = readPooling(dir, modules, label);
   const dense = modules.find((m) => m.type?.endsWith('.Dense'));
@@ -163,13 +175,21 @@ export async function readModelFacts(dir: string, onnxPath: string, label: strin
     maxTokens: windowOf(config, tokenizerConfig, sbertConfig, label),
     width,
     pooling: pooling ?? 'mean',
-    normalize: special ? special.normalize : modules.length > 0 ? modules.some((m) => m.type?.endsWith('.Normalize')) : true,
+    normalize: special
+      ? special.normalize
+      : modules.length > 0
+        ? modules.some((m) => m.type?.endsWith('.Normalize'))
+        : true,
     prompts: promptsOf(stConfig),
     defaultPromptName: stConfig?.default_prompt_name,
     rerankScoring: task === 'rerank' ? scoringOf(width, id2label, label) : { kind: 'sigmoid' },
     // A cross-encoder's scores are its rerank scores: the sigmoid of its one logit, or the softmax of two.
     activation: task === 'rerank' ? (width === 1 ? 'sigmoid' : 'softmax') : activationOf(config, width),
-    declared: { pooling: pooling !== undefined, normalize: modules.length > 0, prompts: Object.keys(promptsOf(stConfig)).length > 0 },
+    declared: {
+      pooling: pooling !== undefined,
+      normalize: modules.length > 0,
+      prompts: Object.keys(promptsOf(stConfig)).length > 0,
+    },
     id2label,
     vocabSize: config.vocab_size ?? 0,
     output: { name: output.info.name, pooled: output.pooled, type: output.info.type },
@@ -209,14 +229,17 @@ function activationOf(config: ModelConfig, width: number): ClassifyActivation {
 }
 
 function chooseOutput(outputs: TensorInfo[], task: Task, label: string): { info: TensorInfo; pooled: boolean } {
-  const named = (names: string[]) => names.map((name) => outputs.find((o) => o.name === name)).find((o) => o !== undefined);
+  const named = (names: string[]) =>
+    names.map((name) => outputs.find((o) => o.name === name)).find((o) => o !== undefined);
   const head = headTasks.includes(task);
   const found = head ? named(['logits']) : named(pooledOutputs);
   if (found) return { info: found, pooled: !head };
   const tokens = head ? undefined : named(tokenOutputs);
   if (tokens) return { info: tokens, pooled: false };
   const wanted = head ? '"logits"' : '"sentence_embedding" or "last_hidden_state"';
-  throw new ModelFilesError(`Model "${label}": a ${task} model needs an output named ${wanted}; the graph has ${outputs.map((o) => `"${o.name}"`).join(', ')}.`);
+  throw new ModelFilesError(
+    `Model "${label}": a ${task} model needs an output named ${wanted}; the graph has ${outputs.map((o) => `"${o.name}"`).join(', ')}.`,
+  );
 }
 
 interface SpecialOutputs {
@@ -240,18 +263,32 @@ function specialModelOutputs(
   const names = outputs.map((o) => `"${o.name}"`).join(', ');
   if (isSplade(config, modules, outputs)) {
     const logits = outputs.find((o) => o.name === 'logits');
-    if (!logits) throw new ModelFilesError(`Model "${label}": a SPLADE (masked-LM) model needs its graph to output "logits" [batch, sequence, vocabulary]; the graph has ${names}. Export it with optimum-cli export onnx --task fill-mask.`);
+    if (!logits)
+      throw new ModelFilesError(
+        `Model "${label}": a SPLADE (masked-LM) model needs its graph to output "logits" [batch, sequence, vocabulary]; the graph has ${names}. Export it with optimum-cli export onnx --task fill-mask.`,
+      );
     const module = modules.find((m) => m.type?.endsWith('SpladePooling'));
-    const refused = checkSpladePooling(readModelFile(join(dir, module?.path ?? '1_SpladePooling', 'config.json'), SpladePoolingConfig));
+    const refused = checkSpladePooling(
+      readModelFile(join(dir, module?.path ?? '1_SpladePooling', 'config.json'), SpladePoolingConfig),
+    );
     if (refused) throw new ModelFilesError(`Model "${label}": ${refused}.`);
     const dimension = lastDim(logits) ?? config.vocab_size ?? 0;
-    return { output: { info: logits, pooled: false }, width: dimension, normalize: false, heads: { kinds: ['sparse'], sparse: { pooling: 'mlm', output: 'logits', dimension } } };
+    return {
+      output: { info: logits, pooled: false },
+      width: dimension,
+      normalize: false,
+      heads: { kinds: ['sparse'], sparse: { pooling: 'mlm', output: 'logits', dimension } },
+    };
   }
   if (isLateInteraction(modules, stConfig)) {
     const module = modules.find((m) => m.type?.endsWith('.Dense'));
-    const projection = module ? readModelFile(join(dir, module.path ?? '1_Dense', 'config.json'), DenseConfig) : undefined;
+    const projection = module
+      ? readModelFile(join(dir, module.path ?? '1_Dense', 'config.json'), DenseConfig)
+      : undefined;
     const width = projection?.out_features ?? config.hidden_size ?? 0;
-    const candidates = ['colbert_vecs', 'token_embeddings', 'last_hidden_state'].map((name) => outputs.find((o) => o.name === name)).filter((o): o is TensorInfo => o !== undefined);
+    const candidates = ['colbert_vecs', 'token_embeddings', 'last_hidden_state']
+      .map((name) => outputs.find((o) => o.name === name))
+      .filter((o): o is TensorInfo => o !== undefined);
     const tokens = candidates.find((o) => lastDim(o) === width);
     if (!tokens) {
       throw new ModelFilesError(
@@ -272,10 +309,17 @@ function specialModelOutputs(
 }
 
 /** An embedder's dense vector, its token vectors when the graph gives them, and bge-m3-style token weights. */
-function headsOf(task: Task, output: { info: TensorInfo; pooled: boolean }, outputs: TensorInfo[], vocabSize: number): ModelHeads {
+function headsOf(
+  task: Task,
+  output: { info: TensorInfo; pooled: boolean },
+  outputs: TensorInfo[],
+  vocabSize: number,
+): ModelHeads {
   if (task !== 'embedding') return { kinds: ['dense'] };
   const heads: ModelHeads = { kinds: ['dense'] };
-  const tokens = output.pooled ? tokenOutputs.map((name) => outputs.find((o) => o.name === name)).find((o) => o !== undefined) : output.info;
+  const tokens = output.pooled
+    ? tokenOutputs.map((name) => outputs.find((o) => o.name === name)).find((o) => o !== undefined)
+    : output.info;
   const tokensWidth = tokens && lastDim(tokens);
   if (tokens && (tokensWidth || !output.pooled)) {
     heads.kinds.push('tokens');
@@ -302,13 +346,18 @@ function readPooling(dir: string, modules: StModules, label: string): Pooling | 
     if (match && value === true) modes.add(match[1]!);
   }
   if (poolingConfig.include_prompt === false && !modes.has('cls') && !modes.has('lasttoken')) {
-    throw new ModelFilesError(`Model "${label}": its pooling leaves the prompt's tokens out (include_prompt: false), which this server does not do yet.`);
+    throw new ModelFilesError(
+      `Model "${label}": its pooling leaves the prompt's tokens out (include_prompt: false), which this server does not do yet.`,
+    );
   }
   const unique = [...modes];
   if (unique.length === 0) return undefined;
   const unknown = unique.filter((mode) => !(poolings as readonly string[]).includes(mode));
   if (unknown.length > 0 || unique.length > 1) {
-    const why = unknown.length > 0 ? `the pooling mode ${unknown.map((m) => `"${m}"`).join(', ')} is not supported` : `it concatenates ${unique.length} pooling modes (${unique.join(' + ')})`;
+    const why =
+      unknown.length > 0
+        ? `the pooling mode ${unknown.map((m) => `"${m}"`).join(', ')} is not supported`
+        : `it concatenates ${unique.length} pooling modes (${unique.join(' + ')})`;
     throw new ModelFilesError(
       `Model "${label}": ${module?.path ?? '1_Pooling'}/config.json says ${why}; this server pools by one of ${poolings.join(', ')}. ` +
         'Use an export whose graph outputs "sentence_embedding", or a model with a supported pooling.',
@@ -318,16 +367,26 @@ function readPooling(dir: string, modules: StModules, label: string): Pooling | 
 }
 
 /** The window: the tightest of what the files declare. */
-function windowOf(config: ModelConfig, tokenizerConfig: TokenizerConfig, sbertConfig: SentenceBertConfig | undefined, label: string): number {
+function windowOf(
+  config: ModelConfig,
+  tokenizerConfig: TokenizerConfig,
+  sbertConfig: SentenceBertConfig | undefined,
+  label: string,
+): number {
   // RoBERTa-family position tables reserve padding_idx + 1 slots, so 514 positions hold 512 tokens.
   const positionOffset = ['roberta', 'xlm-roberta', 'camembert', 'mpnet'].includes(config.model_type ?? '') ? 2 : 0;
   const positions = config.max_position_embeddings ?? config.n_positions;
   const windows = [
     sbertConfig?.max_seq_length,
-    tokenizerConfig.model_max_length !== undefined && tokenizerConfig.model_max_length < 1e6 ? tokenizerConfig.model_max_length : undefined,
+    tokenizerConfig.model_max_length !== undefined && tokenizerConfig.model_max_length < 1e6
+      ? tokenizerConfig.model_max_length
+      : undefined,
     positions !== undefined ? positions - positionOffset : undefined,
   ].filter((n): n is number => n !== undefined && Number.isInteger(n) && n > 0);
-  if (windows.length === 0) throw new ModelFilesError(`Model "${label}": neither config.json nor the tokenizer files say how many tokens it takes.`);
+  if (windows.length === 0)
+    throw new ModelFilesError(
+      `Model "${label}": neither config.json nor the tokenizer files say how many tokens it takes.`,
+    );
   return Math.min(...windows);
 }
 
@@ -350,7 +409,9 @@ function labelsOf(config: ModelConfig, count: number): Record<string, string> {
 function scoringOf(width: number, id2label: Record<string, string>, label: string): RerankScoring {
   if (width === 1) return { kind: 'sigmoid' };
   if (width === 2) {
-    const positive = Object.entries(id2label).find(([, name]) => /^(1|true|yes|relevant|positive|entailment|label_1)$/i.test(name.trim()));
+    const positive = Object.entries(id2label).find(([, name]) =>
+      /^(1|true|yes|relevant|positive|entailment|label_1)$/i.test(name.trim()),
+    );
     return { kind: 'softmax', positive: positive ? Number(positive[0]) : 1, labels: 2 };
   }
   throw new ModelFilesError(
@@ -366,15 +427,23 @@ function promptsOf(stConfig: SentenceTransformersConfig | undefined): Record<str
 function feedsOf(inputs: TensorInfo[], label: string): GraphFeeds {
   const byName = new Map(inputs.map((input) => [input.name, input]));
   for (const required of ['input_ids', 'attention_mask']) {
-    if (!byName.has(required)) throw new ModelFilesError(`Model "${label}": the graph has no "${required}" input (inputs: ${inputs.map((i) => i.name).join(', ')}).`);
+    if (!byName.has(required))
+      throw new ModelFilesError(
+        `Model "${label}": the graph has no "${required}" input (inputs: ${inputs.map((i) => i.name).join(', ')}).`,
+      );
   }
   const idType = byName.get('input_ids')!.type;
-  if (idType !== 'int64' && idType !== 'int32') throw new ModelFilesError(`Model "${label}": "input_ids" is ${idType}; int64 or int32 expected.`);
+  if (idType !== 'int64' && idType !== 'int32')
+    throw new ModelFilesError(`Model "${label}": "input_ids" is ${idType}; int64 or int32 expected.`);
   const known = new Set(['input_ids', 'attention_mask', 'token_type_ids', 'position_ids']);
-  const pastKeyValues = inputs.filter((input) => input.name.startsWith('past_key_values.')).map(({ name, type, shape }) => ({ name, type, shape }));
+  const pastKeyValues = inputs
+    .filter((input) => input.name.startsWith('past_key_values.'))
+    .map(({ name, type, shape }) => ({ name, type, shape }));
   const unknown = inputs.filter((input) => !known.has(input.name) && !input.name.startsWith('past_key_values.'));
   if (unknown.length > 0) {
-    throw new ModelFilesError(`Model "${label}": the graph takes inputs this server does not know how to feed: ${unknown.map((i) => `"${i.name}"`).join(', ')}.`);
+    throw new ModelFilesError(
+      `Model "${label}": the graph takes inputs this server does not know how to feed: ${unknown.map((i) => `"${i.name}"`).join(', ')}.`,
+    );
   }
   return { idType, tokenTypeIds: byName.has('token_type_ids'), positionIds: byName.has('position_ids'), pastKeyValues };
 }

@@ -40,11 +40,17 @@ export interface TransferOptions {
 }
 
 /** Downloads one file to `target` (via `target.part`, resumed if one is there) and verifies it. */
-export async function stageFile(remote: RemoteFile, target: string, progress: DownloadProgress, options: TransferOptions): Promise<FileOutcome> {
+export async function stageFile(
+  remote: RemoteFile,
+  target: string,
+  progress: DownloadProgress,
+  options: TransferOptions,
+): Promise<FileOutcome> {
   // A file finished in an earlier run that broke off later is kept if it still matches.
   if (!options.force && existsSync(target)) {
     const check = await verify(target, remote);
-    if (check.ok) return { status: 'downloaded', bytes: check.bytes, verifiedBy: check.verifiedBy, checksum: remote.checksum };
+    if (check.ok)
+      return { status: 'downloaded', bytes: check.bytes, verifiedBy: check.verifiedBy, checksum: remote.checksum };
     await rm(target, { force: true });
   }
   const part = `${target}.part`;
@@ -61,8 +67,11 @@ export async function stageFile(remote: RemoteFile, target: string, progress: Do
     } catch (error) {
       if (!isTransient(error) || attempt > retries) {
         const kept = existsSync(part) ? ` The partial file is kept and resumed by the next pull.` : '';
-        if (error instanceof HubError || error instanceof DownloadError) throw new DownloadError(`${error.message}${kept}`, { cause: error });
-        throw new DownloadError(`${remote.path}: the transfer broke off (${reasonOf(error)}).${kept}`, { cause: error });
+        if (error instanceof HubError || error instanceof DownloadError)
+          throw new DownloadError(`${error.message}${kept}`, { cause: error });
+        throw new DownloadError(`${remote.path}: the transfer broke off (${reasonOf(error)}).${kept}`, {
+          cause: error,
+        });
       }
       progress.retry(remote.path, reasonOf(error), attempt + 1);
       await sleep(delay(attempt), undefined, { signal: options.signal });
@@ -73,7 +82,9 @@ export async function stageFile(remote: RemoteFile, target: string, progress: Do
   if (!check.ok) {
     // A corrupt file must not be resumed from either.
     await rm(part, { force: true });
-    throw new DownloadError(`${remote.path} from ${remote.repo} at ${remote.revision} is corrupt: ${check.why}. It was deleted; nothing was installed.`);
+    throw new DownloadError(
+      `${remote.path} from ${remote.repo} at ${remote.revision} is corrupt: ${check.why}. It was deleted; nothing was installed.`,
+    );
   }
   await rename(part, target);
   return { status: 'downloaded', bytes: check.bytes, verifiedBy: check.verifiedBy, checksum: remote.checksum };
@@ -83,7 +94,13 @@ export async function stageFile(remote: RemoteFile, target: string, progress: Do
  * One GET of the file into `part`, from its current length on. Returns the file's full size as
  * the transfer says it (or as the Hub said before), for verification.
  */
-async function transfer(remote: RemoteFile, part: string, progress: DownloadProgress, hub: Hub, signal?: AbortSignal): Promise<number | undefined> {
+async function transfer(
+  remote: RemoteFile,
+  part: string,
+  progress: DownloadProgress,
+  hub: Hub,
+  signal?: AbortSignal,
+): Promise<number | undefined> {
   let offset = await sizeOf(part);
   if (remote.size !== undefined && offset > remote.size) offset = 0;
   if (remote.size !== undefined && offset === remote.size && offset > 0) return remote.size;
@@ -122,7 +139,8 @@ async function transfer(remote: RemoteFile, part: string, progress: DownloadProg
     await file.close();
   }
   const written = await sizeOf(part);
-  if (total !== undefined && written < total) throw new TransferCut(`the server closed the transfer at ${written} of ${total} bytes`);
+  if (total !== undefined && written < total)
+    throw new TransferCut(`the server closed the transfer at ${written} of ${total} bytes`);
   return total;
 }
 
@@ -149,7 +167,9 @@ function isTransient(error: unknown): boolean {
   // What is left is a network failure (fetch's body stream says "terminated" when the connection
   // drops) or a file system error, which a retry does not cure.
   const code = (error as NodeJS.ErrnoException).code;
-  return !(code && ['ENOSPC', 'EDQUOT', 'EACCES', 'EPERM', 'EROFS', 'EISDIR', 'ENOTDIR', 'EEXIST', 'ENOENT'].includes(code));
+  return !(
+    code && ['ENOSPC', 'EDQUOT', 'EACCES', 'EPERM', 'EROFS', 'EISDIR', 'ENOTDIR', 'EEXIST', 'ENOENT'].includes(code)
+  );
 }
 
 function reasonOf(error: unknown): string {
@@ -164,10 +184,16 @@ export type Check = { ok: true; bytes: number; verifiedBy: Verification } | { ok
 /** The file against what the Hub says: checksum if given, size if given. */
 export async function verify(path: string, remote: RemoteFile): Promise<Check> {
   const bytes = await sizeOf(path);
-  if (remote.size !== undefined && bytes !== remote.size) return { ok: false, bytes, why: `${bytes} bytes where ${remote.authority ?? 'the Hub'} says ${remote.size}` };
+  if (remote.size !== undefined && bytes !== remote.size)
+    return { ok: false, bytes, why: `${bytes} bytes where ${remote.authority ?? 'the Hub'} says ${remote.size}` };
   if (remote.checksum) {
     const actual = await fileChecksum(path, remote.checksum.algorithm, bytes);
-    if (actual !== remote.checksum.hex) return { ok: false, bytes, why: `its ${remote.checksum.algorithm} is ${actual} where ${remote.authority ?? 'the Hub'} says ${remote.checksum.hex}` };
+    if (actual !== remote.checksum.hex)
+      return {
+        ok: false,
+        bytes,
+        why: `its ${remote.checksum.algorithm} is ${actual} where ${remote.authority ?? 'the Hub'} says ${remote.checksum.hex}`,
+      };
     return { ok: true, bytes, verifiedBy: remote.checksum.algorithm };
   }
   return { ok: true, bytes, verifiedBy: remote.size !== undefined ? 'size' : 'unverified' };

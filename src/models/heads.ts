@@ -66,23 +66,35 @@ export const tokenWeightOutputs = ['sparse_vecs', 'sparse_weights', 'token_weigh
 export function isSplade(config: ModelConfig, modules: StModules, outputs: TensorInfo[]): boolean {
   if (modules.some((m) => /SpladePooling|MLMTransformer/.test(m.type ?? ''))) return true;
   const pooled = modules.some((m) => m.type?.endsWith('.Pooling'));
-  return !pooled && (config.architectures ?? []).some((a) => a.endsWith('ForMaskedLM')) && outputs.some((o) => o.name === 'logits');
+  return (
+    !pooled &&
+    (config.architectures ?? []).some((a) => a.endsWith('ForMaskedLM')) &&
+    outputs.some((o) => o.name === 'logits')
+  );
 }
 
 /** Whether the files describe a PyLate ColBERT model. */
 export function isLateInteraction(modules: StModules, stConfig: SentenceTransformersConfig | undefined): boolean {
-  return modules.some((m) => m.type?.startsWith('pylate.')) || (stConfig?.query_length !== undefined && stConfig.document_length !== undefined);
+  return (
+    modules.some((m) => m.type?.startsWith('pylate.')) ||
+    (stConfig?.query_length !== undefined && stConfig.document_length !== undefined)
+  );
 }
 
 /** What SpladePooling's config says, refused where it is not the max of log(1 + relu). */
 export function checkSpladePooling(pooling: SpladePoolingConfig | undefined): string | undefined {
   if (!pooling) return undefined;
-  if (pooling.pooling_strategy !== undefined && pooling.pooling_strategy !== 'max') return `its SpladePooling uses pooling_strategy "${pooling.pooling_strategy}"; only "max" is served`;
-  if (pooling.activation_function !== undefined && pooling.activation_function !== 'relu') return `its SpladePooling uses activation_function "${pooling.activation_function}"; only "relu" is served`;
+  if (pooling.pooling_strategy !== undefined && pooling.pooling_strategy !== 'max')
+    return `its SpladePooling uses pooling_strategy "${pooling.pooling_strategy}"; only "max" is served`;
+  if (pooling.activation_function !== undefined && pooling.activation_function !== 'relu')
+    return `its SpladePooling uses activation_function "${pooling.activation_function}"; only "relu" is served`;
   return undefined;
 }
 
-export function lateInteractionFacts(stConfig: SentenceTransformersConfig | undefined, maskToken: string | undefined): LateInteractionFacts {
+export function lateInteractionFacts(
+  stConfig: SentenceTransformersConfig | undefined,
+  maskToken: string | undefined,
+): LateInteractionFacts {
   const st = stConfig ?? {};
   return {
     queryPrefix: st.query_prefix ?? '[Q] ',

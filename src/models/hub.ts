@@ -26,7 +26,10 @@ export interface HubOptions {
 }
 
 /** The Hub endpoint and token from a setting and the environment variables huggingface_hub reads. */
-export function hubOptions(endpointSetting: string | null | undefined, env: NodeJS.ProcessEnv = process.env): HubOptions {
+export function hubOptions(
+  endpointSetting: string | null | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): HubOptions {
   const endpoint = (endpointSetting || env.HF_ENDPOINT || DEFAULT_HUB_ENDPOINT).replace(/\/+$/, '');
   const token = env.HF_TOKEN?.trim() || undefined;
   return { endpoint, token };
@@ -100,18 +103,35 @@ export class Hub {
     try {
       body = (await response.json()) as typeof body;
     } catch (error) {
-      throw new HubError(`${url} did not answer JSON: is ${this.options.endpoint} a Hugging Face Hub?`, response.status, { cause: error });
+      throw new HubError(
+        `${url} did not answer JSON: is ${this.options.endpoint} a Hugging Face Hub?`,
+        response.status,
+        { cause: error },
+      );
     }
     if (typeof body?.sha !== 'string' || !/^[0-9a-f]{40}$/.test(body.sha) || !Array.isArray(body.siblings)) {
-      throw new HubError(`${url} answered without a commit sha and a file list: is ${this.options.endpoint} a Hugging Face Hub?`, response.status);
+      throw new HubError(
+        `${url} answered without a commit sha and a file list: is ${this.options.endpoint} a Hugging Face Hub?`,
+        response.status,
+      );
     }
-    const files = (body.siblings as Array<{ rfilename?: unknown; size?: unknown; blobId?: unknown; lfs?: { sha256?: unknown; size?: unknown } | null }>)
+    const files = (
+      body.siblings as Array<{
+        rfilename?: unknown;
+        size?: unknown;
+        blobId?: unknown;
+        lfs?: { sha256?: unknown; size?: unknown } | null;
+      }>
+    )
       .filter((sibling) => typeof sibling?.rfilename === 'string')
       .map((sibling): ListedFile => ({
         path: sibling.rfilename as string,
         size: typeof sibling.size === 'number' ? sibling.size : undefined,
         blobId: typeof sibling.blobId === 'string' ? sibling.blobId : undefined,
-        lfs: typeof sibling.lfs?.sha256 === 'string' && typeof sibling.lfs.size === 'number' ? { sha256: sibling.lfs.sha256, size: sibling.lfs.size } : undefined,
+        lfs:
+          typeof sibling.lfs?.sha256 === 'string' && typeof sibling.lfs.size === 'number'
+            ? { sha256: sibling.lfs.sha256, size: sibling.lfs.size }
+            : undefined,
       }));
     return { repo, revision, commit: body.sha, files };
   }
@@ -128,8 +148,16 @@ export class Hub {
       : file.blobId && /^[0-9a-f]{40}$/i.test(file.blobId)
         ? { algorithm: 'git-sha1', hex: file.blobId.toLowerCase() }
         : undefined;
-    if (size === undefined || checksum === undefined) return this.metadata(listing.repo, listing.commit, file.path, signal);
-    return { repo: listing.repo, revision: listing.commit, path: file.path, url: this.fileUrl(listing.repo, listing.commit, file.path), size, checksum };
+    if (size === undefined || checksum === undefined)
+      return this.metadata(listing.repo, listing.commit, file.path, signal);
+    return {
+      repo: listing.repo,
+      revision: listing.commit,
+      path: file.path,
+      url: this.fileUrl(listing.repo, listing.commit, file.path),
+      size,
+      checksum,
+    };
   }
 
   /**
@@ -140,10 +168,19 @@ export class Hub {
     const url = this.fileUrl(repo, revision, path);
     let target = url;
     for (let hop = 0; ; hop++) {
-      const response = await this.request(target, { method: 'HEAD', redirect: 'manual', signal }, { repo, revision, path });
+      const response = await this.request(
+        target,
+        { method: 'HEAD', redirect: 'manual', signal },
+        { repo, revision, path },
+      );
       const location = response.headers.get('location');
       const isRedirect = response.status >= 300 && response.status < 400 && location;
-      if (isRedirect && hop < 5 && new URL(location, target).origin === new URL(target).origin && !response.headers.has('x-linked-etag')) {
+      if (
+        isRedirect &&
+        hop < 5 &&
+        new URL(location, target).origin === new URL(target).origin &&
+        !response.headers.has('x-linked-etag')
+      ) {
         target = new URL(location, target).href;
         continue;
       }
@@ -151,7 +188,14 @@ export class Hub {
       const linkedSize = headers.get('x-linked-size');
       const length = isRedirect ? null : headers.get('content-length');
       const size = linkedSize ?? length;
-      return { repo, revision, path, url, size: size === null ? undefined : Number(size), checksum: checksumOf(headers) };
+      return {
+        repo,
+        revision,
+        path,
+        url,
+        size: size === null ? undefined : Number(size),
+        checksum: checksumOf(headers),
+      };
     }
   }
 
@@ -163,8 +207,14 @@ export class Hub {
    */
   async open(file: RemoteFile, offset: number, signal?: AbortSignal): Promise<Response> {
     const headers: Record<string, string> = offset > 0 ? { range: `bytes=${offset}-` } : {};
-    const response = await this.request(file.url, { method: 'GET', redirect: 'follow', headers, signal }, file, offset > 0);
-    if (!response.body) throw new HubError(`${file.path}: the Hub answered ${response.status} without a body.`, response.status);
+    const response = await this.request(
+      file.url,
+      { method: 'GET', redirect: 'follow', headers, signal },
+      file,
+      offset > 0,
+    );
+    if (!response.body)
+      throw new HubError(`${file.path}: the Hub answered ${response.status} without a body.`, response.status);
     return response;
   }
 
@@ -187,15 +237,25 @@ export class Hub {
     } catch (error) {
       if ((error as Error).name === 'AbortError') throw error;
       const cause = (error as { cause?: { message?: string } }).cause?.message;
-      throw new HubError(`Can not reach ${this.options.endpoint}: ${cause ?? (error as Error).message}.`, undefined, { cause: error });
+      throw new HubError(`Can not reach ${this.options.endpoint}: ${cause ?? (error as Error).message}.`, undefined, {
+        cause: error,
+      });
     }
-    if (response.ok || (response.status >= 300 && response.status < 400) || (acceptRangeError && response.status === 416)) return response;
+    if (
+      response.ok ||
+      (response.status >= 300 && response.status < 400) ||
+      (acceptRangeError && response.status === 416)
+    )
+      return response;
     await response.body?.cancel();
     throw new HubError(this.refusal(response, where), response.status);
   }
 
   /** The Hub's refusal in words, with its own error code and message when it sends them. */
-  private refusal(response: Response, { repo, revision, path }: { repo: string; revision: string; path?: string }): string {
+  private refusal(
+    response: Response,
+    { repo, revision, path }: { repo: string; revision: string; path?: string },
+  ): string {
     const code = response.headers.get('x-error-code');
     const said = response.headers.get('x-error-message');
     const detail = said ? ` The Hub says: ${said}` : '';
@@ -209,12 +269,17 @@ export class Hub {
     }
     if (response.status === 401 || response.status === 403 || code === 'GatedRepo') {
       const advice = this.options.token
-        ? 'The token in HF_TOKEN has no access to it: accept the model\'s terms on its Hub page, or use a token with read access.'
+        ? "The token in HF_TOKEN has no access to it: accept the model's terms on its Hub page, or use a token with read access."
         : 'The repository is gated, private or does not exist: set HF_TOKEN to an access token with read access (https://huggingface.co/settings/tokens).';
       return `The Hub refused ${what} (${response.status}${code ? ` ${code}` : ''}). ${advice}${detail}`;
     }
     if (response.status === 404) {
-      const which = code === 'RevisionNotFound' ? 'the revision does not exist' : code === 'RepoNotFound' ? 'the repository does not exist' : 'no such file';
+      const which =
+        code === 'RevisionNotFound'
+          ? 'the revision does not exist'
+          : code === 'RepoNotFound'
+            ? 'the repository does not exist'
+            : 'no such file';
       return `The Hub has no ${what} (404: ${which}).${detail}`;
     }
     return `The Hub answered ${response.status} ${response.statusText} for ${what}.${detail}`;

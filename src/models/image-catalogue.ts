@@ -102,12 +102,24 @@ export function validateImageManifest(value: unknown, file: string): ImageManife
   if (typeof m !== 'object' || m === null) fail('not a JSON object');
   if (typeof m.id !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(m.id)) fail('id must be a plain name');
   if (!imageTasks.includes(m.task)) fail(`task must be one of ${imageTasks.join(', ')}`);
-  if (!m.input || typeof m.input.name !== 'string' || (m.input.channels !== 'rgb' && m.input.channels !== 'luma')) fail('input needs a name and channels "rgb" or "luma"');
-  if (typeof m.input.mean !== 'number' || typeof m.input.std !== 'number' || m.input.std === 0) fail('input needs a numeric mean and a non-zero std');
-  if (m.input.size !== undefined && !(Array.isArray(m.input.size) && m.input.size.length === 2 && m.input.size.every((n) => Number.isInteger(n) && n > 0))) fail('input.size must be [height, width]');
-  if (!m.output || typeof m.output.name !== 'string' || typeof m.output.scale !== 'number') fail('output needs a name and a scale');
+  if (!m.input || typeof m.input.name !== 'string' || (m.input.channels !== 'rgb' && m.input.channels !== 'luma'))
+    fail('input needs a name and channels "rgb" or "luma"');
+  if (typeof m.input.mean !== 'number' || typeof m.input.std !== 'number' || m.input.std === 0)
+    fail('input needs a numeric mean and a non-zero std');
+  if (
+    m.input.size !== undefined &&
+    !(
+      Array.isArray(m.input.size) &&
+      m.input.size.length === 2 &&
+      m.input.size.every((n) => Number.isInteger(n) && n > 0)
+    )
+  )
+    fail('input.size must be [height, width]');
+  if (!m.output || typeof m.output.name !== 'string' || typeof m.output.scale !== 'number')
+    fail('output needs a name and a scale');
   if (!Number.isInteger(m.scale) || m.scale < 1) fail('scale must be a positive integer');
-  if (m.tile && !(m.tile.size > 2 * m.tile.overlap && m.tile.overlap >= 0)) fail('tile.size must be more than twice tile.overlap');
+  if (m.tile && !(m.tile.size > 2 * m.tile.overlap && m.tile.overlap >= 0))
+    fail('tile.size must be more than twice tile.overlap');
   if (m.task === 'super-resolution' && m.scale < 2) fail('a super-resolution model must scale by 2 or more');
   if (m.task === 'background-removal' && m.input.channels !== 'rgb') fail('background removal takes RGB');
   if (m.task === 'style-transfer' && !m.style) fail('a style-transfer model needs a style name');

@@ -41,7 +41,12 @@ export async function pullImagePipeline(
     if (!options.force && existsSync(target)) {
       const check = await verify(target, remote);
       if (check.ok) {
-        const outcome: FileOutcome = { status: 'present', bytes: check.bytes, verifiedBy: check.verifiedBy, checksum: remote.checksum };
+        const outcome: FileOutcome = {
+          status: 'present',
+          bytes: check.bytes,
+          verifiedBy: check.verifiedBy,
+          checksum: remote.checksum,
+        };
         progress.finish(pipelineGraph, outcome);
         return { id: manifest.id, dir, file: { path: pipelineGraph, ...outcome } };
       }
@@ -56,7 +61,11 @@ export async function pullImagePipeline(
   } catch (error) {
     // The transfer says "the Hub" of any server that refuses: say which URL it was.
     const refusal = error instanceof HubError ? error : (error as Error).cause;
-    if (refusal instanceof HubError) throw new DownloadError(`Image pipeline "${manifest.id}": ${manifest.source.url} could not be fetched (${refusal.status ?? refusal.message}).`, { cause: error });
+    if (refusal instanceof HubError)
+      throw new DownloadError(
+        `Image pipeline "${manifest.id}": ${manifest.source.url} could not be fetched (${refusal.status ?? refusal.message}).`,
+        { cause: error },
+      );
     throw error;
   } finally {
     progress.stop();

@@ -6,7 +6,14 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ApiError } from '../errors.js';
 import { ModelFilesError } from './facts.js';
-import { ImageCatalogue, pipelineGraph, pipelineManifestFile, validateImageManifest, type ImageManifest, type ServedImageModel } from './image-catalogue.js';
+import {
+  ImageCatalogue,
+  pipelineGraph,
+  pipelineManifestFile,
+  validateImageManifest,
+  type ImageManifest,
+  type ServedImageModel,
+} from './image-catalogue.js';
 
 function howToGet(id: string, manifest: ImageManifest | undefined, dir: string): string {
   const target = join(dir, id, pipelineGraph);
@@ -34,16 +41,27 @@ export class ImageRegistry {
       const ownManifest = join(resolve(dir, id), pipelineManifestFile);
       let manifest: ImageManifest | undefined;
       try {
-        manifest = existsSync(ownManifest) ? validateImageManifest(JSON.parse(readFileSync(ownManifest, 'utf8')), `${id}/${pipelineManifestFile}`) : catalogue.get(id);
+        manifest = existsSync(ownManifest)
+          ? validateImageManifest(JSON.parse(readFileSync(ownManifest, 'utf8')), `${id}/${pipelineManifestFile}`)
+          : catalogue.get(id);
       } catch (error) {
         errors.push(`Image pipeline "${id}": ${(error as Error).message}`);
         continue;
       }
       const onnxPath = resolve(dir, id, pipelineGraph);
       if (!manifest) {
-        errors.push(`Image pipeline "${id}" is unknown: models/images/ has no manifest for it and ${ownManifest} does not exist (known: ${catalogue.list().map((m) => m.id).join(', ') || 'none'}).`);
+        errors.push(
+          `Image pipeline "${id}" is unknown: models/images/ has no manifest for it and ${ownManifest} does not exist (known: ${
+            catalogue
+              .list()
+              .map((m) => m.id)
+              .join(', ') || 'none'
+          }).`,
+        );
       } else if (!existsSync(onnxPath)) {
-        errors.push(`Image pipeline "${id}" is not usable: ${onnxPath} does not exist. ${howToGet(id, manifest, resolve(dir))}`);
+        errors.push(
+          `Image pipeline "${id}" is not usable: ${onnxPath} does not exist. ${howToGet(id, manifest, resolve(dir))}`,
+        );
       } else {
         models.push({
           id,
@@ -72,7 +90,11 @@ export class ImageRegistry {
     const model = this.models.get(name);
     if (!model) {
       const served = this.list().map((m) => m.id);
-      throw new ApiError('model_not_found', `The image model "${name}" is not served here. Served image models: ${served.join(', ') || 'none (set ONNX_GATEWAY_IMAGE_MODELS)'}.`, { param });
+      throw new ApiError(
+        'model_not_found',
+        `The image model "${name}" is not served here. Served image models: ${served.join(', ') || 'none (set ONNX_GATEWAY_IMAGE_MODELS)'}.`,
+        { param },
+      );
     }
     return model;
   }

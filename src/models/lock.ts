@@ -48,7 +48,9 @@ export function readLock(dir: string): ModelLock | undefined {
   try {
     lock = JSON.parse(readFileSync(path, 'utf8')) as ModelLock;
   } catch (error) {
-    throw new LockFileError(`${path} is not valid JSON (${(error as Error).message}): delete it and pull the model again.`);
+    throw new LockFileError(
+      `${path} is not valid JSON (${(error as Error).message}): delete it and pull the model again.`,
+    );
   }
   const valid =
     lock?.version === 1 &&
@@ -59,12 +61,20 @@ export function readLock(dir: string): ModelLock | undefined {
     Array.isArray(lock.files) &&
     lock.files.every((file) => typeof file?.path === 'string' && typeof file.size === 'number') &&
     Object.values(lock.variants as Record<string, unknown>).every((graph) => typeof graph === 'string');
-  if (!valid) throw new LockFileError(`${path} is not an onnx-gateway lock file of version 1: delete it and pull the model again.`);
+  if (!valid)
+    throw new LockFileError(
+      `${path} is not an onnx-gateway lock file of version 1: delete it and pull the model again.`,
+    );
   // A pull deletes the files of the old lock that the new one does not list, and the registry opens
   // its graphs: a path that leaves the folder (a lock copied from elsewhere) is refused, as the
   // Hub's own listing is.
-  const outside = [...lock.files.map((file) => file.path), ...Object.values(lock.variants)].find((file) => !isSafePath(file));
-  if (outside !== undefined) throw new LockFileError(`${path} names "${outside}", which is not a path inside the model folder: delete it and pull the model again.`);
+  const outside = [...lock.files.map((file) => file.path), ...Object.values(lock.variants)].find(
+    (file) => !isSafePath(file),
+  );
+  if (outside !== undefined)
+    throw new LockFileError(
+      `${path} names "${outside}", which is not a path inside the model folder: delete it and pull the model again.`,
+    );
   return lock;
 }
 

@@ -12,11 +12,26 @@ import { ApiError } from '../errors.js';
 import { TextTokenizer } from '../text/tokenizer.js';
 import type { Pooling } from '../vectors/pooling.js';
 import type { Catalogue, Manifest, ModerationTable } from './catalogue.js';
-import { ModelFilesError, readModelFacts, type ClassifyActivation, type GraphFeeds, type ModelFacts, type RerankScoring, type Task } from './facts.js';
+import {
+  ModelFilesError,
+  readModelFacts,
+  type ClassifyActivation,
+  type GraphFeeds,
+  type ModelFacts,
+  type RerankScoring,
+  type Task,
+} from './facts.js';
 import type { LateInteractionFacts, ModelHeads } from './heads.js';
 import { readLock, type ModelLock } from './lock.js';
 import { filesIn, modelDir } from './paths.js';
-import { externalDataFiles, findVariantGraph, parseServedId, variantCandidates, VariantError, type Variant } from './variants.js';
+import {
+  externalDataFiles,
+  findVariantGraph,
+  parseServedId,
+  variantCandidates,
+  VariantError,
+  type Variant,
+} from './variants.js';
 
 export type { Task } from './facts.js';
 
@@ -113,12 +128,19 @@ function howToGet(id: string, manifest: Manifest | undefined, dir: string): stri
     const pull = id.includes('/') ? `Download it with "onnx-gateway models pull ${id}", or put` : 'Put';
     return `${pull} a Hugging Face-layout folder (config.json, tokenizer.json, onnx/model.onnx) at ${dir}.`;
   }
-  if (manifest.source.kind === 'generated') return `Generate it with: ${manifest.source.command.replace('<models-dir>', resolve(dir, '..'))}`;
+  if (manifest.source.kind === 'generated')
+    return `Generate it with: ${manifest.source.command.replace('<models-dir>', resolve(dir, '..'))}`;
   const { repo, revision } = manifest.source;
   return `Download it with "onnx-gateway models pull ${id}", or fetch the files of https://huggingface.co/${repo}/tree/${revision} into ${dir}.`;
 }
 
-export async function loadServedModel(spec: string, modelsDir: string, catalogue: Catalogue, defaultVariant: Variant = 'fp32', device = 'cpu'): Promise<ServedModel> {
+export async function loadServedModel(
+  spec: string,
+  modelsDir: string,
+  catalogue: Catalogue,
+  defaultVariant: Variant = 'fp32',
+  device = 'cpu',
+): Promise<ServedModel> {
   let parsed: { baseId: string; variant: Variant };
   try {
     parsed = parseServedId(spec, defaultVariant);
@@ -134,7 +156,11 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
   const lock = readLock(dir);
   const files = filesIn(dir);
   // On an accelerator the half-precision graph, where the folder has one and no variant is named.
-  const halfOnAccelerator = isAccelerator(device) && !spec.includes(':') && defaultVariant === 'fp32' && findVariantGraph('fp16', files) !== undefined;
+  const halfOnAccelerator =
+    isAccelerator(device) &&
+    !spec.includes(':') &&
+    defaultVariant === 'fp32' &&
+    findVariantGraph('fp16', files) !== undefined;
   const variant: Variant = halfOnAccelerator ? 'fp16' : parsed.variant;
   const served = (name: string) => (variant === defaultVariant || halfOnAccelerator ? name : `${name}:${variant}`);
   // The graph the pull chose for this variant, else the first of the variant's names present.
@@ -146,16 +172,26 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
     const where = existsSync(dir) ? `${dir} lacks ${missing.join(', ')}` : `${dir} does not exist`;
     // Only the int8 graph missing: it is made from the fp32 one, not downloaded.
     const onlyInt8 = variant === 'int8' && missing.length === 1 && findVariantGraph('fp32', files) !== undefined;
-    const how = onlyInt8 ? `Make it with "onnx-gateway models quantize ${parsed.baseId}", or pull the repository's own with "onnx-gateway models pull ${parsed.baseId}:int8".` : howToGet(parsed.baseId, manifest, dir);
+    const how = onlyInt8
+      ? `Make it with "onnx-gateway models quantize ${parsed.baseId}", or pull the repository's own with "onnx-gateway models pull ${parsed.baseId}:int8".`
+      : howToGet(parsed.baseId, manifest, dir);
     throw new ModelFilesError(`Model "${spec}" is not usable: ${where}. ${how}`);
   }
   const onnxPath = join(dir, onnxRelative!);
   const facts = await readModelFacts(dir, onnxPath, spec, manifest?.task);
   // The weights beside the graph: the files it names, and those named after it.
   const graphFolder = dirname(onnxPath);
-  const dataFiles = [...new Set([...externalDataFiles(onnxRelative!, files).map((file) => join(dir, file)), ...facts.externalData.map((file) => join(graphFolder, file))])];
+  const dataFiles = [
+    ...new Set([
+      ...externalDataFiles(onnxRelative!, files).map((file) => join(dir, file)),
+      ...facts.externalData.map((file) => join(graphFolder, file)),
+    ]),
+  ];
   const absent = dataFiles.filter((file) => !existsSync(file));
-  if (absent.length > 0) throw new ModelFilesError(`Model "${spec}": ${onnxPath} keeps weights in ${absent.join(', ')}, which do not exist. ${howToGet(parsed.baseId, manifest, dir)}`);
+  if (absent.length > 0)
+    throw new ModelFilesError(
+      `Model "${spec}": ${onnxPath} keeps weights in ${absent.join(', ')}, which do not exist. ${howToGet(parsed.baseId, manifest, dir)}`,
+    );
 
   let tokenizer: TextTokenizer;
   try {
@@ -197,7 +233,10 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
     defaultPromptName: facts.defaultPromptName,
     rerankScoring: facts.rerankScoring,
     // A cross-encoder's labels too: TEI's /predict answers it as a classifier of its one (or two) labels.
-    labels: facts.task !== 'embedding' ? Array.from({ length: facts.width }, (_, i) => facts.id2label[String(i)] ?? `LABEL_${i}`) : [],
+    labels:
+      facts.task !== 'embedding'
+        ? Array.from({ length: facts.width }, (_, i) => facts.id2label[String(i)] ?? `LABEL_${i}`)
+        : [],
     activation: facts.activation,
     moderation: facts.task === 'classify' ? manifest?.moderation : undefined,
     vocabSize: facts.vocabSize,
@@ -214,7 +253,12 @@ export async function loadServedModel(spec: string, modelsDir: string, catalogue
  * it is configured by, its served id or its catalogue alias, else `device`. An entry that names no
  * configured model is refused, so that a typo never leaves a model on the wrong device unnoticed.
  */
-export function wantedDevices(ids: string[], device: string, map: Readonly<Record<string, string>>, catalogue: Catalogue): Map<string, string> {
+export function wantedDevices(
+  ids: string[],
+  device: string,
+  map: Readonly<Record<string, string>>,
+  catalogue: Catalogue,
+): Map<string, string> {
   const list = ids.length > 0 ? ids : catalogue.defaults();
   const used = new Set<string>();
   const wanted = new Map<string, string>();
@@ -225,7 +269,9 @@ export function wantedDevices(ids: string[], device: string, map: Readonly<Recor
   }
   const unknown = Object.keys(map).filter((name) => !used.has(name));
   if (unknown.length > 0) {
-    throw new ConfigError(`deviceMap (ONNX_GATEWAY_DEVICE_MAP) names ${unknown.map((name) => `"${name}"`).join(', ')}, which ${unknown.length > 1 ? 'are' : 'is'} not served: the served models are ${list.join(', ')}.`);
+    throw new ConfigError(
+      `deviceMap (ONNX_GATEWAY_DEVICE_MAP) names ${unknown.map((name) => `"${name}"`).join(', ')}, which ${unknown.length > 1 ? 'are' : 'is'} not served: the served models are ${list.join(', ')}.`,
+    );
   }
   return wanted;
 }
@@ -236,7 +282,13 @@ function namesOf(id: string, catalogue: Catalogue): string[] {
   const baseId = colon < 0 ? id : id.slice(0, colon);
   const manifest = catalogue.get(baseId);
   const repo = manifest?.source.kind === 'hub' ? manifest.source.repo : undefined;
-  return [...new Set([id, baseId, manifest?.id, repo, repo && colon >= 0 ? repo + id.slice(colon) : undefined].filter((name): name is string => !!name))];
+  return [
+    ...new Set(
+      [id, baseId, manifest?.id, repo, repo && colon >= 0 ? repo + id.slice(colon) : undefined].filter(
+        (name): name is string => !!name,
+      ),
+    ),
+  ];
 }
 
 /**
@@ -254,12 +306,21 @@ function filesIdentity(lock: ModelLock | undefined, onnxRelative: string, descri
 function resolveLateInteraction(facts: LateInteractionFacts, tokenizer: TextTokenizer, label: string): LateInteraction {
   const id = (token: string, what: string) => {
     const found = tokenizer.idOf(token) ?? tokenizer.idOf(token.trim());
-    if (found === undefined) throw new ModelFilesError(`Model "${label}": its ${what} "${token}" is not a token of its vocabulary.`);
+    if (found === undefined)
+      throw new ModelFilesError(`Model "${label}": its ${what} "${token}" is not a token of its vocabulary.`);
     return found;
   };
   const { skiplistWords, ...rest } = facts;
-  const skiplist = new Set(skiplistWords.map((word) => tokenizer.idOf(word)).filter((i): i is number => i !== undefined));
-  return { ...rest, queryMarkerId: id(facts.queryPrefix, 'query_prefix'), documentMarkerId: id(facts.documentPrefix, 'document_prefix'), maskId: id(facts.maskToken, 'mask token'), skiplist };
+  const skiplist = new Set(
+    skiplistWords.map((word) => tokenizer.idOf(word)).filter((i): i is number => i !== undefined),
+  );
+  return {
+    ...rest,
+    queryMarkerId: id(facts.queryPrefix, 'query_prefix'),
+    documentMarkerId: id(facts.documentPrefix, 'document_prefix'),
+    maskId: id(facts.maskToken, 'mask token'),
+    skiplist,
+  };
 }
 
 const bytesPerWeight: Record<Variant, number> = { fp32: 4, fp16: 2, int8: 1, O1: 4, O2: 4, O3: 4, O4: 2 };
@@ -292,7 +353,13 @@ export class Registry {
   }
 
   /** `devices`: where each model runs, by the id it is configured by (`cpu` where absent). */
-  static async load(ids: string[], modelsDir: string, catalogue: Catalogue, defaultVariant: Variant = 'fp32', devices?: ReadonlyMap<string, string>): Promise<Registry> {
+  static async load(
+    ids: string[],
+    modelsDir: string,
+    catalogue: Catalogue,
+    defaultVariant: Variant = 'fp32',
+    devices?: ReadonlyMap<string, string>,
+  ): Promise<Registry> {
     const list = ids.length > 0 ? ids : catalogue.defaults();
     const errors: string[] = [];
     const models: ServedModel[] = [];
@@ -328,12 +395,20 @@ export class Registry {
     }
     const model = this.names.get(name);
     if (!model) {
-      const served = this.list().filter((m) => m.task === task).map((m) => m.id);
-      throw new ApiError('model_not_found', `The model "${name}" is not served here. Served ${task} models: ${served.join(', ') || 'none'}.`, { param });
+      const served = this.list()
+        .filter((m) => m.task === task)
+        .map((m) => m.id);
+      throw new ApiError(
+        'model_not_found',
+        `The model "${name}" is not served here. Served ${task} models: ${served.join(', ') || 'none'}.`,
+        { param },
+      );
     }
     // A ColBERT model is an embedder that also reranks (by MaxSim).
     if (model.task !== task && !(task === 'rerank' && model.lateInteraction)) {
-      throw new ApiError('invalid_request', `The model "${name}" is a ${model.task} model, not a ${task} model.`, { param });
+      throw new ApiError('invalid_request', `The model "${name}" is a ${model.task} model, not a ${task} model.`, {
+        param,
+      });
     }
     return model;
   }

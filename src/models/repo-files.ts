@@ -34,7 +34,11 @@ export function variantFiles(variant: Variant, paths: string[]): { graph: string
 
 /** A path that stays inside the model folder. */
 export function isSafePath(path: string): boolean {
-  return !path.startsWith('/') && !/^[A-Za-z]:/.test(path) && !path.split(/[\\/]/).some((part) => part === '..' || part === '.' || part === '');
+  return (
+    !path.startsWith('/') &&
+    !/^[A-Za-z]:/.test(path) &&
+    !path.split(/[\\/]/).some((part) => part === '..' || part === '.' || part === '')
+  );
 }
 
 interface Where {
@@ -52,11 +56,15 @@ interface Where {
  */
 export function noOnnxRefusal({ repo, commit, dir }: Where, config: Record<string, unknown> | undefined): string {
   const architectures = Array.isArray(config?.architectures) ? (config.architectures as string[]) : [];
-  const task = architectures.some((a) => a.endsWith('ForSequenceClassification')) ? 'text-classification' : 'feature-extraction';
+  const task = architectures.some((a) => a.endsWith('ForSequenceClassification'))
+    ? 'text-classification'
+    : 'feature-extraction';
   const at = `${repo} at commit ${commit.slice(0, 7)}`;
   const autoMap = config?.auto_map;
   if (autoMap && typeof autoMap === 'object') {
-    const classes = Object.entries(autoMap as Record<string, unknown>).map(([auto, target]) => `${auto} -> ${String(target)}`).join(', ');
+    const classes = Object.entries(autoMap as Record<string, unknown>)
+      .map(([auto, target]) => `${auto} -> ${String(target)}`)
+      .join(', ');
     return (
       `${at} ships no ONNX file, and its architecture${architectures.length > 0 ? ` (${architectures.join(', ')})` : ''} needs the repository's own ` +
       `Python code (config.json auto_map: ${classes}). This server runs ONNX graphs only and can not run or export that code. ` +
@@ -76,7 +84,10 @@ export function missingVariantRefusal({ id, repo, commit }: Where, variant: Vari
   const at = `${repo} at commit ${commit.slice(0, 7)}`;
   const present = variantsIn(paths);
   const looked = `looked for ${variantCandidates(variant).join(', ')}`;
-  const quantize = variant === 'int8' ? ` To make an int8 graph from the fp32 one instead: onnx-gateway models pull ${id} --variant fp32, then onnx-gateway models quantize ${id}.` : '';
+  const quantize =
+    variant === 'int8'
+      ? ` To make an int8 graph from the fp32 one instead: onnx-gateway models pull ${id} --variant fp32, then onnx-gateway models quantize ${id}.`
+      : '';
   if (present.length === 0) {
     const onnx = paths.filter((path) => path.endsWith('.onnx'));
     return (

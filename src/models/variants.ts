@@ -56,7 +56,9 @@ export function findVariantGraph(variant: Variant, paths: Iterable<string>): str
     }
     const pattern = new RegExp(`^${candidate.split('*').map(escapeRegExp).join('[^/]*')}$`);
     const native = (path: string) => path.includes('arm64') === (arch === 'arm64');
-    const matches = all.filter((path) => pattern.test(path)).sort((a, b) => Number(native(b)) - Number(native(a)) || (a < b ? -1 : a > b ? 1 : 0));
+    const matches = all
+      .filter((path) => pattern.test(path))
+      .sort((a, b) => Number(native(b)) - Number(native(a)) || (a < b ? -1 : a > b ? 1 : 0));
     if (matches.length > 0) return matches[0];
   }
   return undefined;

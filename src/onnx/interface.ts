@@ -6,7 +6,8 @@
  */
 import { open, type FileHandle } from 'node:fs/promises';
 
-export type ElementType = 'float32' | 'float16' | 'bfloat16' | 'float64' | 'int64' | 'int32' | 'int8' | 'uint8' | 'bool' | 'string' | 'other';
+export type ElementType =
+  'float32' | 'float16' | 'bfloat16' | 'float64' | 'int64' | 'int32' | 'int8' | 'uint8' | 'bool' | 'string' | 'other';
 
 export interface TensorInfo {
   name: string;
@@ -26,7 +27,18 @@ export interface GraphInterface {
 }
 
 // TensorProto.DataType numbers.
-const elementTypes: Record<number, ElementType> = { 1: 'float32', 2: 'uint8', 3: 'int8', 6: 'int32', 7: 'int64', 8: 'string', 9: 'bool', 10: 'float16', 11: 'float64', 16: 'bfloat16' };
+const elementTypes: Record<number, ElementType> = {
+  1: 'float32',
+  2: 'uint8',
+  3: 'int8',
+  6: 'int32',
+  7: 'int64',
+  8: 'string',
+  9: 'bool',
+  10: 'float16',
+  11: 'float64',
+  16: 'bfloat16',
+};
 
 /** Reads a graph's inputs (initializers excluded, as old exports list them among the inputs) and outputs. */
 export async function readGraphInterface(path: string): Promise<GraphInterface> {
@@ -49,7 +61,8 @@ export async function readGraphInterface(path: string): Promise<GraphInterface> 
         if (f === 8 && w === 2) names?.add(await reader.string(s, e));
         if (f === 13 && w === 2) {
           const entry = new Map<number, string>();
-          for (const [k, v] of messageFields(await reader.bytes(s, e))) if (v instanceof Uint8Array) entry.set(k, utf8.decode(v));
+          for (const [k, v] of messageFields(await reader.bytes(s, e)))
+            if (v instanceof Uint8Array) entry.set(k, utf8.decode(v));
           if (entry.get(1) === 'location' && entry.get(2)) externalData.add(entry.get(2)!);
         }
       });
@@ -70,7 +83,11 @@ export async function readGraphInterface(path: string): Promise<GraphInterface> 
         (field === 11 ? inputs : outputs).push(parseValueInfo(await reader.bytes(start, end)));
       }
     });
-    return { inputs: inputs.filter((input) => !initializers.has(input.name)), outputs, externalData: [...externalData].sort() };
+    return {
+      inputs: inputs.filter((input) => !initializers.has(input.name)),
+      outputs,
+      externalData: [...externalData].sort(),
+    };
   } finally {
     await file.close();
   }
@@ -145,7 +162,11 @@ class Reader {
   ) {}
 
   /** Calls `visit` for each field of the message between `start` and `end`; length-delimited fields get their bounds. */
-  async fields(start: number, end: number, visit: (field: number, wire: number, start: number, end: number) => Promise<void>): Promise<void> {
+  async fields(
+    start: number,
+    end: number,
+    visit: (field: number, wire: number, start: number, end: number) => Promise<void>,
+  ): Promise<void> {
     let at = start;
     while (at < end) {
       const [key, afterKey] = await this.varint(at);

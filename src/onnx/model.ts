@@ -67,8 +67,10 @@ type TypedArray =
 /** A tensor stored as raw_data, little-endian as ONNX requires; one array element per tensor element (no 4-bit types). */
 export function tensor(name: string, dataType: DataType, dims: readonly number[], data: TypedArray): TensorProto {
   const count = dims.reduce((a, b) => a * b, 1);
-  if (data.length !== count) throw new RangeError(`tensor ${name}: ${data.length} values for dims [${dims.join(', ')}]`);
-  if (!littleEndian && data.BYTES_PER_ELEMENT > 1) throw new Error('writing tensors on a big-endian host is not supported');
+  if (data.length !== count)
+    throw new RangeError(`tensor ${name}: ${data.length} values for dims [${dims.join(', ')}]`);
+  if (!littleEndian && data.BYTES_PER_ELEMENT > 1)
+    throw new Error('writing tensors on a big-endian host is not supported');
   return {
     name,
     dataType,
@@ -82,8 +84,17 @@ export function tensorFromFloat32(name: string, dims: readonly number[], data: F
   return tensor(name, DataType.FLOAT, dims, data);
 }
 
-export function tensorFromInt64(name: string, dims: readonly number[], data: readonly (number | bigint)[] | BigInt64Array): TensorProto {
-  return tensor(name, DataType.INT64, dims, BigInt64Array.from(data, (v) => BigInt(v)));
+export function tensorFromInt64(
+  name: string,
+  dims: readonly number[],
+  data: readonly (number | bigint)[] | BigInt64Array,
+): TensorProto {
+  return tensor(
+    name,
+    DataType.INT64,
+    dims,
+    BigInt64Array.from(data, (v) => BigInt(v)),
+  );
 }
 
 /** The values of a FLOAT tensor, from raw_data or float_data (always a copy). */
@@ -111,7 +122,11 @@ const utf8 = new TextEncoder();
 export const attr = {
   int: (name: string, value: number | bigint): AttributeProto => ({ name, type: AttributeType.INT, i: int64(value) }),
   float: (name: string, value: number): AttributeProto => ({ name, type: AttributeType.FLOAT, f: value }),
-  string: (name: string, value: string): AttributeProto => ({ name, type: AttributeType.STRING, s: utf8.encode(value) }),
+  string: (name: string, value: string): AttributeProto => ({
+    name,
+    type: AttributeType.STRING,
+    s: utf8.encode(value),
+  }),
   tensor: (name: string, value: TensorProto): AttributeProto => ({ name, type: AttributeType.TENSOR, t: value }),
   graph: (name: string, value: GraphProto): AttributeProto => ({ name, type: AttributeType.GRAPH, g: value }),
   ints: (name: string, values: readonly (number | bigint)[]): AttributeProto => ({
@@ -119,7 +134,11 @@ export const attr = {
     type: AttributeType.INTS,
     ints: values.map(int64),
   }),
-  floats: (name: string, values: readonly number[]): AttributeProto => ({ name, type: AttributeType.FLOATS, floats: [...values] }),
+  floats: (name: string, values: readonly number[]): AttributeProto => ({
+    name,
+    type: AttributeType.FLOATS,
+    floats: [...values],
+  }),
   strings: (name: string, values: readonly string[]): AttributeProto => ({
     name,
     type: AttributeType.STRINGS,

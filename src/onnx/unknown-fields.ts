@@ -41,7 +41,13 @@ function wrapType(type: protobuf.Type): void {
   const decode = (type.decode as unknown as Decode).bind(type);
   const encode = type.encode.bind(type);
 
-  const wrappedDecode = function (this: protobuf.Type, input: Reader | Uint8Array, length?: number, end?: number, depth?: number) {
+  const wrappedDecode = function (
+    this: protobuf.Type,
+    input: Reader | Uint8Array,
+    length?: number,
+    end?: number,
+    depth?: number,
+  ) {
     const reader = input instanceof protobuf.Reader ? input : protobuf.Reader.create(input);
     instrument(reader);
     const frame: Uint8Array[] = [];

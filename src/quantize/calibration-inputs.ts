@@ -41,7 +41,12 @@ export type Sequence = { ids: Int32Array; typeIds?: Uint8Array };
  * The calibration inputs for a model: texts alone (`embedding`) or (query, passage) pairs
  * (`rerank`), with special tokens, at most `maxTokens` long.
  */
-export function calibrationSequences(texts: string[], tokenizer: TextTokenizer, task: 'embedding' | 'rerank', maxTokens: number): Sequence[] {
+export function calibrationSequences(
+  texts: string[],
+  tokenizer: TextTokenizer,
+  task: 'embedding' | 'rerank',
+  maxTokens: number,
+): Sequence[] {
   const longest = Math.min(maxTokens, LONGEST);
   const encoded = texts.map((t) => tokenizer.encode(t)).filter((ids) => ids.length > 0);
   if (encoded.length === 0) return [];
@@ -59,8 +64,12 @@ export function calibrationSequences(texts: string[], tokenizer: TextTokenizer, 
   if (task === 'embedding') return [...encoded, ...joined].map((ids) => ({ ids: tokenizer.single(ids, longest) }));
 
   const words = (t: string) => t.split(/\s+/).length;
-  const short = texts.map((t, i) => (words(t) <= QUERY_WORDS ? encoded[i] : undefined)).filter((ids): ids is Int32Array => !!ids?.length);
-  const long = texts.map((t, i) => (words(t) > QUERY_WORDS ? encoded[i] : undefined)).filter((ids): ids is Int32Array => !!ids?.length);
+  const short = texts
+    .map((t, i) => (words(t) <= QUERY_WORDS ? encoded[i] : undefined))
+    .filter((ids): ids is Int32Array => !!ids?.length);
+  const long = texts
+    .map((t, i) => (words(t) > QUERY_WORDS ? encoded[i] : undefined))
+    .filter((ids): ids is Int32Array => !!ids?.length);
   const queries = short.length > 0 ? short : encoded;
   const passages = [...(long.length > 0 ? long : encoded), ...joined];
   // Each passage with two different queries, spread over the list.
@@ -78,7 +87,10 @@ export function calibrationSequences(texts: string[], tokenizer: TextTokenizer, 
  * Batches of equal-length inputs as feeds for the graph inputs named: each input is cut to the
  * longest of a few fixed lengths that it reaches (keeping its last token, the final separator).
  */
-export function calibrationRuns(sequences: Sequence[], graphInputs: readonly string[]): { runs: Record<string, ort.Tensor>[]; tokens: number } {
+export function calibrationRuns(
+  sequences: Sequence[],
+  graphInputs: readonly string[],
+): { runs: Record<string, ort.Tensor>[]; tokens: number } {
   const byLength = new Map<number, Sequence[]>();
   for (const s of sequences) {
     const n = s.ids.length;
@@ -106,9 +118,13 @@ export function calibrationRuns(sequences: Sequence[], graphInputs: readonly str
       const feeds: Record<string, ort.Tensor> = {};
       for (const name of graphInputs) {
         if (name === 'input_ids') feeds[name] = new ort.Tensor('int64', ids, dims);
-        else if (name === 'attention_mask') feeds[name] = new ort.Tensor('int64', new BigInt64Array(ids.length).fill(1n), dims);
+        else if (name === 'attention_mask')
+          feeds[name] = new ort.Tensor('int64', new BigInt64Array(ids.length).fill(1n), dims);
         else if (name === 'token_type_ids') feeds[name] = new ort.Tensor('int64', types, dims);
-        else throw new Error(`the graph has an input "${name}" that calibration does not know how to feed (quantize with --no-calibration)`);
+        else
+          throw new Error(
+            `the graph has an input "${name}" that calibration does not know how to feed (quantize with --no-calibration)`,
+          );
       }
       runs.push(feeds);
       tokens += ids.length;
@@ -145,14 +161,21 @@ function concat(parts: Int32Array[]): Int32Array {
  * The calibration set for the model whose tokenizer files are in `dir` and whose graph declares
  * `graphInputs` / `graphOutputs`: from `file`, or the shipped text.
  */
-export async function calibrationSet(dir: string, graph: { inputs: string[]; outputs: string[] }, file?: string): Promise<CalibrationSet> {
+export async function calibrationSet(
+  dir: string,
+  graph: { inputs: string[]; outputs: string[] },
+  file?: string,
+): Promise<CalibrationSet> {
   const { source, texts } = await loadCalibrationTexts(file);
   const tokenizer = await TextTokenizer.fromDirectory(dir);
   const config = await readJson(join(dir, 'config.json'));
   const architectures = Array.isArray(config?.architectures) ? (config.architectures as string[]) : [];
   // A sequence-classification head (cross-encoder or classifier, both take pairs) is calibrated on pairs; without config.json, its output says.
   const task =
-    architectures.some((a) => a.endsWith('ForSequenceClassification')) || (architectures.length === 0 && graph.outputs.includes('logits')) ? 'rerank' : 'embedding';
+    architectures.some((a) => a.endsWith('ForSequenceClassification')) ||
+    (architectures.length === 0 && graph.outputs.includes('logits'))
+      ? 'rerank'
+      : 'embedding';
   const window = typeof config?.max_position_embeddings === 'number' ? config.max_position_embeddings : LONGEST;
   const sequences = calibrationSequences(texts, tokenizer, task, Math.min(window, LONGEST));
   const { runs, tokens } = calibrationRuns(sequences, graph.inputs);

@@ -43,7 +43,10 @@ export async function collectInputStats(
   for (const [name, k] of activations) stats.set(name, { k, rows: 0, xtx: new Float64Array(k * k) });
   try {
     for (const feeds of runs) {
-      const result = await session.run(feeds, outputs.flatMap((o) => [o.xtx, o.shape]));
+      const result = await session.run(
+        feeds,
+        outputs.flatMap((o) => [o.xtx, o.shape]),
+      );
       for (const o of outputs) {
         const s = stats.get(o.activation)!;
         const xtx = result[o.xtx]!.data as Float32Array;
@@ -64,7 +67,10 @@ interface ProbeOutputs {
 }
 
 /** `model` with, per activation, outputs X^T X [k, k] and X's 2-D shape. */
-function probeModel(model: OnnxModel, activations: ReadonlyMap<string, number>): { probe: OnnxModel; outputs: ProbeOutputs[] } {
+function probeModel(
+  model: OnnxModel,
+  activations: ReadonlyMap<string, number>,
+): { probe: OnnxModel; outputs: ProbeOutputs[] } {
   const graph = model.graph!;
   const taken = new Set<string>();
   for (const n of graph.node ?? []) for (const name of [...(n.input ?? []), ...(n.output ?? [])]) taken.add(name);

@@ -29,7 +29,14 @@ export const DEFAULT_DAMP = 0.01;
  * `hessian` = X^T X (row-major [k, k], any positive multiple) of the MatMul's input. With a
  * diagonal H (uncorrelated inputs) this is round-to-nearest.
  */
-export function gptqRound(w: Float32Array, k: number, n: number, scales: Float32Array, hessian: Float64Array, options: GptqOptions = {}): Int8Array {
+export function gptqRound(
+  w: Float32Array,
+  k: number,
+  n: number,
+  scales: Float32Array,
+  hessian: Float64Array,
+  options: GptqOptions = {},
+): Int8Array {
   const l = reversedCholesky(hessian, k, options.damp ?? DEFAULT_DAMP);
   const values = new Int8Array(k * n);
   // The weights each row is rounded from: the original plus what earlier rows pushed onto it.

@@ -25,7 +25,14 @@
 import { randomBytes } from 'node:crypto';
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import { initializerToFloat32, node, readModel, tensor, toNumber, writeModel, type OnnxModel } from '../onnx/model.js';
-import { DataLocation, DataType, ModelProtoType, type GraphProto, type NodeProto, type TensorProto } from '../onnx/proto.js';
+import {
+  DataLocation,
+  DataType,
+  ModelProtoType,
+  type GraphProto,
+  type NodeProto,
+  type TensorProto,
+} from '../onnx/proto.js';
 import type { Calibration } from './calibration-stats.js';
 import { gptqRound, type GptqOptions } from './gptq.js';
 import { columnScales, toGrid } from './int8-grid.js';
@@ -68,7 +75,10 @@ export interface QuantizeOptions extends GptqOptions {
  * Throws when the graph cannot be converted safely (see `refuseUnsafe`) or
  * has no MatMul to convert.
  */
-export function quantizeModel(model: OnnxModel, options: QuantizeOptions = {}): { model: OnnxModel; report: QuantizeReport } {
+export function quantizeModel(
+  model: OnnxModel,
+  options: QuantizeOptions = {},
+): { model: OnnxModel; report: QuantizeReport } {
   const bytesBefore = encodedSize(model);
   const { model: quantized, converted, skipped } = convert(model, options);
   return { model: quantized, report: { converted, skipped, bytesBefore, bytesAfter: encodedSize(quantized) } };
@@ -80,7 +90,11 @@ export interface QuantizeFileOptions extends GptqOptions {
 }
 
 /** quantizeModel on a file; `outPath` is replaced atomically (temp file + rename), so readers never see half a model. */
-export async function quantizeFile(inPath: string, outPath: string, options: QuantizeFileOptions = {}): Promise<QuantizeReport> {
+export async function quantizeFile(
+  inPath: string,
+  outPath: string,
+  options: QuantizeFileOptions = {},
+): Promise<QuantizeReport> {
   const bytes = await readFile(inPath);
   let result: ReturnType<typeof convert>;
   try {
@@ -122,7 +136,13 @@ export interface QuantizedWeight {
  * Symmetric per-column int8 quantization of a row-major [k, n] matrix; undefined if it holds NaN
  * or infinity. Rounds to nearest, or with GPTQ when given X^T X of the MatMul's input.
  */
-export function quantizeWeight(w: Float32Array, k: number, n: number, hessian?: Float64Array, options: GptqOptions = {}): QuantizedWeight | undefined {
+export function quantizeWeight(
+  w: Float32Array,
+  k: number,
+  n: number,
+  hessian?: Float64Array,
+  options: GptqOptions = {},
+): QuantizedWeight | undefined {
   const scales = columnScales(w, k, n);
   if (!scales) return undefined;
   if (hessian) return { values: gptqRound(w, k, n, scales, hessian, options), scales };
@@ -214,8 +234,11 @@ function convert(model: OnnxModel, options: QuantizeOptions): Conversion {
   refuseUnsafe(graph);
 
   const nodes = graph.node ?? [];
-  const { initializers, graphInputs, graphOutputs, nestedReads, consumers, weightProblem, weightUses } = indexGraph(graph);
-  const names = new Set<string>([...initializers.keys(), ...graphInputs, ...graphOutputs].filter((s): s is string => !!s));
+  const { initializers, graphInputs, graphOutputs, nestedReads, consumers, weightProblem, weightUses } =
+    indexGraph(graph);
+  const names = new Set<string>(
+    [...initializers.keys(), ...graphInputs, ...graphOutputs].filter((s): s is string => !!s),
+  );
   for (const n of nodes) for (const name of [...(n.input ?? []), ...(n.output ?? [])]) names.add(name);
   const unique = (base: string) => {
     let name = base;
@@ -228,7 +251,9 @@ function convert(model: OnnxModel, options: QuantizeOptions): Conversion {
   const planFor = (weight: string): WeightPlan | string => {
     let plan = plans.get(weight);
     if (plan !== undefined) return plan;
-    plan = weightProblem(weight) ?? quantizeInitializer(initializers.get(weight)!, unique, hessianOf(weightUses.get(weight)!.activations), options);
+    plan =
+      weightProblem(weight) ??
+      quantizeInitializer(initializers.get(weight)!, unique, hessianOf(weightUses.get(weight)!.activations), options);
     plans.set(weight, plan);
     return plan;
   };
@@ -271,7 +296,10 @@ function convert(model: OnnxModel, options: QuantizeOptions): Conversion {
       removedAdds.add(add.node);
       removedValues.add(y);
     }
-    replacements.set(n, node('DynamicQuantizeMatMul', inputs, outputs, [], MS_DOMAIN, n.name ? `${n.name}_quant` : undefined));
+    replacements.set(
+      n,
+      node('DynamicQuantizeMatMul', inputs, outputs, [], MS_DOMAIN, n.name ? `${n.name}_quant` : undefined),
+    );
     converted.push({ name, weight, shape: [plan.k, plan.n], biasFolded: add !== undefined, rounding: plan.rounding });
   }
 
@@ -280,7 +308,8 @@ function convert(model: OnnxModel, options: QuantizeOptions): Conversion {
     const users = consumers.get(y) ?? [];
     const [add] = users;
     if (!y || !add || users.length !== 1 || graphOutputs.has(y) || nestedReads.has(y)) return undefined;
-    if (add.opType !== 'Add' || !isDefaultDomain(add) || add.input?.length !== 2 || add.output?.length !== 1) return undefined;
+    if (add.opType !== 'Add' || !isDefaultDomain(add) || add.input?.length !== 2 || add.output?.length !== 1)
+      return undefined;
     const [first, second] = add.input; // two, checked above
     const bias = first === y ? second! : first!;
     const t = initializers.get(bias);
@@ -324,7 +353,12 @@ function convert(model: OnnxModel, options: QuantizeOptions): Conversion {
   return { model: quantized, converted, skipped };
 }
 
-function quantizeInitializer(t: TensorProto, unique: (base: string) => string, hessian: Float64Array | undefined, options: GptqOptions): WeightPlan | string {
+function quantizeInitializer(
+  t: TensorProto,
+  unique: (base: string) => string,
+  hessian: Float64Array | undefined,
+  options: GptqOptions,
+): WeightPlan | string {
   const [k, n] = (t.dims ?? []).map(toNumber);
   if (k === undefined || n === undefined) return 'B is not a 2-D matrix'; // weightProblem said so already
   let q: QuantizedWeight | undefined;
@@ -335,7 +369,11 @@ function quantizeInitializer(t: TensorProto, unique: (base: string) => string, h
   }
   if (!q) return 'B holds NaN or infinite values';
   const base = t.name ?? 'weight';
-  const names = { values: unique(`${base}_quantized`), scale: unique(`${base}_scale`), zeroPoint: unique(`${base}_zero_point`) };
+  const names = {
+    values: unique(`${base}_quantized`),
+    scale: unique(`${base}_scale`),
+    zeroPoint: unique(`${base}_zero_point`),
+  };
   return {
     k,
     n,
@@ -363,7 +401,9 @@ function refuseUnsafe(graph: GraphProto): void {
     for (const n of g.node ?? []) {
       const op = n.opType ?? '';
       if (QUANTIZED_OPS.has(op) || op.startsWith('QLinear') || op.startsWith('QOrdered')) {
-        throw new Error(`the graph is already quantized (it has a ${op} node ${n.name ?? ''}); quantize the float32 original instead`);
+        throw new Error(
+          `the graph is already quantized (it has a ${op} node ${n.name ?? ''}); quantize the float32 original instead`,
+        );
       }
     }
   }

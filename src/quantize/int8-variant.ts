@@ -53,7 +53,9 @@ export function planInt8(target: string, modelsDir: string, catalogue?: Catalogu
   const isModel = !target.includes(':') && !isAbsolute(target) && existsSync(inModelsDir);
   const folder = isModel ? inModelsDir : existsSync(target) ? resolve(target) : undefined;
   if (!folder) {
-    throw new Int8Error(`"${target}" is neither a model in ${resolve(modelsDir)} nor a file or folder. Pull the model first ("onnx-gateway models pull <id>").`);
+    throw new Int8Error(
+      `"${target}" is neither a model in ${resolve(modelsDir)} nor a file or folder. Pull the model first ("onnx-gateway models pull <id>").`,
+    );
   }
   const hasTokenizer = (dir: string) => existsSync(join(dir, 'tokenizer.json'));
   if (statSync(folder).isFile()) {
@@ -62,9 +64,17 @@ export function planInt8(target: string, modelsDir: string, catalogue?: Catalogu
     const tokenizerDir = [dirname(folder), dirname(dirname(folder))].find(hasTokenizer);
     return { input: folder, output: join(dirname(folder), `${basename(folder, '.onnx')}_int8.onnx`), tokenizerDir };
   }
-  const fp32 = variantCandidates('fp32').map((file) => join(folder, file)).find((path) => existsSync(path));
-  if (!fp32) throw new Int8Error(`${folder} has no fp32 graph (${variantCandidates('fp32').join(' or ')}) to quantize.`);
-  return { input: fp32, output: join(folder, INT8_FILE), id: isModel ? target : basename(folder), tokenizerDir: hasTokenizer(folder) ? folder : undefined };
+  const fp32 = variantCandidates('fp32')
+    .map((file) => join(folder, file))
+    .find((path) => existsSync(path));
+  if (!fp32)
+    throw new Int8Error(`${folder} has no fp32 graph (${variantCandidates('fp32').join(' or ')}) to quantize.`);
+  return {
+    input: fp32,
+    output: join(folder, INT8_FILE),
+    id: isModel ? target : basename(folder),
+    tokenizerDir: hasTokenizer(folder) ? folder : undefined,
+  };
 }
 
 /**
@@ -76,9 +86,13 @@ export function planInt8(target: string, modelsDir: string, catalogue?: Catalogu
 export async function quantizeToInt8(plan: Int8Plan, options: Int8Options = {}): Promise<QuantizeReport> {
   let summary: CalibrationSummary | undefined;
   let uncalibrated: string | undefined = options.calibration === false ? 'calibration turned off' : undefined;
-  if (typeof options.calibration === 'string' && !existsSync(options.calibration)) throw new Int8Error(`The calibration file ${options.calibration} does not exist.`);
+  if (typeof options.calibration === 'string' && !existsSync(options.calibration))
+    throw new Int8Error(`The calibration file ${options.calibration} does not exist.`);
   if (options.calibration !== false && !plan.tokenizerDir) {
-    if (options.calibration !== undefined) throw new Int8Error(`Can not calibrate ${plan.input}: no tokenizer.json beside it (or in the folder above) to tokenize ${options.calibration} with.`);
+    if (options.calibration !== undefined)
+      throw new Int8Error(
+        `Can not calibrate ${plan.input}: no tokenizer.json beside it (or in the folder above) to tokenize ${options.calibration} with.`,
+      );
     uncalibrated = 'no tokenizer.json beside the graph to tokenize calibration text with';
   }
   const calibrate =
@@ -88,12 +102,20 @@ export async function quantizeToInt8(plan: Int8Plan, options: Int8Options = {}):
           const graph = model.graph ?? {};
           const set = await calibrationSet(
             plan.tokenizerDir!,
-            { inputs: (graph.input ?? []).map((v) => v.name ?? ''), outputs: (graph.output ?? []).map((v) => v.name ?? '') },
+            {
+              inputs: (graph.input ?? []).map((v) => v.name ?? ''),
+              outputs: (graph.output ?? []).map((v) => v.name ?? ''),
+            },
             options.calibration || undefined,
           );
           options.log?.(`calibrating: ${set.inputs} inputs (${set.tokens} tokens) from ${set.source}`);
           const stats = await collectInputStats(model, targets, set.runs);
-          summary = { source: set.source, inputs: set.inputs, tokens: set.tokens, seconds: (performance.now() - started) / 1000 };
+          summary = {
+            source: set.source,
+            inputs: set.inputs,
+            tokens: set.tokens,
+            seconds: (performance.now() - started) / 1000,
+          };
           options.log?.(`rounding with GPTQ`);
           return stats;
         }

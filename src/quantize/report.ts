@@ -56,7 +56,9 @@ export function formatQuantizeReport(report: QuantizeReport): string {
     gptq === 0
       ? `rounding: to nearest${report.uncalibrated ? ` (${report.uncalibrated})` : ''}`
       : `rounding: GPTQ${gptq < report.converted.length ? ` for ${gptq} (the others to nearest)` : ''}` +
-        (c ? `, calibrated on ${c.inputs} inputs (${c.tokens} tokens) from ${c.source} in ${c.seconds.toFixed(1)} s` : '');
+        (c
+          ? `, calibrated on ${c.inputs} inputs (${c.tokens} tokens) from ${c.source} in ${c.seconds.toFixed(1)} s`
+          : '');
   const lines = [
     `${report.converted.length} MatMul(s) -> DynamicQuantizeMatMul (int8 weights, per-column scales), ${folded} bias Add(s) folded`,
     rounding,

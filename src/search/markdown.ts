@@ -6,7 +6,10 @@ import type { SearchOutcome } from './types.js';
 
 /** Escapes the characters that would end a link text or start markup (a heading, emphasis, HTML). */
 function escapeText(text: string): string {
-  return text.replace(/([\\[\]*_`<>#])/g, '\\$1').replace(/\s+/g, ' ').trim();
+  return text
+    .replace(/([\\[\]*_`<>#])/g, '\\$1')
+    .replace(/\s+/g, ' ')
+    .trim();
 }
 
 function escapeUrl(url: string): string {
@@ -19,7 +22,9 @@ export function renderMarkdown(query: string, outcome: SearchOutcome, firstRank 
   if (outcome.results.length === 0) lines.push('No results.', '');
   outcome.results.forEach((result, i) => {
     lines.push(`## ${firstRank + i}. [${escapeText(result.title || result.url)}](${escapeUrl(result.url)})`);
-    const facts = [result.source, result.published_date?.slice(0, 10), `score ${result.score.toFixed(3)}`].filter(Boolean);
+    const facts = [result.source, result.published_date?.slice(0, 10), `score ${result.score.toFixed(3)}`].filter(
+      Boolean,
+    );
     lines.push(`*${facts.join(' · ')}*`, '');
     if (result.snippet) lines.push(escapeText(result.snippet), '');
   });

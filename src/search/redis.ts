@@ -13,20 +13,29 @@ export class RedisUnavailableError extends StartupError {
 
 /** Connects once to check the URL, so that a wrong URL stops the start instead of retrying forever. */
 export async function probeRedis(url: string): Promise<void> {
-  const redis = new Redis(url, { lazyConnect: true, connectTimeout: 5000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 5000,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
   redis.on('error', () => undefined);
   try {
     await redis.connect();
     await redis.ping();
   } catch (error) {
-    throw new RedisUnavailableError(`Redis at ${redactUrl(url)} is not reachable (${(error as Error).message}); check redisUrl (ONNX_GATEWAY_REDIS_URL).`);
+    throw new RedisUnavailableError(
+      `Redis at ${redactUrl(url)} is not reachable (${(error as Error).message}); check redisUrl (ONNX_GATEWAY_REDIS_URL).`,
+    );
   } finally {
     redis.disconnect();
   }
 }
 
 /** ioredis reports every reconnect attempt; one line per 10 s is enough. */
-export function throttledErrorLog(log: { error(object: unknown, message: string): void } | undefined): (error: Error) => void {
+export function throttledErrorLog(
+  log: { error(object: unknown, message: string): void } | undefined,
+): (error: Error) => void {
   let lastLogged = 0;
   return (error) => {
     if (Date.now() - lastLogged < 10_000) return;

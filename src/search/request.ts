@@ -21,11 +21,38 @@ export const freshnessValues: readonly Freshness[] = ['oneDay', 'oneWeek', 'oneM
 
 /** Common spellings, compared without case, spaces, dashes or underscores. */
 const freshnessAliases: Record<string, Freshness> = {
-  oneday: 'oneDay', day: 'oneDay', '1d': 'oneDay', '24h': 'oneDay', pastday: 'oneDay', lastday: 'oneDay', today: 'oneDay',
-  oneweek: 'oneWeek', week: 'oneWeek', '1w': 'oneWeek', '7d': 'oneWeek', pastweek: 'oneWeek', lastweek: 'oneWeek',
-  onemonth: 'oneMonth', month: 'oneMonth', '1m': 'oneMonth', '30d': 'oneMonth', pastmonth: 'oneMonth', lastmonth: 'oneMonth',
-  oneyear: 'oneYear', year: 'oneYear', '1y': 'oneYear', '365d': 'oneYear', pastyear: 'oneYear', lastyear: 'oneYear',
-  nolimit: 'noLimit', none: 'noLimit', any: 'noLimit', anytime: 'noLimit', all: 'noLimit', alltime: 'noLimit', unlimited: 'noLimit',
+  oneday: 'oneDay',
+  day: 'oneDay',
+  '1d': 'oneDay',
+  '24h': 'oneDay',
+  pastday: 'oneDay',
+  lastday: 'oneDay',
+  today: 'oneDay',
+  oneweek: 'oneWeek',
+  week: 'oneWeek',
+  '1w': 'oneWeek',
+  '7d': 'oneWeek',
+  pastweek: 'oneWeek',
+  lastweek: 'oneWeek',
+  onemonth: 'oneMonth',
+  month: 'oneMonth',
+  '1m': 'oneMonth',
+  '30d': 'oneMonth',
+  pastmonth: 'oneMonth',
+  lastmonth: 'oneMonth',
+  oneyear: 'oneYear',
+  year: 'oneYear',
+  '1y': 'oneYear',
+  '365d': 'oneYear',
+  pastyear: 'oneYear',
+  lastyear: 'oneYear',
+  nolimit: 'noLimit',
+  none: 'noLimit',
+  any: 'noLimit',
+  anytime: 'noLimit',
+  all: 'noLimit',
+  alltime: 'noLimit',
+  unlimited: 'noLimit',
 };
 
 /** How far back each freshness reaches, in milliseconds. */
@@ -39,11 +66,13 @@ export const freshnessWindowMs: Record<Freshness, number> = {
 
 export function parseFreshness(value: unknown): Freshness {
   if (value === undefined || value === null || value === '') return 'noLimit';
-  if (typeof value !== 'string') throw invalid('freshness', `freshness must be a string, one of ${freshnessValues.join(', ')}.`);
+  if (typeof value !== 'string')
+    throw invalid('freshness', `freshness must be a string, one of ${freshnessValues.join(', ')}.`);
   const key = value.toLowerCase().replace(/[\s_-]+/g, '');
   // Own names only: "constructor" would otherwise be a freshness (a function, and a NaN date filter).
   const freshness = Object.hasOwn(freshnessAliases, key) ? freshnessAliases[key] : undefined;
-  if (!freshness) throw invalid('freshness', `freshness "${value}" is not known; use one of ${freshnessValues.join(', ')}.`);
+  if (!freshness)
+    throw invalid('freshness', `freshness "${value}" is not known; use one of ${freshnessValues.join(', ')}.`);
   return freshness;
 }
 
@@ -52,7 +81,8 @@ const worldwide = new Set(['global', 'worldwide', 'world', 'all', 'any', 'intern
 
 export function parseArea(value: unknown): Area {
   if (value === undefined || value === null || value === '') return { tag: 'global' };
-  if (typeof value !== 'string') throw invalid('area', 'area must be a string: "global" or a language tag such as "en" or "en-US".');
+  if (typeof value !== 'string')
+    throw invalid('area', 'area must be a string: "global" or a language tag such as "en" or "en-US".');
   const text = value.trim();
   if (worldwide.has(text.toLowerCase())) return { tag: 'global' };
   const match = /^([a-z]{2,3})(?:[-_]([a-z]{2}|\d{3}))?$/i.exec(text);
@@ -73,7 +103,8 @@ export function normaliseSearchRequest(raw: RawSearchRequest): SearchRequest {
   if (typeof raw.query !== 'string') throw invalid('query', 'query is required and must be a string.');
   const query = raw.query.trim();
   if (query.length === 0) throw invalid('query', 'query must not be empty.');
-  if (query.length > searchLimits.maxQueryChars) throw invalid('query', `query has ${query.length} characters; at most ${searchLimits.maxQueryChars} are accepted.`);
+  if (query.length > searchLimits.maxQueryChars)
+    throw invalid('query', `query has ${query.length} characters; at most ${searchLimits.maxQueryChars} are accepted.`);
   if (raw.includeImages !== undefined && raw.includeImages !== null && typeof raw.includeImages !== 'boolean') {
     throw invalid('includeImages', 'includeImages must be true or false.');
   }

@@ -46,7 +46,10 @@ export function indexPath(dataDir: string): string {
   return join(dataDir, 'search', 'index.sqlite');
 }
 
-export function openRetriever(ctx: CoreContext, settings: Pick<SearchSettings, 'dataDir' | 'searchFusion' | 'searchRankings' | 'searchRerankDepth'>): LocalRetriever {
+export function openRetriever(
+  ctx: CoreContext,
+  settings: Pick<SearchSettings, 'dataDir' | 'searchFusion' | 'searchRankings' | 'searchRerankDepth'>,
+): LocalRetriever {
   return new LocalRetriever(ctx, DocumentIndex.open(indexPath(settings.dataDir)), {
     fusion: settings.searchFusion === 'mix' ? 'mix' : 'rrf',
     // The setting's choices are checked when the configuration is read.
@@ -86,12 +89,19 @@ export class SearchService {
       log,
     };
     const replication = settings.redisUrl
-      ? await IndexReplication.open(settings.redisUrl, retriever.index, { streamLength: settings.searchIndexStreamLength, log })
+      ? await IndexReplication.open(settings.redisUrl, retriever.index, {
+          streamLength: settings.searchIndexStreamLength,
+          log,
+        })
       : undefined;
     try {
       const tasks = settings.redisUrl
         ? await SharedSearchTasks.open(settings.redisUrl, provider, options)
-        : await SearchTasks.open(new SqliteTaskStore(openDatabase(join(settings.dataDir, 'search', 'tasks.sqlite'))), provider, options);
+        : await SearchTasks.open(
+            new SqliteTaskStore(openDatabase(join(settings.dataDir, 'search', 'tasks.sqlite'))),
+            provider,
+            options,
+          );
       return new SearchService(ctx, tasks, retriever, replication);
     } catch (error) {
       await replication?.close();
@@ -103,7 +113,10 @@ export class SearchService {
     return this.retriever.index;
   }
 
-  ingest(documents: AsyncIterable<IndexDocument> | Iterable<IndexDocument>, options?: IngestOptions): Promise<IngestReport> {
+  ingest(
+    documents: AsyncIterable<IndexDocument> | Iterable<IndexDocument>,
+    options?: IngestOptions,
+  ): Promise<IngestReport> {
     return ingestDocuments(this.ctx, this.writer, documents, options);
   }
 

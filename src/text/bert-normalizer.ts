@@ -19,7 +19,8 @@ const DROPPED = /[\0\uFFFD]|(?![\t\n\r])[\p{Cc}\p{Cf}\p{Co}\p{Cs}]/gu;
 // Without the u flag: \s is the same set either way, and this is faster.
 const WHITESPACE = /\s/g;
 // The CJK Unified Ideographs blocks and their extensions, and the compatibility ideographs.
-const CJK = /[\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\u{20000}-\u{2A6DF}\u{2A700}-\u{2B73F}\u{2B740}-\u{2B81F}\u{2B820}-\u{2CEAF}\u{2F800}-\u{2FA1F}]/gu;
+const CJK =
+  /[\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\u{20000}-\u{2A6DF}\u{2A700}-\u{2B73F}\u{2B740}-\u{2B81F}\u{2B820}-\u{2CEAF}\u{2F800}-\u{2FA1F}]/gu;
 const NONSPACING_MARKS = /\p{Mn}/gu;
 // The one context-sensitive mapping of toLowerCase that is not language-specific (Final_Sigma).
 const CAPITAL_SIGMA = /\u03A3/g;
@@ -33,7 +34,12 @@ export interface BertNormalizerOptions {
 }
 
 /** The normalisation of a BertNormalizer with these options. */
-export function bertNormalizer({ clean, chinese, stripAccents, lowercase }: BertNormalizerOptions): (text: string) => string {
+export function bertNormalizer({
+  clean,
+  chinese,
+  stripAccents,
+  lowercase,
+}: BertNormalizerOptions): (text: string) => string {
   return (text) => {
     if (clean) text = text.replace(DROPPED, '').replace(WHITESPACE, ' ');
     if (chinese) text = text.replace(CJK, ' $& ');

@@ -7,5 +7,5 @@
  * which counts U+FEFF (BOM) as whitespace and not U+0085 (NEL). A space before either then lands
  * in another piece, and BPE merges across it differ.
  */
-export const GPT2_SPLIT = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\p{White_Space}\p{L}\p{N}]+|\p{White_Space}+(?!\P{White_Space})|\p{White_Space}+/gu;
-
+export const GPT2_SPLIT =
+  /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\p{White_Space}\p{L}\p{N}]+|\p{White_Space}+(?!\P{White_Space})|\p{White_Space}+/gu;

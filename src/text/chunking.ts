@@ -26,19 +26,33 @@ export interface ChunkOptions {
  * truncation keeps of the document, so `maxChunks: 1` is plain truncation. A document that fits
  * is one window: the document itself.
  */
-export function chunkPair(query: Int32Array, doc: Int32Array, maxTokens: number, pairSpecials: number, opts: ChunkOptions): Int32Array[] {
+export function chunkPair(
+  query: Int32Array,
+  doc: Int32Array,
+  maxTokens: number,
+  pairSpecials: number,
+  opts: ChunkOptions,
+): Int32Array[] {
   const { overlap, maxChunks } = opts;
   const room = maxTokens - pairSpecials;
   const half = Math.ceil(room / 2);
   const maxQuery = opts.maxQueryTokens ?? half;
-  if (!Number.isInteger(room) || room < 2) throw new RangeError(`maxTokens must leave at least 2 tokens besides the ${pairSpecials} special ones, got ${maxTokens}`);
+  if (!Number.isInteger(room) || room < 2)
+    throw new RangeError(
+      `maxTokens must leave at least 2 tokens besides the ${pairSpecials} special ones, got ${maxTokens}`,
+    );
   if (!Number.isInteger(maxQuery) || maxQuery < half || maxQuery >= room) {
-    throw new RangeError(`maxQueryTokens must be an integer from ${half} (half the room) to ${room - 1}, got ${maxQuery}`);
+    throw new RangeError(
+      `maxQueryTokens must be an integer from ${half} (half the room) to ${room - 1}, got ${maxQuery}`,
+    );
   }
-  if (!Number.isInteger(maxChunks) || maxChunks < 1) throw new RangeError(`maxChunks must be a positive integer, got ${maxChunks}`);
+  if (!Number.isInteger(maxChunks) || maxChunks < 1)
+    throw new RangeError(`maxChunks must be a positive integer, got ${maxChunks}`);
   // Checked against the shortest window (longest query), so a bad setting fails on every call.
   if (!Number.isInteger(overlap) || overlap < 0 || overlap >= room - maxQuery) {
-    throw new RangeError(`overlap must be an integer from 0 to ${room - maxQuery - 1} (the shortest window), got ${overlap}`);
+    throw new RangeError(
+      `overlap must be an integer from 0 to ${room - maxQuery - 1} (the shortest window), got ${overlap}`,
+    );
   }
 
   const size = room - Math.min(query.length, maxQuery);

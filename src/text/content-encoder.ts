@@ -31,8 +31,12 @@ export function contentEncoder(tokenizer: LibraryTokenizer): ContentEncoder | un
   const vocab = model.tokens_to_ids;
   const unk = model.unk_token_id;
   // Added tokens are matched in the raw text (or, for `normalized` ones, in the normalized text).
-  const rawAdded = containsAny(tokenizer.added_tokens.filter((t) => !(t.normalized && normalizer)).map((t) => t.content));
-  const normalizedContents = tokenizer.added_tokens.filter((t) => t.normalized && normalizer).map((t) => normalizer!(t.content));
+  const rawAdded = containsAny(
+    tokenizer.added_tokens.filter((t) => !(t.normalized && normalizer)).map((t) => t.content),
+  );
+  const normalizedContents = tokenizer.added_tokens
+    .filter((t) => t.normalized && normalizer)
+    .map((t) => normalizer!(t.content));
   const normalizedAdded = containsAny(normalizedContents);
 
   const cache = new Map<string, Int32Array>();

@@ -117,7 +117,10 @@ export function loadLibraryTokenizer(json: object, config: object): { tokenizer:
 /** Whether the tokenizer normalizes and splits as BERT does (content-encoder.ts caches per whitespace chunk then). */
 export function isBertLike(tokenizer: LibraryTokenizer): boolean {
   const { normalizer, pre_tokenizer: preTokenizer } = tokenizer;
-  return (normalizer === null || normalizer instanceof library.BertNormalizer) && preTokenizer instanceof library.BertPreTokenizer;
+  return (
+    (normalizer === null || normalizer instanceof library.BertNormalizer) &&
+    preTokenizer instanceof library.BertPreTokenizer
+  );
 }
 
 function patch(tokenizer: LibraryTokenizer): Patched {
@@ -125,7 +128,12 @@ function patch(tokenizer: LibraryTokenizer): Patched {
   const { normalizer, pre_tokenizer: preTokenizer, model } = tokenizer;
   // Same output, faster: the library's per-character loops dominate tokenising time.
   if (normalizer instanceof library.BertNormalizer) {
-    const { clean_text: clean, handle_chinese_chars: chinese, lowercase, strip_accents: stripAccents } = normalizer.config;
+    const {
+      clean_text: clean,
+      handle_chinese_chars: chinese,
+      lowercase,
+      strip_accents: stripAccents,
+    } = normalizer.config;
     normalizer.normalize = bertNormalizer({ clean, chinese, lowercase, stripAccents: stripAccents ?? lowercase });
     patched.bertNormalizer++;
   }
@@ -173,7 +181,9 @@ function patch(tokenizer: LibraryTokenizer): Patched {
 
 /** `part` and, when it is a Sequence, the parts inside it. */
 function sequence<S>(part: unknown, sequenceClass: Class<S>, inner: (sequence: S) => unknown[]): unknown[] {
-  return part instanceof sequenceClass ? (inner(part) ?? []).flatMap((item) => sequence(item, sequenceClass, inner)) : [part];
+  return part instanceof sequenceClass
+    ? (inner(part) ?? []).flatMap((item) => sequence(item, sequenceClass, inner))
+    : [part];
 }
 
 let checked = false;
@@ -193,31 +203,63 @@ export function checkLibraryPatches(): void {
   // BERT: BertNormalizer and WordPiece. The library leaves an astral CJK ideograph unspaced and
   // lowercases a final capital sigma to ς; the patch spaces it out and gives σ.
   const bert = tokenizer({
-    normalizer: { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
+    normalizer: {
+      type: 'BertNormalizer',
+      clean_text: true,
+      handle_chinese_chars: true,
+      strip_accents: null,
+      lowercase: true,
+    },
     pre_tokenizer: { type: 'BertPreTokenizer' },
-    model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: { '[UNK]': 0, a: 1, '##b': 2, '\u{20000}': 3, 'aσ': 4 } },
+    model: {
+      type: 'WordPiece',
+      unk_token: '[UNK]',
+      continuing_subword_prefix: '##',
+      max_input_chars_per_word: 100,
+      vocab: { '[UNK]': 0, a: 1, '##b': 2, '\u{20000}': 3, aσ: 4 },
+    },
   });
   expect('bertNormalizer', bert.patched.bertNormalizer === 1, 'not applied');
   expect('wordPiece', bert.patched.wordPiece === 1, 'not applied');
   const wordPieceCalls = counted(bert.tokenizer.model, 'encode');
-  expect('bertNormalizer', same(bert.tokenizer.encode('AB\u{20000}AΣ', CONTENT).ids, [1, 2, 3, 4]), "the library's encode does not use it");
+  expect(
+    'bertNormalizer',
+    same(bert.tokenizer.encode('AB\u{20000}AΣ', CONTENT).ids, [1, 2, 3, 4]),
+    "the library's encode does not use it",
+  );
   expect('wordPiece', wordPieceCalls() > 0, "the library's encode does not call it");
 
   // SentencePiece: a Precompiled normalizer without rules (inside a Sequence) and Unigram. The
   // library applies NFKC (ﬁ -> fi) where HF tokenizers leaves the text as it is.
   const unigram = tokenizer({
     normalizer: { type: 'Sequence', normalizers: [{ type: 'Precompiled', precompiled_charsmap: null }] },
-    model: { type: 'Unigram', unk_id: 0, vocab: [['<unk>', 0], ['\uFB01', -1], ['f', -2], ['i', -2]] },
+    model: {
+      type: 'Unigram',
+      unk_id: 0,
+      vocab: [
+        ['<unk>', 0],
+        ['\uFB01', -1],
+        ['f', -2],
+        ['i', -2],
+      ],
+    },
   });
   expect('precompiled', unigram.patched.precompiled === 1, 'not applied');
   expect('unigram', unigram.patched.unigram === 1, 'not applied');
   const unigramCalls = counted(unigram.tokenizer.model, 'encode');
-  expect('precompiled', same(unigram.tokenizer.encode('\uFB01', CONTENT).ids, [1]), "the library's encode does not use it");
+  expect(
+    'precompiled',
+    same(unigram.tokenizer.encode('\uFB01', CONTENT).ids, [1]),
+    "the library's encode does not use it",
+  );
   expect('unigram', unigramCalls() > 0, "the library's encode does not call it");
 
   // Byte-level BPE: U+FEFF is no whitespace to Unicode, so " \uFEFF" is one piece, not two.
   const byteLevel = tokenizer({
-    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }] },
+    pre_tokenizer: {
+      type: 'Sequence',
+      pretokenizers: [{ type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }],
+    },
     model: { type: 'BPE', vocab: { x: 0 }, merges: [] },
   });
   expect('byteLevel', byteLevel.patched.byteLevel === 1, 'not applied');
@@ -225,7 +267,9 @@ export function checkLibraryPatches(): void {
   expect('byteLevel', pieces.length === 3, `the library's pre-tokenizer does not use it (${pieces.length} pieces)`);
 
   if (failures.length > 0) {
-    throw new Error(`@huggingface/tokenizers is not the version these patches were written for (text/library-patches.ts): ${failures.join('; ')}.`);
+    throw new Error(
+      `@huggingface/tokenizers is not the version these patches were written for (text/library-patches.ts): ${failures.join('; ')}.`,
+    );
   }
   checked = true;
 }
@@ -233,7 +277,15 @@ export function checkLibraryPatches(): void {
 const CONTENT = Object.freeze({ add_special_tokens: false });
 
 function tokenizer(parts: object): { tokenizer: LibraryTokenizer; patched: Patched } {
-  const json = { version: '1.0', added_tokens: [], normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...parts };
+  const json = {
+    version: '1.0',
+    added_tokens: [],
+    normalizer: null,
+    pre_tokenizer: null,
+    post_processor: null,
+    decoder: null,
+    ...parts,
+  };
   const made = new library.Tokenizer(json, {});
   return { tokenizer: made, patched: patch(made) };
 }
@@ -242,10 +294,10 @@ function tokenizer(parts: object): { tokenizer: LibraryTokenizer; patched: Patch
 function counted<K extends string>(object: Record<K, (...args: never[]) => unknown>, name: K): () => number {
   let calls = 0;
   const original = object[name];
-  object[name] = ((...args: never[]) => {
+  object[name] = (...args: never[]) => {
     calls++;
     return original.apply(object, args);
-  });
+  };
   return () => calls;
 }
 

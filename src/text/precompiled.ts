@@ -32,7 +32,8 @@ export class PrecompiledCharsmap {
     if (blob.length < 4) throw new Error('precompiled_charsmap: too short');
     const view = new DataView(blob.buffer, blob.byteOffset, blob.byteLength);
     const trieSize = view.getUint32(0, true);
-    if (trieSize % 4 !== 0 || trieSize < 4 || 4 + trieSize > blob.length) throw new Error(`precompiled_charsmap: bad trie size ${trieSize}`);
+    if (trieSize % 4 !== 0 || trieSize < 4 || 4 + trieSize > blob.length)
+      throw new Error(`precompiled_charsmap: bad trie size ${trieSize}`);
     this.units = new Uint32Array(trieSize / 4);
     for (let i = 0; i < this.units.length; i++) this.units[i] = view.getUint32(4 + 4 * i, true);
     this.replacements = blob.subarray(4 + trieSize);
@@ -58,7 +59,7 @@ export class PrecompiledCharsmap {
           continue;
         }
       }
-      for (let i = index; i < end; ) {
+      for (let i = index; i < end;) {
         const next = i + (isSurrogatePair(text, i) ? 2 : 1);
         out += this.char(text, i, next);
         i = next;
@@ -89,7 +90,7 @@ export class PrecompiledCharsmap {
   private shortest(text: string, start: number, end: number): number {
     const units = this.units;
     let node = offset(units[0]!);
-    for (let i = start; i < end; ) {
+    for (let i = start; i < end;) {
       let code = text.charCodeAt(i++);
       if (code >= 0xd800 && code <= 0xdbff && i < end && isLowSurrogate(text.charCodeAt(i))) {
         code = 0x10000 + ((code - 0xd800) << 10) + (text.charCodeAt(i++) - 0xdc00);
@@ -99,7 +100,8 @@ export class PrecompiledCharsmap {
       // The UTF-8 bytes of the code point, one at a time.
       const n = code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4;
       for (let k = n - 1; k >= 0; k--) {
-        const byte = n === 1 ? code : k === n - 1 ? ((0xf00 >> n) & 0xff) | (code >> (6 * k)) : 0x80 | ((code >> (6 * k)) & 0x3f);
+        const byte =
+          n === 1 ? code : k === n - 1 ? ((0xf00 >> n) & 0xff) | (code >> (6 * k)) : 0x80 | ((code >> (6 * k)) & 0x3f);
         // Keys are NUL-terminated: a NUL byte ends the search.
         if (byte === 0) return NO_MATCH;
         node ^= byte;

@@ -66,7 +66,10 @@ export function readTemplate(postProcessor: unknown): SpecialTemplate {
       const processors = Array.isArray(config.processors) ? (config.processors as Json[]) : [];
       const adding = processors.filter((p) => p?.type !== 'ByteLevel');
       if (adding.length === 0) return NO_SPECIALS;
-      if (adding.length > 1) throw new Error(`post_processor: a Sequence with ${adding.length} processors that add special tokens is not supported`);
+      if (adding.length > 1)
+        throw new Error(
+          `post_processor: a Sequence with ${adding.length} processors that add special tokens is not supported`,
+        );
       return readTemplate(adding[0]);
     }
     default:
@@ -80,7 +83,13 @@ function fromTemplateProcessing(config: Json): SpecialTemplate {
   const pair = split(config.pair, specials, ['A', 'B']);
   return {
     single: { before: single.runs[0]!, typeA: single.types[0]!, after: single.runs[1]! },
-    pair: { before: pair.runs[0]!, typeA: pair.types[0]!, between: pair.runs[1]!, typeB: pair.types[1]!, after: pair.runs[2]! },
+    pair: {
+      before: pair.runs[0]!,
+      typeA: pair.types[0]!,
+      between: pair.runs[1]!,
+      typeB: pair.types[1]!,
+      after: pair.runs[2]!,
+    },
   };
 }
 
@@ -88,7 +97,11 @@ function fromTemplateProcessing(config: Json): SpecialTemplate {
  * Splits a template (`[{SpecialToken}|{Sequence}]`) into the special runs around its sequences,
  * which must appear exactly in the `expected` order.
  */
-function split(items: unknown, specials: Record<string, { ids?: unknown }>, expected: string[]): { runs: SpecialRun[]; types: number[] } {
+function split(
+  items: unknown,
+  specials: Record<string, { ids?: unknown }>,
+  expected: string[],
+): { runs: SpecialRun[]; types: number[] } {
   if (!Array.isArray(items)) throw new Error('post_processor: TemplateProcessing without a template');
   const runs: { ids: number[]; typeIds: number[] }[] = [{ ids: [], typeIds: [] }];
   const types: number[] = [];
@@ -97,21 +110,24 @@ function split(items: unknown, specials: Record<string, { ids?: unknown }>, expe
     const sequence = item.Sequence as { id: string; type_id?: number } | undefined;
     if (special) {
       const ids = specials[special.id]?.ids;
-      if (!Array.isArray(ids) || !ids.every(Number.isInteger)) throw new Error(`post_processor: no ids for special token ${JSON.stringify(special.id)}`);
+      if (!Array.isArray(ids) || !ids.every(Number.isInteger))
+        throw new Error(`post_processor: no ids for special token ${JSON.stringify(special.id)}`);
       const current = runs[runs.length - 1]!;
       for (const id of ids as number[]) {
         current.ids.push(id);
         current.typeIds.push(special.type_id ?? 0);
       }
     } else if (sequence) {
-      if (sequence.id !== expected[types.length]) throw new Error(`post_processor: unsupported template order (sequence ${sequence.id})`);
+      if (sequence.id !== expected[types.length])
+        throw new Error(`post_processor: unsupported template order (sequence ${sequence.id})`);
       types.push(sequence.type_id ?? 0);
       runs.push({ ids: [], typeIds: [] });
     } else {
       throw new Error(`post_processor: unknown template item ${JSON.stringify(item)}`);
     }
   }
-  if (types.length !== expected.length) throw new Error(`post_processor: template must contain ${expected.map((s) => '$' + s).join(' and ')}`);
+  if (types.length !== expected.length)
+    throw new Error(`post_processor: template must contain ${expected.map((s) => '$' + s).join(' and ')}`);
   return { runs, types };
 }
 

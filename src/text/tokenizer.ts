@@ -59,10 +59,21 @@ export class TextTokenizer {
 
   static fromJson(tokenizerJson: object, tokenizerConfig: object = {}): TextTokenizer {
     // The library insists on these keys being present, even when null.
-    const json: Record<string, unknown> = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, added_tokens: [], ...tokenizerJson };
+    const json: Record<string, unknown> = {
+      normalizer: null,
+      pre_tokenizer: null,
+      post_processor: null,
+      decoder: null,
+      added_tokens: [],
+      ...tokenizerJson,
+    };
     // The library's tokenizer with its parts made exact or faster (library-patches.ts).
     const { tokenizer } = loadLibraryTokenizer(json, tokenizerConfig);
-    return new TextTokenizer(tokenizer, readTemplate(json.post_processor), padIdOf(json, tokenizerConfig as Record<string, unknown>, tokenizer));
+    return new TextTokenizer(
+      tokenizer,
+      readTemplate(json.post_processor),
+      padIdOf(json, tokenizerConfig as Record<string, unknown>, tokenizer),
+    );
   }
 
   /** Content token ids of a text: no special tokens, never truncated. Blank text gives none. */
@@ -127,7 +138,9 @@ export class TextTokenizer {
 
   private room(maxTokens: number, specials: number): number {
     if (!Number.isInteger(maxTokens) || maxTokens < specials) {
-      throw new RangeError(`maxTokens must be an integer of at least ${specials} (the special tokens), got ${maxTokens}`);
+      throw new RangeError(
+        `maxTokens must be an integer of at least ${specials} (the special tokens), got ${maxTokens}`,
+      );
     }
     return maxTokens - specials;
   }

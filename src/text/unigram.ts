@@ -11,7 +11,10 @@
  */
 
 /** Builds HF tokenizers' Unigram segmentation (pieces as strings) for a vocabulary of `[piece, score]`. */
-export function unigramSegmenter(vocab: readonly (readonly [string, number])[], unkId: number): (text: string) => string[] {
+export function unigramSegmenter(
+  vocab: readonly (readonly [string, number])[],
+  unkId: number,
+): (text: string) => string[] {
   const trie = new PieceTrie(vocab.map(([piece]) => piece));
   const scores = Float64Array.from(vocab, ([, score]) => score);
   let minScore = Infinity;
@@ -26,7 +29,7 @@ export function unigramSegmenter(vocab: readonly (readonly [string, number])[], 
     const from = new Int32Array(n + 1).fill(-1);
     const piece = new Int32Array(n + 1);
     const { firstEdge, labels, targets, pieceOf, rootChild } = trie;
-    for (let start = 0; start < n; ) {
+    for (let start = 0; start < n;) {
       const base = best[start]!;
       const width = isSurrogatePair(text, start) ? 2 : 1;
       let single = false;
@@ -58,7 +61,7 @@ export function unigramSegmenter(vocab: readonly (readonly [string, number])[], 
     // Back from the end; runs of unknown pieces become one token.
     const tokens: string[] = [];
     let unknownEnd = -1;
-    for (let end = n; end > 0; ) {
+    for (let end = n; end > 0;) {
       const start = from[end]!;
       if (piece[end] === unkId) {
         if (unknownEnd < 0) unknownEnd = end;
@@ -89,7 +92,9 @@ class PieceTrie {
 
   constructor(pieces: readonly string[]) {
     // Inserting in sorted order creates each node's edges in label order.
-    const order = pieces.map((_, id) => id).sort((a, b) => (pieces[a]! < pieces[b]! ? -1 : pieces[a]! > pieces[b]! ? 1 : a - b));
+    const order = pieces
+      .map((_, id) => id)
+      .sort((a, b) => (pieces[a]! < pieces[b]! ? -1 : pieces[a]! > pieces[b]! ? 1 : a - b));
     const parents: number[] = [];
     const edgeLabels: number[] = [];
     const path: number[] = [0]; // node at each depth of the previous piece
@@ -99,7 +104,12 @@ class PieceTrie {
     for (const id of order) {
       const text = pieces[id]!;
       let shared = 0;
-      while (shared < text.length && shared < previous.length && text.charCodeAt(shared) === previous.charCodeAt(shared)) shared++;
+      while (
+        shared < text.length &&
+        shared < previous.length &&
+        text.charCodeAt(shared) === previous.charCodeAt(shared)
+      )
+        shared++;
       path.length = shared + 1;
       for (let i = shared; i < text.length; i++) {
         parents.push(path[i]!);
@@ -121,7 +131,8 @@ class PieceTrie {
       this.labels[at] = edgeLabels[e]!;
       this.targets[at] = e + 1;
     }
-    for (let at = this.firstEdge[0]!; at < this.firstEdge[1]!; at++) this.rootChild[this.labels[at]!] = this.targets[at]!;
+    for (let at = this.firstEdge[0]!; at < this.firstEdge[1]!; at++)
+      this.rootChild[this.labels[at]!] = this.targets[at]!;
     this.pieceOf = new Int32Array(nodes).fill(-1);
     for (let id = 0; id < pieces.length; id++) this.pieceOf[ends[id]!] = id;
   }

@@ -13,7 +13,12 @@
  * vocabulary piece at its start, then the longest `prefix`-marked piece at each following position;
  * a word with an unmatched position, or longer than `maxChars` code points, becomes `unk` whole.
  */
-export function wordPieceEncoder(vocab: ReadonlyMap<string, number>, prefix: string, unk: string, maxChars: number): (words: string[]) => string[] {
+export function wordPieceEncoder(
+  vocab: ReadonlyMap<string, number>,
+  prefix: string,
+  unk: string,
+  maxChars: number,
+): (words: string[]) => string[] {
   const trie = new PieceTrie(vocab, prefix);
   return (words) => {
     const out: string[] = [];
@@ -90,7 +95,8 @@ class PieceTrie {
       node = edges.get(node * 65536 + code);
       if (node === undefined) break;
       // A match may not end between the two halves of a surrogate pair.
-      if (terminal[node] === 1 && !(code >= 0xd800 && code <= 0xdbff && isLowSurrogate(word.charCodeAt(j + 1)))) end = j + 1;
+      if (terminal[node] === 1 && !(code >= 0xd800 && code <= 0xdbff && isLowSurrogate(word.charCodeAt(j + 1))))
+        end = j + 1;
     }
     return end;
   }

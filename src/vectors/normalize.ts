@@ -22,7 +22,8 @@ export function l2NormalizeRows(rows: Float32Array, dim: number): Float32Array {
  */
 export function cutDimensions(rows: Float32Array, dim: number, keep: number): Float32Array {
   checkShape(rows, dim);
-  if (!Number.isInteger(keep) || keep < 1 || keep > dim) throw new RangeError(`keep must be an integer from 1 to ${dim}, got ${keep}`);
+  if (!Number.isInteger(keep) || keep < 1 || keep > dim)
+    throw new RangeError(`keep must be an integer from 1 to ${dim}, got ${keep}`);
   const count = rows.length / dim;
   const out = new Float32Array(count * keep);
   for (let i = 0; i < count; i++) out.set(rows.subarray(i * dim, i * dim + keep), i * keep);

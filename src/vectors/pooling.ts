@@ -15,7 +15,8 @@ export function meanPool(hidden: Float32Array, lengths: ArrayLike<number>, seqLe
   const sum = new Float64Array(dim);
   for (let i = 0; i < count; i++) {
     const length = lengths[i]!;
-    if (!Number.isInteger(length) || length < 0 || length > seqLen) throw new RangeError(`lengths[${i}] is ${length}; rows hold ${seqLen} tokens`);
+    if (!Number.isInteger(length) || length < 0 || length > seqLen)
+      throw new RangeError(`lengths[${i}] is ${length}; rows hold ${seqLen} tokens`);
     if (length === 0) continue;
     sum.fill(0);
     const start = i * seqLen * dim;
@@ -39,7 +40,13 @@ export type Pooling = 'mean' | 'cls' | 'max' | 'lasttoken' | 'weightedmean' | 'm
 export const poolings: readonly Pooling[] = ['mean', 'cls', 'max', 'lasttoken', 'weightedmean', 'mean_sqrt_len'];
 
 /** Pools `[count, seqLen, dim]` token vectors into `[count, dim]` by `mode`. */
-export function pool(mode: Pooling, hidden: Float32Array, lengths: ArrayLike<number>, seqLen: number, dim: number): Float32Array {
+export function pool(
+  mode: Pooling,
+  hidden: Float32Array,
+  lengths: ArrayLike<number>,
+  seqLen: number,
+  dim: number,
+): Float32Array {
   switch (mode) {
     case 'mean':
       return meanPool(hidden, lengths, seqLen, dim);
@@ -50,7 +57,14 @@ export function pool(mode: Pooling, hidden: Float32Array, lengths: ArrayLike<num
     case 'lasttoken':
       return lastTokenPool(hidden, lengths, seqLen, dim);
     case 'weightedmean':
-      return weightedSumPool(hidden, lengths, seqLen, dim, (t) => t + 1, (n) => (n * (n + 1)) / 2);
+      return weightedSumPool(
+        hidden,
+        lengths,
+        seqLen,
+        dim,
+        (t) => t + 1,
+        (n) => (n * (n + 1)) / 2,
+      );
     case 'mean_sqrt_len':
       return weightedSumPool(hidden, lengths, seqLen, dim, () => 1, Math.sqrt);
   }
@@ -67,8 +81,15 @@ export function maxPool(hidden: Float32Array, lengths: ArrayLike<number>, seqLen
 }
 
 /** The vector of each row's last real token. */
-export function lastTokenPool(hidden: Float32Array, lengths: ArrayLike<number>, seqLen: number, dim: number): Float32Array {
-  return eachRow(hidden, lengths, seqLen, dim, (row, start, length) => row.set(hidden.subarray(start + (length - 1) * dim, start + length * dim)));
+export function lastTokenPool(
+  hidden: Float32Array,
+  lengths: ArrayLike<number>,
+  seqLen: number,
+  dim: number,
+): Float32Array {
+  return eachRow(hidden, lengths, seqLen, dim, (row, start, length) =>
+    row.set(hidden.subarray(start + (length - 1) * dim, start + length * dim)),
+  );
 }
 
 /** sum_t weight(t) * h_t / divisor(length), in float64. */
@@ -116,7 +137,8 @@ function eachRow(
 
 function checkLength(lengths: ArrayLike<number>, i: number, seqLen: number): number {
   const length = lengths[i]!;
-  if (!Number.isInteger(length) || length < 0 || length > seqLen) throw new RangeError(`lengths[${i}] is ${length}; rows hold ${seqLen} tokens`);
+  if (!Number.isInteger(length) || length < 0 || length > seqLen)
+    throw new RangeError(`lengths[${i}] is ${length}; rows hold ${seqLen} tokens`);
   return length;
 }
 

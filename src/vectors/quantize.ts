@@ -52,7 +52,12 @@ export function packSignBits(rows: Float32Array, dim: number): Uint8Array {
 }
 
 /** `rows` quantized to `precision`; int8 and uint8 need the ranges of the model's calibration rows. */
-export function quantize(rows: Float32Array, dim: number, precision: Precision, ranges?: QuantizationRanges): Int8Array | Uint8Array {
+export function quantize(
+  rows: Float32Array,
+  dim: number,
+  precision: Precision,
+  ranges?: QuantizationRanges,
+): Int8Array | Uint8Array {
   if (precision === 'ubinary') return packSignBits(rows, dim);
   if (precision === 'binary') {
     const packed = packSignBits(rows, dim);
@@ -60,7 +65,8 @@ export function quantize(rows: Float32Array, dim: number, precision: Precision, 
     for (let i = 0; i < packed.length; i++) out[i] = packed[i]! - 128;
     return out;
   }
-  if (!ranges || ranges.starts.length !== dim) throw new RangeError(`${precision} needs calibration ranges of ${dim} dimensions`);
+  if (!ranges || ranges.starts.length !== dim)
+    throw new RangeError(`${precision} needs calibration ranges of ${dim} dimensions`);
   const offset = precision === 'int8' ? 128 : 0;
   const out = precision === 'int8' ? new Int8Array(rows.length) : new Uint8Array(rows.length);
   for (let i = 0; i < rows.length; i++) {

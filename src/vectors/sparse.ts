@@ -20,9 +20,17 @@ export interface SparseRows {
  * SPLADE: per vocabulary entry, the max over a row's tokens of log(1 + relu(logit)). The max is
  * taken on the raw logits (log1p is increasing) and log1p applied once per nonzero entry.
  */
-export function spladePool(logits: Float32Array, ids: Int32Array, lengths: ArrayLike<number>, seqLen: number, vocab: number, skip: ReadonlySet<number>): SparseRows {
+export function spladePool(
+  logits: Float32Array,
+  ids: Int32Array,
+  lengths: ArrayLike<number>,
+  seqLen: number,
+  vocab: number,
+  skip: ReadonlySet<number>,
+): SparseRows {
   const count = lengths.length;
-  if (logits.length !== count * seqLen * vocab) throw new RangeError(`logits hold ${logits.length} values; ${count} x ${seqLen} x ${vocab} expected`);
+  if (logits.length !== count * seqLen * vocab)
+    throw new RangeError(`logits hold ${logits.length} values; ${count} x ${seqLen} x ${vocab} expected`);
   const best = new Float32Array(vocab);
   const rows: Array<{ indices: Int32Array; values: Float32Array }> = [];
   let offset = 0;
@@ -58,9 +66,16 @@ export function spladePool(logits: Float32Array, ids: Int32Array, lengths: Array
  * Token weights (bge-m3's lexical weights): relu of each token's weight, the max per token id;
  * `weights` is `[count, seqLen]` (a trailing dimension of 1 is the same layout).
  */
-export function tokenWeightsPool(weights: Float32Array, ids: Int32Array, lengths: ArrayLike<number>, seqLen: number, skip: ReadonlySet<number>): SparseRows {
+export function tokenWeightsPool(
+  weights: Float32Array,
+  ids: Int32Array,
+  lengths: ArrayLike<number>,
+  seqLen: number,
+  skip: ReadonlySet<number>,
+): SparseRows {
   const count = lengths.length;
-  if (weights.length !== count * seqLen) throw new RangeError(`weights hold ${weights.length} values; ${count} x ${seqLen} expected`);
+  if (weights.length !== count * seqLen)
+    throw new RangeError(`weights hold ${weights.length} values; ${count} x ${seqLen} expected`);
   const rows: Array<{ indices: Int32Array; values: Float32Array }> = [];
   let offset = 0;
   for (let r = 0; r < count; r++) {
@@ -95,7 +110,11 @@ function concatRows(rows: Array<{ indices: Int32Array; values: Float32Array }>):
 }
 
 /** The `k` largest weights of a sparse vector, still in ascending index order (all when k >= its size). */
-export function topKSparse(indices: Int32Array, values: Float32Array, k: number): { indices: Int32Array; values: Float32Array } {
+export function topKSparse(
+  indices: Int32Array,
+  values: Float32Array,
+  k: number,
+): { indices: Int32Array; values: Float32Array } {
   if (k >= indices.length) return { indices, values };
   const order = Array.from(indices.keys()).sort((a, b) => values[b]! - values[a]! || indices[a]! - indices[b]!);
   const kept = order.slice(0, k).sort((a, b) => a - b);
@@ -103,7 +122,12 @@ export function topKSparse(indices: Int32Array, values: Float32Array, k: number)
 }
 
 /** The rows of `[count, seqLen, width]` token vectors up to each row's length, concatenated. */
-export function tokenRows(hidden: Float32Array, lengths: ArrayLike<number>, seqLen: number, width: number): Float32Array {
+export function tokenRows(
+  hidden: Float32Array,
+  lengths: ArrayLike<number>,
+  seqLen: number,
+  width: number,
+): Float32Array {
   let total = 0;
   for (let r = 0; r < lengths.length; r++) total += lengths[r]!;
   const out = new Float32Array(total * width);

@@ -33,7 +33,8 @@ async function probe(): Promise<void> {
     await session.release();
     return product;
   });
-  if (values.join() !== '7,10,15,22') throw new Error(`a 2x2 product on it gave ${values.join(', ')} instead of 7, 10, 15, 22`);
+  if (values.join() !== '7,10,15,22')
+    throw new Error(`a 2x2 product on it gave ${values.join(', ')} instead of 7, 10, 15, 22`);
 }
 
 const answer = (result: DeviceProbeResult) => parentPort!.postMessage(result);

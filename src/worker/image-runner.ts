@@ -18,10 +18,14 @@ export class ImageRunner {
   static async open(spec: ImageModelSpec, options: SessionOptions, device?: string): Promise<ImageRunner> {
     const session = await ort.InferenceSession.create(spec.onnxPath, ortSessionOptions(options, device));
     if (!session.inputNames.includes(spec.input.name)) {
-      throw new Error(`${spec.onnxPath}: the graph has no input "${spec.input.name}" (inputs: ${session.inputNames.join(', ')}).`);
+      throw new Error(
+        `${spec.onnxPath}: the graph has no input "${spec.input.name}" (inputs: ${session.inputNames.join(', ')}).`,
+      );
     }
     if (!session.outputNames.includes(spec.output.name)) {
-      throw new Error(`${spec.onnxPath}: the graph has no output "${spec.output.name}" (outputs: ${session.outputNames.join(', ')}).`);
+      throw new Error(
+        `${spec.onnxPath}: the graph has no output "${spec.output.name}" (outputs: ${session.outputNames.join(', ')}).`,
+      );
     }
     return new ImageRunner(spec, session);
   }
@@ -31,7 +35,8 @@ export class ImageRunner {
     const expected = this.spec.input.channels === 'rgb' ? 3 : 1;
     if (channels !== expected) throw new Error(`${this.spec.id} takes ${expected} channel(s), got ${channels}.`);
     const fixed = this.spec.input.size;
-    if (fixed && (fixed[0] !== height || fixed[1] !== width)) throw new Error(`${this.spec.id} takes ${fixed[1]}x${fixed[0]} pixels, got ${width}x${height}.`);
+    if (fixed && (fixed[0] !== height || fixed[1] !== width))
+      throw new Error(`${this.spec.id} takes ${fixed[1]}x${fixed[0]} pixels, got ${width}x${height}.`);
 
     // HWC bytes -> NCHW floats, (pixel - mean) / std.
     const plane = width * height;
@@ -50,7 +55,10 @@ export class ImageRunner {
 
     const tensor = results[this.spec.output.name]!;
     const dims = tensor.dims.map(Number);
-    if (dims.length !== 4 || dims[0] !== 1) throw new Error(`${this.spec.id}: output "${this.spec.output.name}" has dims [${dims.join(', ')}], expected [1, C, H, W].`);
+    if (dims.length !== 4 || dims[0] !== 1)
+      throw new Error(
+        `${this.spec.id}: output "${this.spec.output.name}" has dims [${dims.join(', ')}], expected [1, C, H, W].`,
+      );
     const [, outChannels, outHeight, outWidth] = dims as [number, number, number, number];
     const data = tensor.data as Float32Array;
 

@@ -27,7 +27,10 @@ async function start(): Promise<ModelReport[]> {
     reports.push(await device.hold(() => runner.warmUp(performance.now() - started)));
   }
   for (const spec of init.images ?? []) {
-    imageRunners.set(spec.id, await device.hold(() => ImageRunner.open(spec, init.imageSession ?? init.session, init.device)));
+    imageRunners.set(
+      spec.id,
+      await device.hold(() => ImageRunner.open(spec, init.imageSession ?? init.session, init.device)),
+    );
   }
   return reports;
 }
@@ -51,7 +54,9 @@ async function answer({ id, task }: TaskMessage): Promise<void> {
       return;
     }
     const result = await runBatch(task as BatchTask);
-    const transfer = [result.output.buffer, result.counts?.buffer, result.indices?.buffer].filter((b) => b !== undefined) as ArrayBuffer[];
+    const transfer = [result.output.buffer, result.counts?.buffer, result.indices?.buffer].filter(
+      (b) => b !== undefined,
+    ) as ArrayBuffer[];
     post({ id, result }, transfer);
   } catch (error) {
     const failure = error instanceof Error ? error : new Error(String(error));

@@ -44,7 +44,13 @@ export class Runner {
     // Every kind the model gives, so that the first request of each finds its buffers ready.
     let width = 0;
     for (const kind of this.spec.heads.kinds) {
-      const result = await this.run({ model: this.spec.id, ids: ids.slice(), lengths, typeIds: this.readsLogits ? new Uint8Array(72) : undefined, kind });
+      const result = await this.run({
+        model: this.spec.id,
+        ids: ids.slice(),
+        lengths,
+        typeIds: this.readsLogits ? new Uint8Array(72) : undefined,
+        kind,
+      });
       if (kind === this.spec.heads.kinds[0]) width = result.width;
     }
     return { id: this.spec.id, inputs: this.session.inputNames.slice(), output: this.spec.output.name, width, loadMs };
@@ -73,10 +79,11 @@ export class Runner {
       const base = r * seqLen;
       for (let t = 0; t < length; t++) {
         const id = task.ids[offset + t]!;
-        ids[base + t] = (wide ? BigInt(id) : id);
+        ids[base + t] = wide ? BigInt(id) : id;
         if (t < attended) mask[base + t] = one;
-        if (typeIds && task.typeIds) typeIds[base + t] = (wide ? BigInt(task.typeIds[offset + t]!) : task.typeIds[offset + t]!);
-        if (positions) positions[base + t] = (wide ? BigInt(t) : t);
+        if (typeIds && task.typeIds)
+          typeIds[base + t] = wide ? BigInt(task.typeIds[offset + t]!) : task.typeIds[offset + t]!;
+        if (positions) positions[base + t] = wide ? BigInt(t) : t;
       }
       offset += length;
     }
@@ -127,15 +134,27 @@ export class Runner {
   }
 
   /** Sparse vectors or token vectors from a per-token output `[rows, seqLen, width]`. */
-  private perToken(kind: OutputKind, tensor: ort.Tensor, data: Float32Array, task: BatchTask, seqLen: number): Omit<BatchResult, 'inferenceMs'> {
+  private perToken(
+    kind: OutputKind,
+    tensor: ort.Tensor,
+    data: Float32Array,
+    task: BatchTask,
+    seqLen: number,
+  ): Omit<BatchResult, 'inferenceMs'> {
     const width = tensor.dims.length > 2 ? Number(tensor.dims[2]) : 1;
-    if (kind === 'tokens') return { output: tokenRows(data, task.lengths, seqLen, width), width, counts: Int32Array.from(task.lengths) };
+    if (kind === 'tokens')
+      return { output: tokenRows(data, task.lengths, seqLen, width), width, counts: Int32Array.from(task.lengths) };
     const sparse = this.spec.heads.sparse!;
     const rows =
       sparse.pooling === 'mlm'
         ? spladePool(data, task.ids, task.lengths, seqLen, width, this.skip)
         : tokenWeightsPool(data, task.ids, task.lengths, seqLen, this.skip);
-    return { output: rows.values, width: sparse.pooling === 'mlm' ? width : sparse.dimension, counts: rows.counts, indices: rows.indices };
+    return {
+      output: rows.values,
+      width: sparse.pooling === 'mlm' ? width : sparse.dimension,
+      counts: rows.counts,
+      indices: rows.indices,
+    };
   }
 
   async release(): Promise<void> {

@@ -32,10 +32,30 @@ describe('onnx-gateway bench', () => {
   it('measures a model in process across batch sizes and lengths, as a table, JSON and CSV', async () => {
     const json = join(dir, 'points.json');
     const csv = join(dir, 'points.csv');
-    const { stdout } = await run(process.execPath, [
-      'dist/cli/index.js', 'bench', '--model', 'tiny-embedder', '--models-dir', inject('tinyModelsDir'), '--workers', '1',
-      '--batch-sizes', '1,4', '--seq-lengths', '8,32', '--requests', '3', '--json', json, '--csv', csv,
-    ], { timeout: 120_000 });
+    const { stdout } = await run(
+      process.execPath,
+      [
+        'dist/cli/index.js',
+        'bench',
+        '--model',
+        'tiny-embedder',
+        '--models-dir',
+        inject('tinyModelsDir'),
+        '--workers',
+        '1',
+        '--batch-sizes',
+        '1,4',
+        '--seq-lengths',
+        '8,32',
+        '--requests',
+        '3',
+        '--json',
+        json,
+        '--csv',
+        csv,
+      ],
+      { timeout: 120_000 },
+    );
     expect(stdout).toMatch(/batch\s+tokens\s+p50 ms\s+p90 ms\s+p99 ms\s+inputs\/s/);
     const report = JSON.parse(await readFile(json, 'utf8')) as BenchReport;
     expect(report.model).toBe('tiny-embedder');
@@ -63,7 +83,30 @@ describe('onnx-gateway bench', () => {
 
     it('reads the server-side breakdown from Server-Timing', async () => {
       const json = join(dir, 'server.json');
-      await run(process.execPath, ['dist/cli/index.js', 'bench', '--server', url, '--api-key', testKey, '--model', 'tiny-reranker', '--task', 'rerank', '--batch-sizes', '3', '--seq-lengths', '16', '--requests', '2', '--json', json], { timeout: 120_000 });
+      await run(
+        process.execPath,
+        [
+          'dist/cli/index.js',
+          'bench',
+          '--server',
+          url,
+          '--api-key',
+          testKey,
+          '--model',
+          'tiny-reranker',
+          '--task',
+          'rerank',
+          '--batch-sizes',
+          '3',
+          '--seq-lengths',
+          '16',
+          '--requests',
+          '2',
+          '--json',
+          json,
+        ],
+        { timeout: 120_000 },
+      );
       const report = JSON.parse(await readFile(json, 'utf8')) as BenchReport;
       expect(report.points).toHaveLength(1);
       expect(report.points[0]!.breakdownMs.inferenceMs).toBeGreaterThan(0);
@@ -71,24 +114,61 @@ describe('onnx-gateway bench', () => {
     });
   });
 
-  it.skipIf(missing(webgpu === undefined, `no WebGPU adapter here (${webgpu}): on Debian, Mesa's Vulkan drivers from bookworm-backports, as .ci/run installs them`))(
-    'measures the same workloads on a device and on the CPU with --device, one JSON entry each',
-    async () => {
-      const json = join(dir, 'devices.json');
-      const { stdout } = await run(process.execPath, [
-        'dist/cli/index.js', 'bench', '--model', 'tiny-embedder', '--models-dir', inject('tinyModelsDir'), '--workers', '1',
-        '--batch-sizes', '2', '--seq-lengths', '16', '--requests', '2', '--device', 'webgpu', '--json', json,
-      ], { timeout: 120_000 });
-      expect(stdout).toMatch(/tiny-embedder \(embedding, webgpu\)[\s\S]*tiny-embedder \(embedding, cpu\)/);
-      const runs = JSON.parse(await readFile(json, 'utf8')) as Array<{ device: string; points: Array<{ inputsPerSecond: number }> }>;
-      expect(runs.map((r) => r.device)).toEqual(['webgpu', 'cpu']);
-      for (const entry of runs) expect(entry.points[0]!.inputsPerSecond).toBeGreaterThan(0);
-    },
-  );
+  it.skipIf(
+    missing(
+      webgpu === undefined,
+      `no WebGPU adapter here (${webgpu}): on Debian, Mesa's Vulkan drivers from bookworm-backports, as .ci/run installs them`,
+    ),
+  )('measures the same workloads on a device and on the CPU with --device, one JSON entry each', async () => {
+    const json = join(dir, 'devices.json');
+    const { stdout } = await run(
+      process.execPath,
+      [
+        'dist/cli/index.js',
+        'bench',
+        '--model',
+        'tiny-embedder',
+        '--models-dir',
+        inject('tinyModelsDir'),
+        '--workers',
+        '1',
+        '--batch-sizes',
+        '2',
+        '--seq-lengths',
+        '16',
+        '--requests',
+        '2',
+        '--device',
+        'webgpu',
+        '--json',
+        json,
+      ],
+      { timeout: 120_000 },
+    );
+    expect(stdout).toMatch(/tiny-embedder \(embedding, webgpu\)[\s\S]*tiny-embedder \(embedding, cpu\)/);
+    const runs = JSON.parse(await readFile(json, 'utf8')) as Array<{
+      device: string;
+      points: Array<{ inputsPerSecond: number }>;
+    }>;
+    expect(runs.map((r) => r.device)).toEqual(['webgpu', 'cpu']);
+    for (const entry of runs) expect(entry.points[0]!.inputsPerSecond).toBeGreaterThan(0);
+  });
 
-  it('refuses a device that is not one, with the setting\'s error', async () => {
-    const refused = run(process.execPath, ['dist/cli/index.js', 'bench', '--model', 'tiny-embedder', '--models-dir', inject('tinyModelsDir'), '--device', 'gpu']);
-    await expect(refused).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('device (ONNX_GATEWAY_DEVICE): "gpu" is not a device') as unknown });
+  it("refuses a device that is not one, with the setting's error", async () => {
+    const refused = run(process.execPath, [
+      'dist/cli/index.js',
+      'bench',
+      '--model',
+      'tiny-embedder',
+      '--models-dir',
+      inject('tinyModelsDir'),
+      '--device',
+      'gpu',
+    ]);
+    await expect(refused).rejects.toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('device (ONNX_GATEWAY_DEVICE): "gpu" is not a device') as unknown,
+    });
   });
 
   it('builds texts of about the asked length', () => {

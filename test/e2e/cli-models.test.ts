@@ -35,7 +35,7 @@ beforeAll(async () => {
   const manifest = {
     id: 'tiny-embedder',
     task: 'embedding',
-    description: 'The test suite\'s tiny BERT embedder, served by a stand-in Hub.',
+    description: "The test suite's tiny BERT embedder, served by a stand-in Hub.",
     source: { kind: 'hub', repo: REPO, revision: REVISION, files: [...repo.files.keys()].sort() },
   };
   await writeFile(join(manifestsDir, 'tiny-embedder.json'), JSON.stringify(manifest, null, 2));
@@ -57,8 +57,15 @@ beforeEach(() => {
 
 /** The command's environment: this test's dirs and Hub, nothing of the caller's Hugging Face setup. */
 function environment(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, HF_ENDPOINT: hub.url, ONNX_GATEWAY_MODELS_DIR: modelsDir, ONNX_GATEWAY_MANIFESTS_DIR: manifestsDir, ...extra };
-  for (const name of ['HF_TOKEN', 'ONNX_GATEWAY_HF_ENDPOINT', 'ONNX_GATEWAY_MODELS', 'ONNX_GATEWAY_DOWNLOAD']) if (!(name in extra)) delete env[name];
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    HF_ENDPOINT: hub.url,
+    ONNX_GATEWAY_MODELS_DIR: modelsDir,
+    ONNX_GATEWAY_MANIFESTS_DIR: manifestsDir,
+    ...extra,
+  };
+  for (const name of ['HF_TOKEN', 'ONNX_GATEWAY_HF_ENDPOINT', 'ONNX_GATEWAY_MODELS', 'ONNX_GATEWAY_DOWNLOAD'])
+    if (!(name in extra)) delete env[name];
   return env;
 }
 
@@ -85,8 +92,12 @@ describe('onnx-gateway models pull', () => {
     expect(pulled.stdout).toMatch(
       /^tiny-embedder: downloaded 7 of 7 files \(\d+\.\d kB\), verified, commit 0123456789abcdef0123456789abcdef01234567 \(fp32: onnx\/model\.onnx\), in .*models-\d+\/onnx-gateway-tests\/tiny-embedder$/m,
     );
-    expect(pulled.stderr).toMatch(/^tiny-embedder \(onnx-gateway-tests\/tiny-embedder\) from http:\/\/127\.0\.0\.1:\d+ into .*\/onnx-gateway-tests\/tiny-embedder$/m);
-    expect(pulled.stderr).toMatch(/^onnx-gateway-tests\/tiny-embedder: commit 0123456789abcdef0123456789abcdef01234567, as the catalogue pins$/m);
+    expect(pulled.stderr).toMatch(
+      /^tiny-embedder \(onnx-gateway-tests\/tiny-embedder\) from http:\/\/127\.0\.0\.1:\d+ into .*\/onnx-gateway-tests\/tiny-embedder$/m,
+    );
+    expect(pulled.stderr).toMatch(
+      /^onnx-gateway-tests\/tiny-embedder: commit 0123456789abcdef0123456789abcdef01234567, as the catalogue pins$/m,
+    );
     expect(pulled.stderr).toMatch(/^fp32: onnx\/model\.onnx$/m);
     expect(pulled.stderr).toMatch(/^onnx\/model\.onnx: downloading 121\.5 kB$/m);
     expect(pulled.stderr).toMatch(/^onnx\/model\.onnx: downloaded, 121\.5 kB, verified by sha256$/m);
@@ -96,14 +107,18 @@ describe('onnx-gateway models pull', () => {
 
     const again = await cli(['models', 'pull', 'tiny-embedder']);
     expect(again.stdout).toMatch(/^tiny-embedder: all 7 files present, verified/m);
-    expect(again.stderr).toMatch(/^onnx-gateway-tests\/tiny-embedder: commit 0123456789abcdef0123456789abcdef01234567, as locked in onnx-gateway\.lock\.json \(pulled from 0123456789abcdef0123456789abcdef01234567 on \d{4}-\d\d-\d\d\); --update or @<revision> moves it\.$/m);
+    expect(again.stderr).toMatch(
+      /^onnx-gateway-tests\/tiny-embedder: commit 0123456789abcdef0123456789abcdef01234567, as locked in onnx-gateway\.lock\.json \(pulled from 0123456789abcdef0123456789abcdef01234567 on \d{4}-\d\d-\d\d\); --update or @<revision> moves it\.$/m,
+    );
   });
 
   it('asks for HF_TOKEN when the repository is gated, and pulls with it', async () => {
     hub.faults.token = 'hf_stand_in_token';
     const refused = await cli(['models', 'pull', 'tiny-embedder']);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/onnx-gateway: The Hub refused onnx-gateway-tests\/tiny-embedder at revision \w+ \(401 GatedRepo\)\. .*set HF_TOKEN to an access token/);
+    expect(refused.stderr).toMatch(
+      /onnx-gateway: The Hub refused onnx-gateway-tests\/tiny-embedder at revision \w+ \(401 GatedRepo\)\. .*set HF_TOKEN to an access token/,
+    );
     expect(existsSync(join(modelFolder()))).toBe(false);
 
     const pulled = await cli(['models', 'pull', 'tiny-embedder'], { HF_TOKEN: 'hf_stand_in_token' });
@@ -114,13 +129,17 @@ describe('onnx-gateway models pull', () => {
   it('refuses ids that are neither in the catalogue nor repository ids, and variants the repository lacks', async () => {
     const unknown = await cli(['models', 'pull', 'no-such-model']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/No manifest names "no-such-model" and it is not a Hub repository id \(owner\/name, as in BAAI\/bge-small-en-v1\.5\)\. Catalogue ids: .*all-MiniLM-L6-v2.*tiny-embedder/);
+    expect(unknown.stderr).toMatch(
+      /No manifest names "no-such-model" and it is not a Hub repository id \(owner\/name, as in BAAI\/bge-small-en-v1\.5\)\. Catalogue ids: .*all-MiniLM-L6-v2.*tiny-embedder/,
+    );
     const badVariant = await cli(['models', 'pull', 'tiny-embedder:int4']);
     expect(badVariant.code).toBe(2);
     expect(badVariant.stderr).toMatch(/"int4" is not an ONNX variant: use one of fp32, fp16, int8, O1, O2, O3, O4/);
     const variant = await cli(['models', 'pull', 'tiny-embedder:int8']);
     expect(variant.code).toBe(1);
-    expect(variant.stderr).toMatch(/has no int8 graph \(looked for onnx\/model_int8\.onnx, .*\)\. Its ONNX variants: fp32 \(onnx\/model\.onnx\)\..*onnx-gateway models quantize tiny-embedder/);
+    expect(variant.stderr).toMatch(
+      /has no int8 graph \(looked for onnx\/model_int8\.onnx, .*\)\. Its ONNX variants: fp32 \(onnx\/model\.onnx\)\..*onnx-gateway models quantize tiny-embedder/,
+    );
     expect(existsSync(modelFolder())).toBe(false);
     const generated = await cli(['models', 'pull', 'synthetic-all-MiniLM-L6-v2']);
     expect(generated.code).toBe(2);
@@ -133,13 +152,20 @@ describe('onnx-gateway models list and quantize', () => {
     const before = await cli(['models', 'list']);
     expect(before.code).toBe(0);
     expect(before.stdout).toMatch(/^ID\s+TASK\s+SOURCE\s+STATE\s+VARIANTS\s+SIZE$/m);
-    expect(before.stdout).toMatch(/^tiny-embedder\s+embedding\s+hub:onnx-gateway-tests\/tiny-embedder@0123456\s+missing\s+-\s+-$/m);
-    expect(before.stdout).toMatch(/^all-MiniLM-L6-v2\s+embedding\s+hub:sentence-transformers\/all-MiniLM-L6-v2@c9745ed\s+missing/m);
+    expect(before.stdout).toMatch(
+      /^tiny-embedder\s+embedding\s+hub:onnx-gateway-tests\/tiny-embedder@0123456\s+missing\s+-\s+-$/m,
+    );
+    expect(before.stdout).toMatch(
+      /^all-MiniLM-L6-v2\s+embedding\s+hub:sentence-transformers\/all-MiniLM-L6-v2@c9745ed\s+missing/m,
+    );
 
     expect((await cli(['models', 'pull', 'tiny-embedder'])).code).toBe(0);
     // A folder no manifest names is listed too, with its task from config.json.
     await mkdir(join(modelsDir, 'my-reranker'));
-    await writeFile(join(modelsDir, 'my-reranker', 'config.json'), JSON.stringify({ architectures: ['BertForSequenceClassification'] }));
+    await writeFile(
+      join(modelsDir, 'my-reranker', 'config.json'),
+      JSON.stringify({ architectures: ['BertForSequenceClassification'] }),
+    );
     const pulled = await cli(['models', 'list']);
     expect(pulled.stdout).toMatch(/^tiny-embedder\s+embedding\s+hub:\S+\s+present\s+fp32\s+\d+\.\d kB$/m);
     expect(pulled.stdout).toMatch(/^my-reranker\s+rerank\s+local\s+incomplete\s+-\s+\d+ B$/m);
@@ -148,21 +174,44 @@ describe('onnx-gateway models list and quantize', () => {
     expect(quantized.code).toBe(0);
     expect(quantized.stdout).toMatch(/^\d+ MatMul\(s\) -> DynamicQuantizeMatMul \(int8 weights, per-column scales\)/m);
     // By default, GPTQ calibrated on the shipped text.
-    expect(quantized.stdout).toMatch(/^rounding: GPTQ, calibrated on \d+ inputs \(\d+ tokens\) from \S*models\/calibration\/english\.txt in [\d.]+ s$/m);
+    expect(quantized.stdout).toMatch(
+      /^rounding: GPTQ, calibrated on \d+ inputs \(\d+ tokens\) from \S*models\/calibration\/english\.txt in [\d.]+ s$/m,
+    );
     expect(quantized.stdout).toMatch(/wrote .*tiny-embedder\/onnx\/model_int8\.onnx/);
     expect(quantized.stdout).toMatch(/serve it as "tiny-embedder:int8"/);
 
-    const listed = JSON.parse((await cli(['models', 'list', '--json'])).stdout) as Array<{ id: string; variants: string[]; state: string; bytes: number }>;
-    expect(listed.find((m) => m.id === 'tiny-embedder')).toMatchObject({ state: 'present', variants: ['fp32', 'int8'] });
+    const listed = JSON.parse((await cli(['models', 'list', '--json'])).stdout) as Array<{
+      id: string;
+      variants: string[];
+      state: string;
+      bytes: number;
+    }>;
+    expect(listed.find((m) => m.id === 'tiny-embedder')).toMatchObject({
+      state: 'present',
+      variants: ['fp32', 'int8'],
+    });
 
-    const server: Server = await startServer({ modelsDir, manifestsDir, models: ['tiny-embedder', 'tiny-embedder:int8'] });
+    const server: Server = await startServer({
+      modelsDir,
+      manifestsDir,
+      models: ['tiny-embedder', 'tiny-embedder:int8'],
+    });
     try {
       const models = (await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth })).json<ModelList>();
       // Served by its repo id; the manifest's short id is an alias requests may use.
       expect(models.data.find((m) => m.id === `${REPO}:int8`)).toMatchObject({ variant: 'int8', task: 'embedding' });
       const texts = ['the quick brown fox', 'a cat sat on the mat', 'hello world', 'onnx runtime on a cpu'];
       const embed = async (model: string) =>
-        floatVectors((await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model, input: texts } })).json<EmbeddingList>());
+        floatVectors(
+          (
+            await server.app.inject({
+              method: 'POST',
+              url: '/v1/embeddings',
+              headers: auth,
+              payload: { model, input: texts },
+            })
+          ).json<EmbeddingList>(),
+        );
       const [fp32, int8] = [await embed('tiny-embedder'), await embed('tiny-embedder:int8')];
       for (let i = 0; i < texts.length; i++) {
         const a = fp32[i]!;
@@ -221,7 +270,9 @@ describe('onnx-gateway models list and quantize', () => {
 describe('onnx-gateway serve with a missing catalogue model', () => {
   /** Starts `serve` and resolves with its address once it listens, or with its exit when it stops first. */
   function serve(extra: NodeJS.ProcessEnv) {
-    const child = spawn('node', ['dist/cli/index.js', 'serve', '--port', '0'], { env: environment({ ONNX_GATEWAY_MODELS: 'tiny-embedder', ONNX_GATEWAY_WORKERS: '1', ...extra }) });
+    const child = spawn('node', ['dist/cli/index.js', 'serve', '--port', '0'], {
+      env: environment({ ONNX_GATEWAY_MODELS: 'tiny-embedder', ONNX_GATEWAY_WORKERS: '1', ...extra }),
+    });
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr += chunk));
     const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
@@ -237,8 +288,13 @@ describe('onnx-gateway serve with a missing catalogue model', () => {
   it('downloads it before loading, then serves it', async () => {
     const server = serve({});
     try {
-      const address = await Promise.race([server.listening, server.exited.then((code) => Promise.reject(new Error(`serve exited ${code}: ${server.stderr()}`)))]);
-      expect(server.stderr()).toMatch(/tiny-embedder \(onnx-gateway-tests\/tiny-embedder\): fp32 missing, downloading into .*onnx-gateway-tests\/tiny-embedder/);
+      const address = await Promise.race([
+        server.listening,
+        server.exited.then((code) => Promise.reject(new Error(`serve exited ${code}: ${server.stderr()}`))),
+      ]);
+      expect(server.stderr()).toMatch(
+        /tiny-embedder \(onnx-gateway-tests\/tiny-embedder\): fp32 missing, downloading into .*onnx-gateway-tests\/tiny-embedder/,
+      );
       expect(server.stderr()).toMatch(/onnx\/model\.onnx: downloaded, .* verified by sha256/);
       const models = (await (await fetch(`${address}/v1/models`)).json()) as { data: Array<{ id: string }> };
       expect(models.data.map((m) => m.id)).toEqual([REPO]);
@@ -251,7 +307,9 @@ describe('onnx-gateway serve with a missing catalogue model', () => {
   it('with ONNX_GATEWAY_DOWNLOAD=false, refuses to start and says how to get it', async () => {
     const server = serve({ ONNX_GATEWAY_DOWNLOAD: 'false' });
     expect(await server.exited).toBe(1);
-    expect(server.stderr()).toMatch(/onnx-gateway can not start:\nModel "tiny-embedder" is not usable: .*tiny-embedder does not exist\. Download it with "onnx-gateway models pull tiny-embedder"/);
+    expect(server.stderr()).toMatch(
+      /onnx-gateway can not start:\nModel "tiny-embedder" is not usable: .*tiny-embedder does not exist\. Download it with "onnx-gateway models pull tiny-embedder"/,
+    );
     expect(hub.requests).toHaveLength(0);
   });
 
@@ -259,14 +317,18 @@ describe('onnx-gateway serve with a missing catalogue model', () => {
     const server = serve({ ONNX_GATEWAY_MODELS: 'tiny-embedder:int8' });
     expect(await server.exited).toBe(1);
     expect(existsSync(join(modelFolder(), 'onnx', 'model.onnx'))).toBe(true);
-    expect(server.stderr()).toMatch(/lacks the int8 graph \(onnx\/model_int8\.onnx or .*\)\. Make it with "onnx-gateway models quantize tiny-embedder"/);
+    expect(server.stderr()).toMatch(
+      /lacks the int8 graph \(onnx\/model_int8\.onnx or .*\)\. Make it with "onnx-gateway models quantize tiny-embedder"/,
+    );
   });
 
   it('says why when the download fails, and starts nothing', async () => {
     hub.faults.corrupt = 'onnx/model.onnx';
     const server = serve({});
     expect(await server.exited).toBe(1);
-    expect(server.stderr()).toMatch(/onnx-gateway can not start:\nonnx\/model\.onnx from onnx-gateway-tests\/tiny-embedder at \w+ is corrupt/);
+    expect(server.stderr()).toMatch(
+      /onnx-gateway can not start:\nonnx\/model\.onnx from onnx-gateway-tests\/tiny-embedder at \w+ is corrupt/,
+    );
     expect(existsSync(join(modelFolder()))).toBe(false);
   });
 });

@@ -20,7 +20,11 @@ beforeAll(async () => {
 afterAll(() => server?.close());
 
 async function v1Embedding(input: string): Promise<number[]> {
-  const res = await fetch(`${base}/v1/embeddings`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny-embedder', input }) });
+  const res = await fetch(`${base}/v1/embeddings`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'tiny-embedder', input }),
+  });
   return ((await res.json()) as { data: { embedding: number[] }[] }).data[0]!.embedding;
 }
 
@@ -34,7 +38,13 @@ const documents = ['the cat sat on the mat', 'quantum field theory', 'cats and d
 describe('cohere-ai', () => {
   it('v1 client: rerank with returnDocuments, on POST /v1/rerank', async () => {
     const cohere = new CohereClient({ token: testKey, environment: base });
-    const response = await cohere.rerank({ model: 'tiny-reranker', query: 'cat', documents, topN: 3, returnDocuments: true });
+    const response = await cohere.rerank({
+      model: 'tiny-reranker',
+      query: 'cat',
+      documents,
+      topN: 3,
+      returnDocuments: true,
+    });
     expect(response.results).toHaveLength(3);
     for (const result of response.results) {
       expect(result.document?.text).toBe(documents[result.index]);
@@ -46,11 +56,22 @@ describe('cohere-ai', () => {
 
   it('v2 client: rerank with topN and maxTokensPerDoc, on POST /v2/rerank', async () => {
     const cohere = new CohereClientV2({ token: testKey, baseUrl: base });
-    const response = await cohere.rerank({ model: 'tiny-reranker', query: 'cat', documents, topN: 2, maxTokensPerDoc: 16 });
+    const response = await cohere.rerank({
+      model: 'tiny-reranker',
+      query: 'cat',
+      documents,
+      topN: 2,
+      maxTokensPerDoc: 16,
+    });
     expect(response.results).toHaveLength(2);
     expect(response.meta?.apiVersion?.version).toBe('2');
     expect(response.meta?.billedUnits?.searchUnits).toBe(1);
-    const v1 = await new CohereClient({ token: testKey, environment: base }).rerank({ model: 'tiny-reranker', query: 'cat', documents, topN: 2 });
+    const v1 = await new CohereClient({ token: testKey, environment: base }).rerank({
+      model: 'tiny-reranker',
+      query: 'cat',
+      documents,
+      topN: 2,
+    });
     expect(response.results.map((r) => r.index)).toEqual(v1.results.map((r) => r.index));
   });
 
@@ -73,7 +94,9 @@ describe('cohere-ai', () => {
       expect(vector).toHaveLength(12);
       // Every bit of ubinary is the sign of the float component (big-endian within a byte; 12 dimensions: 2 bytes).
       expect(ubinary![row]).toHaveLength(2);
-      vector.forEach((x, d) => expect((ubinary![row]![d >> 3]! >> (7 - (d & 7))) & 1, `row ${row} dimension ${d}`).toBe(x > 0 ? 1 : 0));
+      vector.forEach((x, d) =>
+        expect((ubinary![row]![d >> 3]! >> (7 - (d & 7))) & 1, `row ${row} dimension ${d}`).toBe(x > 0 ? 1 : 0),
+      );
       expect(binary![row]).toEqual(ubinary![row]!.map((byte) => byte - 128));
       // int8 and uint8 are the same levels, 128 apart (int8 truncates toward zero, so below the middle it can be one higher).
       vector.forEach((_, d) => expect(int8![row]![d]! - (uint8![row]![d]! - 128)).toBeGreaterThanOrEqual(0));
@@ -82,7 +105,11 @@ describe('cohere-ai', () => {
       expectClose(Array.from(new Float32Array(Uint8Array.from(bytes).buffer)), vector);
     });
     // The float answer is /v1's with the same cut.
-    const v1 = await fetch(`${base}/v1/embeddings`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny-embedder', input: texts[2], dimensions: 12, input_type: 'query' }) });
+    const v1 = await fetch(`${base}/v1/embeddings`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny-embedder', input: texts[2], dimensions: 12, input_type: 'query' }),
+    });
     expectClose(float![2]!, ((await v1.json()) as { data: { embedding: number[] }[] }).data[0]!.embedding);
   });
 
@@ -111,7 +138,12 @@ describe('@huggingface/inference (TEI)', () => {
 
   it('featureExtraction at /embed, with TEI parameters', async () => {
     const client = new InferenceClient(testKey).endpoint(`${base}/embed`);
-    const vectors = (await client.featureExtraction({ inputs: 'hello world', normalize: true, truncate: true, truncation_direction: 'left' })) as number[][];
+    const vectors = (await client.featureExtraction({
+      inputs: 'hello world',
+      normalize: true,
+      truncate: true,
+      truncation_direction: 'left',
+    })) as number[][];
     expectClose(vectors[0]!, await v1Embedding('hello world'));
   });
 
@@ -121,18 +153,25 @@ describe('@huggingface/inference (TEI)', () => {
     expect(error).toBeInstanceOf(InferenceClientProviderApiError);
     expect((error as Error).message).toMatch(/cannot be empty/);
     expect((error as InferenceClientProviderApiError).httpResponse.status).toBe(400);
-    const long = await client.featureExtraction({ inputs: 'word '.repeat(200), truncate: false }).catch((e: unknown) => e);
+    const long = await client
+      .featureExtraction({ inputs: 'word '.repeat(200), truncate: false })
+      .catch((e: unknown) => e);
     expect((long as InferenceClientProviderApiError).httpResponse.status).toBe(422);
     expect((long as Error).message).toMatch(/tokens/);
   });
 
   it('sentenceSimilarity at /similarity: the cosines of the /v1 vectors', async () => {
     const client = new InferenceClient(testKey).endpoint(`${base}/similarity`);
-    const scores = await client.sentenceSimilarity({ inputs: { source_sentence: 'hello world', sentences: ['hello world', 'paris'] } });
+    const scores = await client.sentenceSimilarity({
+      inputs: { source_sentence: 'hello world', sentences: ['hello world', 'paris'] },
+    });
     const [a, b] = [await v1Embedding('hello world'), await v1Embedding('paris')];
     expect(scores).toHaveLength(2);
     expect(scores[0]).toBeCloseTo(1, 5);
-    expect(scores[1]).toBeCloseTo(a.reduce((sum, x, i) => sum + x * b[i]!, 0), 5);
+    expect(scores[1]).toBeCloseTo(
+      a.reduce((sum, x, i) => sum + x * b[i]!, 0),
+      5,
+    );
   });
 });
 
@@ -160,7 +199,9 @@ describe('ollama', () => {
   });
 
   it("an unknown model: the client's ResponseError carries the message and 404", async () => {
-    const error = await ollama().embed({ model: 'nomic-embed-text', input: 'a' }).catch((e: unknown) => e);
+    const error = await ollama()
+      .embed({ model: 'nomic-embed-text', input: 'a' })
+      .catch((e: unknown) => e);
     expect((error as Error).message).toMatch(/not served here/);
     expect((error as { status_code?: number }).status_code).toBe(404);
   });

@@ -40,10 +40,19 @@ describe('openai SDK', () => {
   });
 
   it('honours dimensions with its default encoding and with float', async () => {
-    const full = await client().embeddings.create({ model: 'tiny-embedder', input: texts[0]!, encoding_format: 'float' });
+    const full = await client().embeddings.create({
+      model: 'tiny-embedder',
+      input: texts[0]!,
+      encoding_format: 'float',
+    });
     // Absent, the SDK asks for base64 and decodes it; named, it hands base64 strings back as they came.
     for (const encoding_format of [undefined, 'float'] as const) {
-      const cut = await client().embeddings.create({ model: 'tiny-embedder', input: texts[0]!, dimensions: 8, ...(encoding_format ? { encoding_format } : {}) });
+      const cut = await client().embeddings.create({
+        model: 'tiny-embedder',
+        input: texts[0]!,
+        dimensions: 8,
+        ...(encoding_format ? { encoding_format } : {}),
+      });
       const vector = cut.data[0]!.embedding;
       expect(vector).toHaveLength(8);
       expect(norm(vector)).toBeCloseTo(1, 5);
@@ -58,10 +67,14 @@ describe('openai SDK', () => {
     expect(ids).toEqual(expect.arrayContaining(['tiny-embedder', 'tiny-reranker']));
   });
 
-  it('surfaces errors as the SDK\'s typed errors, with the catalogue code', async () => {
+  it("surfaces errors as the SDK's typed errors, with the catalogue code", async () => {
     const wrongKey = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });
-    await expect(wrongKey.embeddings.create({ model: 'tiny-embedder', input: 'x' })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
-    const error = await client().embeddings.create({ model: 'no-such-model', input: 'x' }).catch((e: unknown) => e);
+    await expect(wrongKey.embeddings.create({ model: 'tiny-embedder', input: 'x' })).rejects.toBeInstanceOf(
+      OpenAI.AuthenticationError,
+    );
+    const error = await client()
+      .embeddings.create({ model: 'no-such-model', input: 'x' })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.NotFoundError);
     expect((error as InstanceType<typeof OpenAI.NotFoundError>).code).toBe('model_not_found');
   });
@@ -69,14 +82,23 @@ describe('openai SDK', () => {
 
 describe('LangChain OpenAIEmbeddings', () => {
   const embeddings = (options: { dimensions?: number } = {}) =>
-    new OpenAIEmbeddings({ model: 'tiny-embedder', apiKey: testKey, configuration: { baseURL }, maxRetries: 0, ...options });
+    new OpenAIEmbeddings({
+      model: 'tiny-embedder',
+      apiKey: testKey,
+      configuration: { baseURL },
+      maxRetries: 0,
+      ...options,
+    });
 
   it('embeds a query and documents, matching the OpenAI SDK', async () => {
     const query = await embeddings().embedQuery(texts[0]!);
     const documents = await embeddings().embedDocuments(texts);
     expect(query).toHaveLength(32);
     expect(documents).toHaveLength(2);
-    const reference = await new OpenAI({ baseURL, apiKey: testKey }).embeddings.create({ model: 'tiny-embedder', input: texts });
+    const reference = await new OpenAI({ baseURL, apiKey: testKey }).embeddings.create({
+      model: 'tiny-embedder',
+      input: texts,
+    });
     expect(query).toEqual(reference.data[0]!.embedding);
     documents.forEach((vector, i) => expect(vector).toEqual(reference.data[i]!.embedding));
   });

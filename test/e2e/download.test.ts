@@ -9,7 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { Catalogue, type Manifest } from '../../src/models/catalogue.js';
-import { DownloadError, downloadMissing, pullModel, pullTarget, type PullOptions, type PullTarget } from '../../src/models/download.js';
+import {
+  DownloadError,
+  downloadMissing,
+  pullModel,
+  pullTarget,
+  type PullOptions,
+  type PullTarget,
+} from '../../src/models/download.js';
 import { DEFAULT_HUB_ENDPOINT, Hub, hubOptions } from '../../src/models/hub.js';
 import { stagingDirOf } from '../../src/models/paths.js';
 import { loadServedModel } from '../../src/models/registry.js';
@@ -49,7 +56,12 @@ beforeEach(() => {
   hub.requests.length = 0;
 });
 
-const options = (extra: Partial<PullOptions> = {}): PullOptions => ({ modelsDir, hub: new Hub({ endpoint: hub.url }), retryDelay: () => 0, ...extra });
+const options = (extra: Partial<PullOptions> = {}): PullOptions => ({
+  modelsDir,
+  hub: new Hub({ endpoint: hub.url }),
+  retryDelay: () => 0,
+  ...extra,
+});
 const graphGets = () => hub.requests.filter((r) => r.server === 'cdn' && r.method === 'GET');
 const expectSameFiles = async () => {
   for (const [path, bytes] of repo.files) expect((await readFile(join(dir, path))).equals(bytes), path).toBe(true);
@@ -70,9 +82,15 @@ describe('pullModel', () => {
     // The graph came from the CDN, once, whole.
     expect(graphGets()).toMatchObject([{ status: 200, range: undefined, sent: graphSize }]);
     // One listing gave every file's size and checksum, at the manifest's commit: no HEAD per file.
-    expect(hub.requests.filter((r) => r.server === 'hub' && r.path.startsWith('/api/'))).toMatchObject([{ path: `/api/models/${REPO}/revision/${REVISION}?blobs=true`, status: 200 }]);
+    expect(hub.requests.filter((r) => r.server === 'hub' && r.path.startsWith('/api/'))).toMatchObject([
+      { path: `/api/models/${REPO}/revision/${REVISION}?blobs=true`, status: 200 },
+    ]);
     expect(hub.requests.filter((r) => r.method === 'HEAD')).toHaveLength(0);
-    expect(hub.requests.filter((r) => r.server === 'hub' && r.path.includes('/resolve/')).every((r) => r.path.includes(`/resolve/${REVISION}/`))).toBe(true);
+    expect(
+      hub.requests
+        .filter((r) => r.server === 'hub' && r.path.includes('/resolve/'))
+        .every((r) => r.path.includes(`/resolve/${REVISION}/`)),
+    ).toBe(true);
     const model = await loadServedModel('tiny-embedder', modelsDir, new Catalogue([manifest]));
     expect(model).toMatchObject({ task: 'embedding', variant: 'fp32' });
   });
@@ -84,7 +102,12 @@ describe('pullModel', () => {
     hub.requests.length = 0;
     const report = await pullModel(target, options());
     const byPath = Object.fromEntries(report.files.map((f) => [f.path, f.status]));
-    expect(byPath).toMatchObject({ 'tokenizer.json': 'downloaded', 'config.json': 'downloaded', [GRAPH]: 'present', 'modules.json': 'present' });
+    expect(byPath).toMatchObject({
+      'tokenizer.json': 'downloaded',
+      'config.json': 'downloaded',
+      [GRAPH]: 'present',
+      'modules.json': 'present',
+    });
     expect(graphGets()).toHaveLength(0);
     await expectSameFiles();
   });
@@ -142,7 +165,9 @@ describe('pullModel', () => {
     hub.faults.ignoreRange = true;
     hub.requests.length = 0;
     await pullModel(target, options({ retries: 0 }));
-    expect(graphGets()).toMatchObject([{ range: expect.stringMatching(/^bytes=\d+-$/) as unknown, status: 200, sent: graphSize }]);
+    expect(graphGets()).toMatchObject([
+      { range: expect.stringMatching(/^bytes=\d+-$/) as unknown, status: 200, sent: graphSize },
+    ]);
     await expectSameFiles();
   });
 
@@ -150,7 +175,9 @@ describe('pullModel', () => {
     hub.faults.corrupt = GRAPH;
     const failed = await pullModel(target, options()).catch((error: Error) => error);
     expect(failed).toBeInstanceOf(DownloadError);
-    expect((failed as Error).message).toMatch(/onnx\/model\.onnx from onnx-gateway-tests\/tiny-embedder at 0123456789abcdef0123456789abcdef01234567 is corrupt: its sha256 is [0-9a-f]{64} where the Hub says [0-9a-f]{64}/);
+    expect((failed as Error).message).toMatch(
+      /onnx\/model\.onnx from onnx-gateway-tests\/tiny-embedder at 0123456789abcdef0123456789abcdef01234567 is corrupt: its sha256 is [0-9a-f]{64} where the Hub says [0-9a-f]{64}/,
+    );
     expect(existsSync(dir)).toBe(false);
     // The corrupt bytes are gone, so the next pull can not resume from them.
     expect(existsSync(join(stagingDirOf(dir), `${GRAPH}.part`))).toBe(false);
@@ -167,16 +194,22 @@ describe('pullModel', () => {
     hub.faults.token = 'hf_stand_in_token';
     const refused = await pullModel(target, options()).catch((error: Error) => error);
     expect(refused).toBeInstanceOf(DownloadError);
-    expect((refused as Error).message).toMatch(/The Hub refused onnx-gateway-tests\/tiny-embedder at revision 0123456789abcdef0123456789abcdef01234567 \(401 GatedRepo\)\. .*set HF_TOKEN/);
+    expect((refused as Error).message).toMatch(
+      /The Hub refused onnx-gateway-tests\/tiny-embedder at revision 0123456789abcdef0123456789abcdef01234567 \(401 GatedRepo\)\. .*set HF_TOKEN/,
+    );
     expect(existsSync(dir)).toBe(false);
 
-    const wrong = await pullModel(target, options({ hub: new Hub({ endpoint: hub.url, token: 'hf_other' }) })).catch((error: Error) => error);
+    const wrong = await pullModel(target, options({ hub: new Hub({ endpoint: hub.url, token: 'hf_other' }) })).catch(
+      (error: Error) => error,
+    );
     expect((wrong as Error).message).toMatch(/\(403 GatedRepo\)\. The token in HF_TOKEN has no access/);
 
     hub.requests.length = 0;
     await pullModel(target, options({ hub: new Hub({ endpoint: hub.url, token: 'hf_stand_in_token' }) }));
     await expectSameFiles();
-    expect(hub.requests.filter((r) => r.server === 'hub').every((r) => r.authorization === 'Bearer hf_stand_in_token')).toBe(true);
+    expect(
+      hub.requests.filter((r) => r.server === 'hub').every((r) => r.authorization === 'Bearer hf_stand_in_token'),
+    ).toBe(true);
     expect(graphGets().length).toBeGreaterThan(0);
     expect(hub.requests.filter((r) => r.server === 'cdn').every((r) => r.authorization === undefined)).toBe(true);
   });
@@ -187,8 +220,12 @@ describe('pullModel', () => {
     );
     const elsewhere = { ...target, repo: 'onnx-gateway-tests/no-such-model' };
     // Anonymous clients get a 401 for a repository they can not see, existing or not.
-    await expect(pullModel(elsewhere, options())).rejects.toThrow(/The Hub has no repository onnx-gateway-tests\/no-such-model \(401 RepoNotFound\)\. Check the id .* if it is private, set HF_TOKEN/);
-    await expect(pullModel(elsewhere, options({ hub: new Hub({ endpoint: hub.url, token: 'hf_x' }) }))).rejects.toThrow(/\(404 RepoNotFound\)\. Check the id/);
+    await expect(pullModel(elsewhere, options())).rejects.toThrow(
+      /The Hub has no repository onnx-gateway-tests\/no-such-model \(401 RepoNotFound\)\. Check the id .* if it is private, set HF_TOKEN/,
+    );
+    await expect(pullModel(elsewhere, options({ hub: new Hub({ endpoint: hub.url, token: 'hf_x' }) }))).rejects.toThrow(
+      /\(404 RepoNotFound\)\. Check the id/,
+    );
     expect(existsSync(dir)).toBe(false);
   });
 
@@ -202,13 +239,20 @@ describe('pullModel', () => {
   });
 
   it('says when the Hub can not be reached', async () => {
-    await expect(pullModel(target, options({ hub: new Hub({ endpoint: 'http://127.0.0.1:9' }), retries: 0 }))).rejects.toThrow(/Can not reach http:\/\/127\.0\.0\.1:9/);
+    await expect(
+      pullModel(target, options({ hub: new Hub({ endpoint: 'http://127.0.0.1:9' }), retries: 0 })),
+    ).rejects.toThrow(/Can not reach http:\/\/127\.0\.0\.1:9/);
   });
 
   it('fetches no file that would land outside the model folder', async () => {
     const modules = JSON.parse(repo.files.get('modules.json')!.toString()) as Array<{ path: string }>;
     modules.push({ path: '../escaped' });
-    const escaping = { ...repo, files: new Map(repo.files).set('modules.json', Buffer.from(JSON.stringify(modules))).set('../escaped/config.json', Buffer.from('{}')) };
+    const escaping = {
+      ...repo,
+      files: new Map(repo.files)
+        .set('modules.json', Buffer.from(JSON.stringify(modules)))
+        .set('../escaped/config.json', Buffer.from('{}')),
+    };
     const other = await startStandInHub([escaping]);
     try {
       const report = await pullModel(target, options({ hub: new Hub({ endpoint: other.url }) }));
@@ -225,7 +269,10 @@ describe('downloadMissing', () => {
   it('downloads configured hub models that lack files, and touches nothing when they are present', async () => {
     const catalogue = new Catalogue([manifest]);
     const announced: string[] = [];
-    const first = await downloadMissing(['tiny-embedder:int8', 'tiny-embedder', 'not-in-catalogue'], catalogue, { ...options(), onModel: (m) => announced.push(m.id) });
+    const first = await downloadMissing(['tiny-embedder:int8', 'tiny-embedder', 'not-in-catalogue'], catalogue, {
+      ...options(),
+      onModel: (m) => announced.push(m.id),
+    });
     expect(first.map((r) => r.id)).toEqual(['tiny-embedder']);
     expect(announced).toEqual(['tiny-embedder']);
     await expectSameFiles();
@@ -238,7 +285,12 @@ describe('downloadMissing', () => {
 describe('hubOptions', () => {
   it('takes the setting over HF_ENDPOINT over the public Hub, and the token from HF_TOKEN', () => {
     expect(hubOptions(null, {})).toEqual({ endpoint: DEFAULT_HUB_ENDPOINT, token: undefined });
-    expect(hubOptions(null, { HF_ENDPOINT: 'https://mirror.example/', HF_TOKEN: 'hf_x' })).toEqual({ endpoint: 'https://mirror.example', token: 'hf_x' });
-    expect(hubOptions('https://setting.example', { HF_ENDPOINT: 'https://mirror.example' }).endpoint).toBe('https://setting.example');
+    expect(hubOptions(null, { HF_ENDPOINT: 'https://mirror.example/', HF_TOKEN: 'hf_x' })).toEqual({
+      endpoint: 'https://mirror.example',
+      token: 'hf_x',
+    });
+    expect(hubOptions('https://setting.example', { HF_ENDPOINT: 'https://mirror.example' }).endpoint).toBe(
+      'https://setting.example',
+    );
   });
 });

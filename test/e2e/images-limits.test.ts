@@ -46,16 +46,44 @@ afterAll(async () => {
   await rm(imageDir, { recursive: true, force: true });
 });
 
-const edit = (payload: Record<string, unknown>) => server.app.inject({ method: 'POST', url: '/v1/images/edits', headers: auth, payload });
-const png = (width: number, height: number) => sharp({ create: { width, height, channels: 3, background: '#336699' } }).png().toBuffer();
+const edit = (payload: Record<string, unknown>) =>
+  server.app.inject({ method: 'POST', url: '/v1/images/edits', headers: auth, payload });
+const png = (width: number, height: number) =>
+  sharp({ create: { width, height, channels: 3, background: '#336699' } })
+    .png()
+    .toBuffer();
 
 describe('input formats', () => {
   it.each([
-    ['GIF', () => sharp({ create: { width: 8, height: 8, channels: 3, background: '#000' } }).gif().toBuffer()],
-    ['TIFF', () => sharp({ create: { width: 8, height: 8, channels: 3, background: '#000' } }).tiff().toBuffer()],
-    ['SVG', () => Promise.resolve(Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><rect width="8" height="8"/></svg>'))],
+    [
+      'GIF',
+      () =>
+        sharp({ create: { width: 8, height: 8, channels: 3, background: '#000' } })
+          .gif()
+          .toBuffer(),
+    ],
+    [
+      'TIFF',
+      () =>
+        sharp({ create: { width: 8, height: 8, channels: 3, background: '#000' } })
+          .tiff()
+          .toBuffer(),
+    ],
+    [
+      'SVG',
+      () =>
+        Promise.resolve(
+          Buffer.from(
+            '<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><rect width="8" height="8"/></svg>',
+          ),
+        ),
+    ],
   ])('refuses %s with 415 before decoding it', async (name, make) => {
-    const res = await edit({ model: 'tiny-upscaler', prompt: 'x', image: [(await png(8, 8)).toString('base64'), (await make()).toString('base64')] });
+    const res = await edit({
+      model: 'tiny-upscaler',
+      prompt: 'x',
+      image: [(await png(8, 8)).toString('base64'), (await make()).toString('base64')],
+    });
     expect(res.statusCode).toBe(415);
     expect(res.json<ErrorBody>().error).toMatchObject({ code: 'unsupported_media_type', param: 'image[1]' });
     expect(res.json<ErrorBody>().error.message).toBe(`image[1] is ${name}; send PNG, JPEG or WebP.`);
@@ -63,7 +91,11 @@ describe('input formats', () => {
 
   it('edits PNG, JPEG and WebP', async () => {
     const base = sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } });
-    for (const bytes of [await base.clone().png().toBuffer(), await base.clone().jpeg().toBuffer(), await base.clone().webp().toBuffer()]) {
+    for (const bytes of [
+      await base.clone().png().toBuffer(),
+      await base.clone().jpeg().toBuffer(),
+      await base.clone().webp().toBuffer(),
+    ]) {
       const res = await edit({ model: 'tiny-upscaler', prompt: 'x', image: bytes.toString('base64') });
       expect(res.statusCode).toBe(200);
       expect(res.json<EditedImages>().size).toBe('16x16');
@@ -77,13 +109,20 @@ describe('the answer', () => {
     const res = await edit({ model: 'tiny-upscaler', prompt: 'x', image: Array.from({ length: 16 }, () => image) });
     expect(res.statusCode).toBe(413);
     expect(res.json<ErrorBody>().error).toMatchObject({ code: 'response_too_large', param: 'image' });
-    expect(res.json<ErrorBody>().error.message).toMatch(/MB of images \(16 png images of 1,048,576 pixels together, 256x256, .*\); .* Split the request: about \d+ of these inputs fit/);
+    expect(res.json<ErrorBody>().error.message).toMatch(
+      /MB of images \(16 png images of 1,048,576 pixels together, 256x256, .*\); .* Split the request: about \d+ of these inputs fit/,
+    );
     // Two of them fit.
     expect((await edit({ model: 'tiny-upscaler', prompt: 'x', image: [image, image] })).statusCode).toBe(200);
   });
 
   it('may always hold one image at the largest size the limits allow', async () => {
-    const res = await edit({ model: 'tiny-upscaler', prompt: 'x', image: (await png(256, 256)).toString('base64'), size: '512x512' });
+    const res = await edit({
+      model: 'tiny-upscaler',
+      prompt: 'x',
+      image: (await png(256, 256)).toString('base64'),
+      size: '512x512',
+    });
     expect(res.statusCode).toBe(200);
     expect(res.json<EditedImages>().size).toBe('512x512');
   });
@@ -95,12 +134,17 @@ async function busyEdit(): Promise<Response> {
   return fetch(`http://127.0.0.1:${port}/v1/images/edits`, {
     method: 'POST',
     headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'tiny-upscaler-heavy', prompt: 'x', image: image.toString('base64'), size: '512x512' }),
+    body: JSON.stringify({
+      model: 'tiny-upscaler-heavy',
+      prompt: 'x',
+      image: image.toString('base64'),
+      size: '512x512',
+    }),
   });
 }
 
 describe('admission', () => {
-  it('takes an edit\'s place in line before decoding its base64: a full line refuses it, whatever it holds', async () => {
+  it("takes an edit's place in line before decoding its base64: a full line refuses it, whatever it holds", async () => {
     const running = busyEdit();
     while (server.imageEdits.running === 0) await new Promise((resolve) => setTimeout(resolve, 5));
     // Not base64 at all: decoded first, this would be a 400.

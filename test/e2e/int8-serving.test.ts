@@ -21,7 +21,13 @@ describe('int8 serving', () => {
     await cp(join(inject('tinyModelsDir'), 'tiny-embedder'), join(dir, 'tiny-embedder'), { recursive: true });
     await quantizeToInt8(planInt8('tiny-embedder', dir));
     // A generous batch budget, so fp32 inputs would share batches here.
-    server = await startServer({ modelsDir: dir, models: ['tiny-embedder', 'tiny-embedder:int8'], maxBatchTokens: 4096, maxBatchSize: 64, workers: 1 });
+    server = await startServer({
+      modelsDir: dir,
+      models: ['tiny-embedder', 'tiny-embedder:int8'],
+      maxBatchTokens: 4096,
+      maxBatchSize: 64,
+      workers: 1,
+    });
   });
   afterAll(async () => {
     await server?.close();
@@ -29,7 +35,12 @@ describe('int8 serving', () => {
   });
 
   const embed = async (model: string, input: string[]) => {
-    const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model, input } });
+    const res = await server.app.inject({
+      method: 'POST',
+      url: '/v1/embeddings',
+      headers: auth,
+      payload: { model, input },
+    });
     expect(res.statusCode).toBe(200);
     return floatVectors(res.json<EmbeddingList>());
   };
@@ -40,7 +51,6 @@ describe('int8 serving', () => {
     expect(variants).toMatchObject({ 'tiny-embedder': 'fp32', 'tiny-embedder:int8': 'int8' });
   });
 
-  
   it('stays close to the fp32 vector', async () => {
     const texts = ['hello world', 'numbers 123 and punctuation!', 'a longer sentence about nothing in particular'];
     const [fp32, int8] = [await embed('tiny-embedder', texts), await embed('tiny-embedder:int8', texts)];
@@ -65,22 +75,42 @@ describe.skipIf(!hasInt8)(
   () => {
     let server: Server;
     beforeAll(async () => {
-      server = await startServer({ modelsDir, models: ['synthetic-all-MiniLM-L6-v2:int8'], maxBatchTokens: 8192, maxBatchSize: 64, workers: 1 });
+      server = await startServer({
+        modelsDir,
+        models: ['synthetic-all-MiniLM-L6-v2:int8'],
+        maxBatchTokens: 8192,
+        maxBatchSize: 64,
+        workers: 1,
+      });
     });
     afterAll(() => server?.close());
 
     const embed = async (input: string[]) => {
-      const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model: 'synthetic-all-MiniLM-L6-v2:int8', input } });
+      const res = await server.app.inject({
+        method: 'POST',
+        url: '/v1/embeddings',
+        headers: auth,
+        payload: { model: 'synthetic-all-MiniLM-L6-v2:int8', input },
+      });
       expect(res.statusCode).toBe(200);
       return floatVectors(res.json<EmbeddingList>());
     };
 
     it('gives an input the same vector alone, inside a request of other inputs, and beside concurrent requests', async () => {
       const text = 'the quick brown fox jumps over the lazy dog';
-      const neighbours = ['a much longer text with many more words in it than the other one has, to widen the batch '.repeat(4), 'x y', 'another sentence here about something else'];
+      const neighbours = [
+        'a much longer text with many more words in it than the other one has, to widen the batch '.repeat(4),
+        'x y',
+        'another sentence here about something else',
+      ];
       const [alone] = await embed([text]);
       const together = await embed([...neighbours, text, text, ...neighbours, text]);
-      const concurrent = await Promise.all([embed(neighbours), embed([text]), embed(neighbours), embed([text, ...neighbours])]);
+      const concurrent = await Promise.all([
+        embed(neighbours),
+        embed([text]),
+        embed(neighbours),
+        embed([text, ...neighbours]),
+      ]);
       for (const other of [together[3]!, together[4]!, together[8]!, concurrent[1][0]!, concurrent[3][0]!]) {
         let worst = 0;
         alone!.forEach((x, i) => (worst = Math.max(worst, Math.abs(x - other[i]!))));

@@ -27,8 +27,20 @@ beforeAll(async () => {
   // A models dir of its own: the pull writes into it.
   modelsDir = await mkdtemp(join(tmpdir(), 'onnx-gateway-lifecycle-http-'));
   await cp(inject('tinyModelsDir'), modelsDir, { recursive: true });
-  hub = await startStandInHub([await repoFromFolder(join(inject('tinyModelsDir'), 'tiny-embedder'), PULLED, '0123456789abcdef0123456789abcdef01234567')]);
-  server = await startServer({ modelsDir, preload: false, adminKeys: [adminKey], hfEndpoint: hub.url, pullAllow: ['onnx-gateway-tests'] });
+  hub = await startStandInHub([
+    await repoFromFolder(
+      join(inject('tinyModelsDir'), 'tiny-embedder'),
+      PULLED,
+      '0123456789abcdef0123456789abcdef01234567',
+    ),
+  ]);
+  server = await startServer({
+    modelsDir,
+    preload: false,
+    adminKeys: [adminKey],
+    hfEndpoint: hub.url,
+    pullAllow: ['onnx-gateway-tests'],
+  });
   await server.app.listen({ host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${(server.app.server.address() as AddressInfo).port}`;
 });
@@ -39,7 +51,8 @@ afterAll(async () => {
 });
 
 const get = (url: string) => server.app.inject({ method: 'GET', url, headers: auth });
-const post = (url: string, payload: unknown, headers: Record<string, string> = auth) => server.app.inject({ method: 'POST', url, headers, payload: payload as object });
+const post = (url: string, payload: unknown, headers: Record<string, string> = auth) =>
+  server.app.inject({ method: 'POST', url, headers, payload: payload as object });
 const status = async (id: string) => (await get(`/v1/models/${id}`)).json<ModelCard>().status;
 const embed = async (model: string, extra: object = {}) => {
   const res = await post('/api/embed', { model, input: ['the same text, twice'], ...extra });
@@ -92,15 +105,23 @@ describe('the model lifecycle over HTTP', () => {
     expect(new Date(entry.expires_at).getFullYear()).toBeGreaterThan(2200);
     // A keep_alive of 30 s: the expiry is that far ahead.
     await embed('tiny-embedder', { keep_alive: '30s' });
-    const soon = (await new Ollama({ host: base, headers: auth }).ps()).models.find((model) => model.name === 'tiny-embedder:latest')!;
+    const soon = (await new Ollama({ host: base, headers: auth }).ps()).models.find(
+      (model) => model.name === 'tiny-embedder:latest',
+    )!;
     const ahead = new Date(soon.expires_at).getTime() - Date.now();
     expect(ahead).toBeGreaterThan(20_000);
     expect(ahead).toBeLessThanOrEqual(30_000);
     // 0: unloaded once the request is done, and gone from /api/ps.
     await embed('tiny-embedder', { keep_alive: 0 });
     await expect.poll(() => status('tiny-embedder'), { timeout: 10_000 }).toBe('unloaded');
-    expect((await new Ollama({ host: base, headers: auth }).ps()).models.some((model) => model.name === 'tiny-embedder:latest')).toBe(false);
-    expect((await post('/api/embed', { model: 'tiny-embedder', input: 'x', keep_alive: 'later' })).statusCode).toBe(400);
+    expect(
+      (await new Ollama({ host: base, headers: auth }).ps()).models.some(
+        (model) => model.name === 'tiny-embedder:latest',
+      ),
+    ).toBe(false);
+    expect((await post('/api/embed', { model: 'tiny-embedder', input: 'x', keep_alive: 'later' })).statusCode).toBe(
+      400,
+    );
   });
 
   it('serves a model pulled over HTTP without a restart', async () => {

@@ -39,7 +39,13 @@ beforeAll(async () => {
   await cp(inject('tinyModelsDir'), dir, { recursive: true });
   await cp(join(dir, 'tiny-embedder'), join(dir, 'tiny-embedder-copy'), { recursive: true });
   await cp(join(dir, 'tiny-embedder'), join(dir, 'tiny-embedder-broken'), { recursive: true });
-  all = (await Registry.load(['tiny-embedder', 'tiny-reranker', 'tiny-embedder-copy', 'tiny-embedder-broken'], dir, loadCatalogue())).list();
+  all = (
+    await Registry.load(
+      ['tiny-embedder', 'tiny-reranker', 'tiny-embedder-copy', 'tiny-embedder-broken'],
+      dir,
+      loadCatalogue(),
+    )
+  ).list();
   // Its graph breaks after the registry read it: the load on demand fails.
   await writeFile(join(dir, 'tiny-embedder-broken', 'onnx', 'model.onnx'), 'not a graph');
 });
@@ -51,7 +57,11 @@ afterAll(() => rm(dir, { recursive: true, force: true }));
 
 async function start(overrides: Partial<EngineOptions['config']>, sizes: Record<string, number>): Promise<Engine> {
   const models = all.filter((model) => model.id in sizes);
-  engine = new Engine({ config: { ...config, ...overrides }, models, measureSession: (model) => sizes[model.id]! * MB });
+  engine = new Engine({
+    config: { ...config, ...overrides },
+    models,
+    measureSession: (model) => sizes[model.id]! * MB,
+  });
   await engine.ready;
   return engine;
 }
@@ -120,9 +130,15 @@ describe('model lifecycle', () => {
 
   it('answers 503 with retry-after, naming the budget, when no idle model can make room', async () => {
     // One input a batch, so that the embedder's long job keeps it busy for seconds.
-    const engine = await start({ maxBatchSize: 1, queueCapacity: 100_000 }, { 'tiny-embedder': 60, 'tiny-reranker': 60 });
+    const engine = await start(
+      { maxBatchSize: 1, queueCapacity: 100_000 },
+      { 'tiny-embedder': 60, 'tiny-reranker': 60 },
+    );
     await engine.scheduler.submit('tiny-embedder', input);
-    const busy = engine.scheduler.submit('tiny-embedder', Array.from({ length: 10_000 }, () => input[1]!));
+    const busy = engine.scheduler.submit(
+      'tiny-embedder',
+      Array.from({ length: 10_000 }, () => input[1]!),
+    );
     const refused = engine.scheduler.submit('tiny-reranker', pair);
     const error = (await refused.catch((e: unknown) => e)) as ApiError;
     // The embedder was still busy when the reranker's load gave up.
@@ -150,7 +166,9 @@ describe('model lifecycle', () => {
   it('refuses at start a listed model that does not fit even as one session', async () => {
     await expect(start({ preload: true }, { 'tiny-embedder': 40, 'tiny-reranker': 120 })).rejects.toMatchObject({
       code: 'memory_budget',
-      message: expect.stringMatching(/"tiny-reranker" needs 120 MB for one session, but the memory budget is 100 MB/) as unknown,
+      message: expect.stringMatching(
+        /"tiny-reranker" needs 120 MB for one session, but the memory budget is 100 MB/,
+      ) as unknown,
     });
     engine = undefined;
   });

@@ -25,17 +25,31 @@ describe.skipIf(skip)('placement of a real-size model', () => {
     // Kept while the generator is unchanged, so only the first run pays for it (about 30 s).
     writeStandins([repo], dir, 'real');
     before = process.memoryUsage.rss();
-    server = await startServer({ modelsDir: dir, models: [repo], workers: 8, intraOpThreads: 1, soloThreads: 8, memoryBudgetMb: budgetMb });
+    server = await startServer({
+      modelsDir: dir,
+      models: [repo],
+      workers: 8,
+      intraOpThreads: 1,
+      soloThreads: 8,
+      memoryBudgetMb: budgetMb,
+    });
   }, 300_000);
   afterAll(async () => {
     await server?.close();
   });
 
   it('holds fewer sessions with more threads each, and stays inside the budget', async () => {
-    const res = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { model: repo, input: ['query: how much memory does a session hold?'] } });
+    const res = await server.app.inject({
+      method: 'POST',
+      url: '/v1/embeddings',
+      headers: auth,
+      payload: { model: repo, input: ['query: how much memory does a session hold?'] },
+    });
     expect(res.statusCode).toBe(200);
     expect(res.json<EmbeddingList>().data[0]!.embedding).toHaveLength(384);
-    const model = (await server.app.inject({ method: 'GET', url: `/v1/models/${repo}`, headers: auth })).json<ModelCard>();
+    const model = (
+      await server.app.inject({ method: 'GET', url: `/v1/models/${repo}`, headers: auth })
+    ).json<ModelCard>();
     expect(model.status).toBe('loaded');
     const placement = model.placement!;
     // Eight sessions of ~550 MB would hold 4.4 GB: two fit, sharing the eight cores, and no solo session.

@@ -33,15 +33,29 @@ describe('pulling an image pipeline', () => {
     });
     await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const own = JSON.parse(readFileSync(join(fixtures, 'tiny-upscaler', 'pipeline.json'), 'utf8')) as Record<string, unknown>;
-    manifest = validateImageManifest({ ...own, source: { url: `${base}/models/upscaler.onnx`, sha256: createHash('sha256').update(bytes).digest('hex') } }, 'test');
+    const own = JSON.parse(readFileSync(join(fixtures, 'tiny-upscaler', 'pipeline.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
+    manifest = validateImageManifest(
+      {
+        ...own,
+        source: { url: `${base}/models/upscaler.onnx`, sha256: createHash('sha256').update(bytes).digest('hex') },
+      },
+      'test',
+    );
   });
   afterAll(() => new Promise<void>((done) => server.close(() => done())));
 
   it('downloads the graph, verified by sha256, where the image registry serves it; a second pull keeps it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-image-models-'));
     const report = await pullImagePipeline(manifest, { imageModelsDir: dir });
-    expect(report.file).toMatchObject({ path: 'onnx/model.onnx', status: 'downloaded', bytes: bytes.length, verifiedBy: 'sha256' });
+    expect(report.file).toMatchObject({
+      path: 'onnx/model.onnx',
+      status: 'downloaded',
+      bytes: bytes.length,
+      verifiedBy: 'sha256',
+    });
     expect(readFileSync(join(dir, manifest.id, 'onnx', 'model.onnx')).equals(bytes)).toBe(true);
     const registry = ImageRegistry.load([manifest.id], dir, new ImageCatalogue([manifest]));
     expect(registry.resolve(manifest.id).manifest.task).toBe('super-resolution');
@@ -50,17 +64,21 @@ describe('pulling an image pipeline', () => {
     expect(requests.length).toBe(before);
   });
 
-  it('refuses a file whose sha256 is not the manifest\'s and installs nothing', async () => {
+  it("refuses a file whose sha256 is not the manifest's and installs nothing", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-image-models-'));
     const wrong = { ...manifest, source: { ...manifest.source, sha256: '0'.repeat(64) } };
     await expect(pullImagePipeline(wrong, { imageModelsDir: dir, retries: 0 })).rejects.toThrow(DownloadError);
-    await expect(pullImagePipeline(wrong, { imageModelsDir: dir, retries: 0 })).rejects.toThrow(/corrupt: its sha256 is [0-9a-f]{64} where its manifest says 0{64}/);
+    await expect(pullImagePipeline(wrong, { imageModelsDir: dir, retries: 0 })).rejects.toThrow(
+      /corrupt: its sha256 is [0-9a-f]{64} where its manifest says 0{64}/,
+    );
     expect(existsSync(join(dir, manifest.id, 'onnx', 'model.onnx'))).toBe(false);
   });
 
   it('says what the server answered for a URL that is gone', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-image-models-'));
     const gone = { ...manifest, source: { ...manifest.source, url: `${base}/models/gone.onnx` } };
-    await expect(pullImagePipeline(gone, { imageModelsDir: dir, retries: 0 })).rejects.toThrow(/Image pipeline "tiny-upscaler": .*gone\.onnx could not be fetched \(404\)/);
+    await expect(pullImagePipeline(gone, { imageModelsDir: dir, retries: 0 })).rejects.toThrow(
+      /Image pipeline "tiny-upscaler": .*gone\.onnx could not be fetched \(404\)/,
+    );
   });
 });

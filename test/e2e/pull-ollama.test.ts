@@ -52,12 +52,30 @@ beforeEach(async () => {
   await app?.close();
   modelsDir = join(root, `models-${++run}`);
   const pullAllow = ['onnx-gateway-tests', 'BAAI/bge-small-en-v1.5'];
-  const config = loadConfig({ modelsDir, models: [], hfEndpoint: hub.url, apiKeys: [userKey], adminKeys: [adminKey], pullAllow, logLevel: 'silent' }, {});
+  const config = loadConfig(
+    {
+      modelsDir,
+      models: [],
+      hfEndpoint: hub.url,
+      apiKeys: [userKey],
+      adminKeys: [adminKey],
+      pullAllow,
+      logLevel: 'silent',
+    },
+    {},
+  );
   // No model is served and none runs: the pull is all these tests do.
   const registry = new Registry([]);
-  const core: CoreContext = { registry, scheduler: { submit: () => Promise.reject(new Error('no model runs here')) }, limits: config };
+  const core: CoreContext = {
+    registry,
+    scheduler: { submit: () => Promise.reject(new Error('no model runs here')) },
+    limits: config,
+  };
   const onModelPulled = async (id: string) => {
-    const servable = await loadServedModel(id, modelsDir, new Catalogue([])).then(() => true, () => false);
+    const servable = await loadServedModel(id, modelsDir, new Catalogue([])).then(
+      () => true,
+      () => false,
+    );
     pulled.push({ id, servable });
   };
   app = await buildApp({ config, core, registry, isReady: () => true, onModelPulled });
@@ -80,19 +98,30 @@ async function collect(lines: AsyncIterable<ProgressResponse>): Promise<Progress
 }
 
 describe('POST /api/pull with the ollama client', () => {
-  it('pulls a repository with an admin key, streaming progress in Ollama\'s shape, and hands the model on', async () => {
+  it("pulls a repository with an admin key, streaming progress in Ollama's shape, and hands the model on", async () => {
     const lines = await collect(await ollama(adminKey).pull({ model: REPO, stream: true }));
     expect(lines[0]).toEqual({ status: 'pulling manifest' });
-    expect(lines.slice(-3).map((line) => line.status)).toEqual(['verifying sha256 digest', 'writing manifest', 'success']);
+    expect(lines.slice(-3).map((line) => line.status)).toEqual([
+      'verifying sha256 digest',
+      'writing manifest',
+      'success',
+    ]);
     // The graph, stored with Git LFS, is named by its sha256 as Ollama names a layer; its last line says it is whole.
     const graph = lines.filter((line) => line.digest === graphDigest());
-    expect(graph[0]).toMatchObject({ status: `pulling ${sha256(repo.files.get(GRAPH)!).slice(0, 12)}`, total: graphSize() });
+    expect(graph[0]).toMatchObject({
+      status: `pulling ${sha256(repo.files.get(GRAPH)!).slice(0, 12)}`,
+      total: graphSize(),
+    });
     expect(graph.at(-1)).toMatchObject({ total: graphSize(), completed: graphSize() });
     expect(graph.every((line, i) => i === 0 || line.completed >= graph[i - 1]!.completed)).toBe(true);
     // Every other file is named by its git blob sha1, and each ends complete.
     const digests = new Set(lines.filter((line) => line.digest).map((line) => line.digest));
     expect(digests.size).toBe(repo.files.size);
-    expect([...digests].filter((digest) => digest !== graphDigest()).every((digest) => /^git-sha1:[0-9a-f]{40}$/.test(digest))).toBe(true);
+    expect(
+      [...digests]
+        .filter((digest) => digest !== graphDigest())
+        .every((digest) => /^git-sha1:[0-9a-f]{40}$/.test(digest)),
+    ).toBe(true);
 
     for (const [path, bytes] of repo.files) expect((await readFile(join(dir(), path))).equals(bytes), path).toBe(true);
     expect(existsSync(join(dir(), LOCK_FILE))).toBe(true);
@@ -110,16 +139,25 @@ describe('POST /api/pull with the ollama client', () => {
     expect(await once.text()).toBe('{"status":"success"}');
     // The client sends `name`; `hf.co/` and the tag `:latest` are Ollama's way to write a Hub model.
     hub.requests.length = 0;
-    expect(await ollama(adminKey).pull({ model: `hf.co/${REPO}:latest`, stream: false })).toEqual({ status: 'success' });
+    expect(await ollama(adminKey).pull({ model: `hf.co/${REPO}:latest`, stream: false })).toEqual({
+      status: 'success',
+    });
     // The files on disk matched the Hub: nothing was fetched again.
     expect(hub.requests.filter((r) => r.server === 'cdn' || r.path.includes('/resolve/'))).toEqual([]);
     expect(pulled.map((p) => p.id)).toEqual([REPO, REPO]);
   });
 
   it('refuses a key that is not an admin key, and a repository pullAllow does not name, with 403', async () => {
-    const notAdmin = await ollama(userKey).pull({ model: REPO, stream: true }).catch((e: unknown) => e);
-    expect(notAdmin).toMatchObject({ status_code: 403, error: expect.stringMatching(/admin key \(ONNX_GATEWAY_ADMIN_KEYS\)/) as unknown });
-    const notAllowed = await ollama(adminKey).pull({ model: 'someone-else/model', stream: true }).catch((e: unknown) => e);
+    const notAdmin = await ollama(userKey)
+      .pull({ model: REPO, stream: true })
+      .catch((e: unknown) => e);
+    expect(notAdmin).toMatchObject({
+      status_code: 403,
+      error: expect.stringMatching(/admin key \(ONNX_GATEWAY_ADMIN_KEYS\)/) as unknown,
+    });
+    const notAllowed = await ollama(adminKey)
+      .pull({ model: 'someone-else/model', stream: true })
+      .catch((e: unknown) => e);
     const refusal = /someone-else\/model can not be pulled here: ONNX_GATEWAY_PULL_ALLOW/;
     expect(notAllowed).toMatchObject({ status_code: 403, error: expect.stringMatching(refusal) as unknown });
     const noKey = await new Ollama({ host: base }).pull({ model: REPO }).catch((e: unknown) => e);
@@ -133,10 +171,17 @@ describe('POST /api/pull with the ollama client', () => {
     const streamed = await ollama(adminKey).pull({ model: missing, stream: true });
     const error = await collect(streamed).catch((e: unknown) => e);
     expect((error as Error).message).toMatch(/The Hub has no repository onnx-gateway-tests\/no-such-model/);
-    const once = await ollama(adminKey).pull({ model: missing, stream: false }).catch((e: unknown) => e);
-    expect(once).toMatchObject({ status_code: 404, error: expect.stringMatching(/no repository onnx-gateway-tests\/no-such-model/) as unknown });
+    const once = await ollama(adminKey)
+      .pull({ model: missing, stream: false })
+      .catch((e: unknown) => e);
+    expect(once).toMatchObject({
+      status_code: 404,
+      error: expect.stringMatching(/no repository onnx-gateway-tests\/no-such-model/) as unknown,
+    });
     // A bad variant tag is the request's fault.
-    const tag = await ollama(adminKey).pull({ model: `${REPO}:q4_K_M` }).catch((e: unknown) => e);
+    const tag = await ollama(adminKey)
+      .pull({ model: `${REPO}:q4_K_M` })
+      .catch((e: unknown) => e);
     expect(tag).toMatchObject({ status_code: 400, error: expect.stringMatching(/q4_K_M/) as unknown });
     expect(pulled).toEqual([]);
   });
@@ -168,7 +213,10 @@ describe('POST /api/pull with the ollama client', () => {
     const offset = Number(/^bytes=(\d+)-$/.exec(resumed.range ?? '')?.[1]);
     expect(offset).toBeGreaterThanOrEqual(seen!.completed);
     expect(resumed).toMatchObject({ status: 206, sent: graphSize() - offset });
-    expect(lines.find((line) => line.digest === graphDigest())).toMatchObject({ completed: offset, total: graphSize() });
+    expect(lines.find((line) => line.digest === graphDigest())).toMatchObject({
+      completed: offset,
+      total: graphSize(),
+    });
     expect((await readFile(join(dir(), GRAPH))).equals(repo.files.get(GRAPH)!)).toBe(true);
     expect(pulled).toEqual([{ id: REPO, servable: true }]);
   });
@@ -177,7 +225,8 @@ describe('POST /api/pull with the ollama client', () => {
     hub.faults.stall = { path: GRAPH, afterBytes: Math.floor(graphSize() / 2), times: 1 };
     const progress = await ollama(adminKey).pull({ model: REPO, stream: true });
     const lines = progress[Symbol.asyncIterator]();
-    const underWay = (line: IteratorResult<ProgressResponse, void>) => line.value?.digest === graphDigest() && line.value.completed > 0;
+    const underWay = (line: IteratorResult<ProgressResponse, void>) =>
+      line.value?.digest === graphDigest() && line.value.completed > 0;
     for (let line = await lines.next(); !underWay(line); line = await lines.next()) expect(line.done).toBe(false);
     const closed = app.close();
     await expect(lines.next()).rejects.toThrow(/shutting down: the pull stopped; its partial files are kept/);

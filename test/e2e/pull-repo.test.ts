@@ -15,7 +15,14 @@ import { promisify } from 'node:util';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { Catalogue } from '../../src/models/catalogue.js';
-import { downloadMissing, pullModel, PullRefusal, pullTarget, type PullOptions, type PullReport } from '../../src/models/download.js';
+import {
+  downloadMissing,
+  pullModel,
+  PullRefusal,
+  pullTarget,
+  type PullOptions,
+  type PullReport,
+} from '../../src/models/download.js';
 import { Hub } from '../../src/models/hub.js';
 import { LOCK_FILE, readLock } from '../../src/models/lock.js';
 import { filesIn, stagingDirOf } from '../../src/models/paths.js';
@@ -23,7 +30,14 @@ import { loadServedModel } from '../../src/models/registry.js';
 import type { Variant } from '../../src/models/variants.js';
 import { writeModel } from '../../src/onnx/model.js';
 import { commitSha, externalDataModel, graphVariant, json, modulesJson, poolingConfig } from '../fixtures/hub-repos.js';
-import { gitSha1, repoFromFolder, sha256, startStandInHub, type HubRepo, type StandInHub } from '../fixtures/stand-in-hub.js';
+import {
+  gitSha1,
+  repoFromFolder,
+  sha256,
+  startStandInHub,
+  type HubRepo,
+  type StandInHub,
+} from '../fixtures/stand-in-hub.js';
 import { buildTinyBert } from '../fixtures/tiny-models.js';
 
 const execFileAsync = promisify(execFile);
@@ -31,12 +45,21 @@ const execFileAsync = promisify(execFile);
 const BGE = 'BAAI/bge-small-en-v1.5';
 const MAIN = commitSha('bge main');
 /** The commit the catalogue pins (models/bge-small-en-v1.5.json), the stand-in's tag v1.0; main is newer. */
-const OLD = (JSON.parse(readFileSync('models/bge-small-en-v1.5.json', 'utf8')) as { source: { revision: string } }).source.revision;
+const OLD = (JSON.parse(readFileSync('models/bge-small-en-v1.5.json', 'utf8')) as { source: { revision: string } })
+  .source.revision;
 const NATIVE_INT8 = arch === 'arm64' ? 'onnx/model_qint8_arm64.onnx' : 'onnx/model_qint8_avx512.onnx';
 const DATA = ['onnx/model.onnx_data', 'onnx/model.onnx_data_1'];
 
 /** The files a pull of the fp32 variant takes from the tiny embedder's layout. */
-const EMBEDDER_FILES = ['1_Pooling/config.json', 'config.json', 'modules.json', 'onnx/model.onnx', 'special_tokens_map.json', 'tokenizer.json', 'tokenizer_config.json'];
+const EMBEDDER_FILES = [
+  '1_Pooling/config.json',
+  'config.json',
+  'modules.json',
+  'onnx/model.onnx',
+  'special_tokens_map.json',
+  'tokenizer.json',
+  'tokenizer_config.json',
+];
 
 let root: string;
 let hub: StandInHub;
@@ -47,7 +70,8 @@ let run = 0;
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'onnx-gateway-pull-repo-'));
   const tiny = inject('tinyModelsDir');
-  const folder = async (name: string, repo: string, revision: string) => repoFromFolder(join(tiny, name), repo, revision);
+  const folder = async (name: string, repo: string, revision: string) =>
+    repoFromFolder(join(tiny, name), repo, revision);
   const embedder = await folder('tiny-embedder', 'x/y', MAIN);
   const graph = embedder.files.get('onnx/model.onnx')!;
 
@@ -66,7 +90,10 @@ beforeAll(async () => {
   old.set('config_sentence_transformers.json', json({ prompts: {}, default_prompt_name: null }));
   old.delete('onnx/model_fp16.onnx');
 
-  const external = externalDataModel('embedder', DATA.map((path) => path.slice('onnx/'.length)));
+  const external = externalDataModel(
+    'embedder',
+    DATA.map((path) => path.slice('onnx/'.length)),
+  );
   const externalFp16 = externalDataModel('embedder', ['model_fp16.onnx_data']);
   const withFiles = (files: Map<string, Buffer>, changes: Record<string, Buffer | null>) => {
     const copy = new Map(files);
@@ -84,10 +111,24 @@ beforeAll(async () => {
     ...config,
     architectures: ['NomicBertModel'],
     model_type: 'nomic_bert',
-    auto_map: { AutoConfig: 'nomic-ai/nomic-bert-2048--configuration_hf_nomic_bert.NomicBertConfig', AutoModel: 'nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert.NomicBertModel' },
+    auto_map: {
+      AutoConfig: 'nomic-ai/nomic-bert-2048--configuration_hf_nomic_bert.NomicBertConfig',
+      AutoModel: 'nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert.NomicBertModel',
+    },
   });
-  const dense = { '2_Dense/config.json': json({ in_features: 32, out_features: 16, bias: true, activation_function: 'torch.nn.modules.linear.Identity' }) };
-  const denseModules = modulesJson({ path: '1_Pooling', type: 'Pooling' }, { path: '2_Dense', type: 'Dense' }, { path: '3_Normalize', type: 'Normalize' });
+  const dense = {
+    '2_Dense/config.json': json({
+      in_features: 32,
+      out_features: 16,
+      bias: true,
+      activation_function: 'torch.nn.modules.linear.Identity',
+    }),
+  };
+  const denseModules = modulesJson(
+    { path: '1_Pooling', type: 'Pooling' },
+    { path: '2_Dense', type: 'Dense' },
+    { path: '3_Normalize', type: 'Normalize' },
+  );
 
   const layouts: Record<string, Map<string, Buffer>> = {
     'onnx-gateway-tests/big-embedder': withFiles(embedderFiles, {
@@ -97,19 +138,38 @@ beforeAll(async () => {
       'onnx/model_fp16.onnx': externalFp16.graph,
       'onnx/model_fp16.onnx_data': externalFp16.data.get('model_fp16.onnx_data')!,
     }),
-    'onnx-gateway-tests/no-onnx': withFiles(embedderFiles, { 'onnx/model.onnx': null, 'model.safetensors': Buffer.alloc(4096, 3) }),
-    'onnx-gateway-tests/no-onnx-reranker': withFiles(reranker, { 'onnx/model.onnx': null, 'model.safetensors': Buffer.alloc(4096, 4) }),
-    'onnx-gateway-tests/remote-code': withFiles(embedderFiles, { 'onnx/model.onnx': null, 'config.json': remoteCodeConfig, 'modeling_hf_nomic_bert.py': Buffer.from('# code\n') }),
+    'onnx-gateway-tests/no-onnx': withFiles(embedderFiles, {
+      'onnx/model.onnx': null,
+      'model.safetensors': Buffer.alloc(4096, 3),
+    }),
+    'onnx-gateway-tests/no-onnx-reranker': withFiles(reranker, {
+      'onnx/model.onnx': null,
+      'model.safetensors': Buffer.alloc(4096, 4),
+    }),
+    'onnx-gateway-tests/remote-code': withFiles(embedderFiles, {
+      'onnx/model.onnx': null,
+      'config.json': remoteCodeConfig,
+      'modeling_hf_nomic_bert.py': Buffer.from('# code\n'),
+    }),
     'onnx-gateway-tests/remote-code-with-onnx': withFiles(embedderFiles, { 'config.json': remoteCodeConfig }),
     'onnx-gateway-tests/dense-missing': withFiles(embedderFiles, { 'modules.json': denseModules, ...dense }),
     'onnx-gateway-tests/dense-in-graph': withFiles(sentence, { 'modules.json': denseModules, ...dense }),
-    'onnx-gateway-tests/pooling-combined': withFiles(embedderFiles, { '1_Pooling/config.json': poolingConfig('pooling_mode_mean_tokens', 'pooling_mode_max_tokens') }),
-    'onnx-gateway-tests/pooling-unknown': withFiles(embedderFiles, { '1_Pooling/config.json': poolingConfig('pooling_mode_fancy_tokens') }),
-    'onnx-gateway-tests/pooling-lasttoken': withFiles(embedderFiles, { '1_Pooling/config.json': poolingConfig('pooling_mode_lasttoken') }),
+    'onnx-gateway-tests/pooling-combined': withFiles(embedderFiles, {
+      '1_Pooling/config.json': poolingConfig('pooling_mode_mean_tokens', 'pooling_mode_max_tokens'),
+    }),
+    'onnx-gateway-tests/pooling-unknown': withFiles(embedderFiles, {
+      '1_Pooling/config.json': poolingConfig('pooling_mode_fancy_tokens'),
+    }),
+    'onnx-gateway-tests/pooling-lasttoken': withFiles(embedderFiles, {
+      '1_Pooling/config.json': poolingConfig('pooling_mode_lasttoken'),
+    }),
   };
   repos = new Map<string, HubRepo>([
     [BGE, { repo: BGE, revision: MAIN, files: bge, older: [{ revision: OLD, files: old }], refs: { 'v1.0': OLD } }],
-    ...Object.entries(layouts).map(([repo, files]): [string, HubRepo] => [repo, { repo, revision: commitSha(repo.split('/')[1]!), files }]),
+    ...Object.entries(layouts).map(([repo, files]): [string, HubRepo] => [
+      repo,
+      { repo, revision: commitSha(repo.split('/')[1]!), files },
+    ]),
   ]);
   hub = await startStandInHub([...repos.values()]);
 });
@@ -127,16 +187,32 @@ const noCatalogue = new Catalogue([]);
 let logs: string[] = [];
 const options = (variants: Variant[] = ['fp32'], extra: Partial<PullOptions> = {}): PullOptions => {
   logs = [];
-  return { modelsDir, hub: new Hub({ endpoint: hub.url }), retryDelay: () => 0, variants, log: (line) => logs.push(line), ...extra };
+  return {
+    modelsDir,
+    hub: new Hub({ endpoint: hub.url }),
+    retryDelay: () => 0,
+    variants,
+    log: (line) => logs.push(line),
+    ...extra,
+  };
 };
 const target = (repo: string, revision?: string) => pullTarget(repo, noCatalogue, modelsDir, revision)!;
 const pull = (repo: string, variants: Variant[] = ['fp32'], extra: Partial<PullOptions> & { revision?: string } = {}) =>
   pullModel(target(repo, extra.revision), options(variants, extra));
-const refusal = (repo: string, variants: Variant[] = ['fp32']) => pull(repo, variants).then(() => undefined, (error: Error) => error);
+const refusal = (repo: string, variants: Variant[] = ['fp32']) =>
+  pull(repo, variants).then(
+    () => undefined,
+    (error: Error) => error,
+  );
 const dirOf = (repo: string) => join(modelsDir, ...repo.split('/'));
-const fileOf = (repo: string, commit: string, path: string) => [repos.get(repo)!, ...(repos.get(repo)!.older ?? [])].find((c) => c.revision === commit)!.files.get(path)!;
+const fileOf = (repo: string, commit: string, path: string) =>
+  [repos.get(repo)!, ...(repos.get(repo)!.older ?? [])].find((c) => c.revision === commit)!.files.get(path)!;
 const apiCalls = () => hub.requests.filter((r) => r.path.startsWith('/api/')).map((r) => r.path);
-const fetched = (report: PullReport) => report.files.filter((f) => f.status === 'downloaded').map((f) => f.path).sort();
+const fetched = (report: PullReport) =>
+  report.files
+    .filter((f) => f.status === 'downloaded')
+    .map((f) => f.path)
+    .sort();
 
 describe('pull by repository id', () => {
   it('takes the files a server needs at the commit main is, into <owner>/<name>, with a lock file that names every one', async () => {
@@ -145,7 +221,8 @@ describe('pull by repository id', () => {
     expect(report.dir).toBe(dir);
     // No README, no weights in other formats, no other variant.
     expect(filesIn(dir)).toEqual([...EMBEDDER_FILES, LOCK_FILE, 'sentence_bert_config.json'].sort());
-    for (const path of filesIn(dir).filter((p) => p !== LOCK_FILE)) expect((await readFile(join(dir, path))).equals(fileOf(BGE, MAIN, path)), path).toBe(true);
+    for (const path of filesIn(dir).filter((p) => p !== LOCK_FILE))
+      expect((await readFile(join(dir, path))).equals(fileOf(BGE, MAIN, path)), path).toBe(true);
     expect(existsSync(stagingDirOf(dir))).toBe(false);
 
     const lock = JSON.parse(await readFile(join(dir, LOCK_FILE), 'utf8')) as { files: unknown[] };
@@ -159,7 +236,13 @@ describe('pull by repository id', () => {
       revision: 'main',
       commit: MAIN,
       variants: { fp32: 'onnx/model.onnx' },
-      files: expect.arrayContaining([...EMBEDDER_FILES, 'sentence_bert_config.json'].map((path) => ({ path, size: fileOf(BGE, MAIN, path).length, ...checksum(path) }))) as unknown,
+      files: expect.arrayContaining(
+        [...EMBEDDER_FILES, 'sentence_bert_config.json'].map((path) => ({
+          path,
+          size: fileOf(BGE, MAIN, path).length,
+          ...checksum(path),
+        })),
+      ) as unknown,
       pulledAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) as unknown,
     });
     expect(lock.files).toHaveLength(8);
@@ -174,7 +257,13 @@ describe('pull by repository id', () => {
     expect(resolved.every((r) => r.path.startsWith(`/${BGE}/resolve/${MAIN}/`))).toBe(true);
 
     const model = await loadServedModel(BGE, modelsDir, noCatalogue);
-    expect(model).toMatchObject({ id: BGE, task: 'embedding', dir, onnxPath: join(dir, 'onnx', 'model.onnx'), maxTokens: 64 });
+    expect(model).toMatchObject({
+      id: BGE,
+      task: 'embedding',
+      dir,
+      onnxPath: join(dir, 'onnx', 'model.onnx'),
+      maxTokens: 64,
+    });
   });
 
   it('pulls a named revision; the next pull re-uses the locked commit; --update and @main move it', async () => {
@@ -187,7 +276,11 @@ describe('pull by repository id', () => {
 
     hub.requests.length = 0;
     const again = await pull(BGE);
-    expect(logs[0]).toMatch(new RegExp(`^${BGE}: commit ${OLD}, as locked in onnx-gateway\\.lock\\.json \\(pulled from v1\\.0 on \\d{4}-\\d\\d-\\d\\d\\); --update or @<revision> moves it\\.$`));
+    expect(logs[0]).toMatch(
+      new RegExp(
+        `^${BGE}: commit ${OLD}, as locked in onnx-gateway\\.lock\\.json \\(pulled from v1\\.0 on \\d{4}-\\d\\d-\\d\\d\\); --update or @<revision> moves it\\.$`,
+      ),
+    );
     expect(apiCalls()).toEqual([`/api/models/${BGE}/revision/${OLD}?blobs=true`]);
     expect(fetched(again)).toEqual([]);
     expect(again.lock).toMatchObject({ revision: 'v1.0', commit: OLD });
@@ -213,13 +306,18 @@ describe('pull by repository id', () => {
     expect(logs).toContain('fp16: onnx/model_fp16.onnx');
     expect(fp16.lock.variants).toEqual({ fp16: 'onnx/model_fp16.onnx' });
     expect(existsSync(join(dir, 'onnx', 'model.onnx'))).toBe(false);
-    expect((await readFile(join(dir, 'onnx', 'model_fp16.onnx'))).equals(fileOf(BGE, MAIN, 'onnx/model_fp16.onnx'))).toBe(true);
+    expect(
+      (await readFile(join(dir, 'onnx', 'model_fp16.onnx'))).equals(fileOf(BGE, MAIN, 'onnx/model_fp16.onnx')),
+    ).toBe(true);
 
     // int8: of the instruction-set graphs, the one for this machine.
     const int8 = await pull(BGE, ['int8']);
     expect(logs).toContain(`int8: ${NATIVE_INT8}`);
     expect(int8.lock.variants).toEqual({ int8: NATIVE_INT8, fp16: 'onnx/model_fp16.onnx' });
-    expect(int8.files.find((f) => f.path === 'onnx/model_fp16.onnx')).toMatchObject({ status: 'present', verifiedBy: 'sha256' });
+    expect(int8.files.find((f) => f.path === 'onnx/model_fp16.onnx')).toMatchObject({
+      status: 'present',
+      verifiedBy: 'sha256',
+    });
     expect(filesIn(join(dir, 'onnx'))).toEqual(['model_fp16.onnx', NATIVE_INT8.slice('onnx/'.length)].sort());
 
     const before = await readFile(join(dir, LOCK_FILE), 'utf8');
@@ -242,14 +340,16 @@ describe('pull by repository id', () => {
     expect(existsSync(join(dir, 'onnx', 'model_fp16.onnx'))).toBe(false);
   });
 
-  it('fetches a graph\'s external-data files with it (only its own), resumes one cut off, and the model runs', async () => {
+  it("fetches a graph's external-data files with it (only its own), resumes one cut off, and the model runs", async () => {
     const repo = 'onnx-gateway-tests/big-embedder';
     const dir = dirOf(repo);
     const data = fileOf(repo, repos.get(repo)!.revision, DATA[1]!);
     const cutAt = Math.floor(data.length / 2);
     hub.faults.cut = { path: DATA[1]!, afterBytes: cutAt, times: 1 };
     const failed = await pull(repo, ['fp32'], { retries: 0 }).catch((error: Error) => error);
-    expect((failed as Error).message).toMatch(/onnx\/model\.onnx_data_1: the transfer broke off .* partial file is kept/);
+    expect((failed as Error).message).toMatch(
+      /onnx\/model\.onnx_data_1: the transfer broke off .* partial file is kept/,
+    );
     expect(existsSync(dir)).toBe(false);
     const kept = (await stat(join(stagingDirOf(dir), `${DATA[1]}.part`))).size;
     expect(kept).toBeGreaterThan(0);
@@ -258,11 +358,19 @@ describe('pull by repository id', () => {
     const report = await pull(repo);
     expect(logs).toContain(`fp32: onnx/model.onnx with its external data ${DATA.join(', ')}`);
     const cdnGets = hub.requests.filter((r) => r.server === 'cdn' && r.method === 'GET');
-    expect(cdnGets).toContainEqual(expect.objectContaining({ range: `bytes=${kept}-`, status: 206, sent: data.length - kept }));
-    expect(report.files.filter((f) => f.path.includes('onnx_data'))).toEqual(DATA.map((path) => expect.objectContaining({ path, verifiedBy: 'sha256' }) as unknown));
+    expect(cdnGets).toContainEqual(
+      expect.objectContaining({ range: `bytes=${kept}-`, status: 206, sent: data.length - kept }),
+    );
+    expect(report.files.filter((f) => f.path.includes('onnx_data'))).toEqual(
+      DATA.map((path) => expect.objectContaining({ path, verifiedBy: 'sha256' }) as unknown),
+    );
     expect(filesIn(join(dir, 'onnx'))).toEqual(['model.onnx', 'model.onnx_data', 'model.onnx_data_1']);
-    expect(report.lock.files.filter((f) => f.path.startsWith('onnx/')).map((f) => f.path)).toEqual(['onnx/model.onnx', ...DATA]);
-    for (const path of DATA) expect((await readFile(join(dir, path))).equals(fileOf(repo, repos.get(repo)!.revision, path)), path).toBe(true);
+    expect(report.lock.files.filter((f) => f.path.startsWith('onnx/')).map((f) => f.path)).toEqual([
+      'onnx/model.onnx',
+      ...DATA,
+    ]);
+    for (const path of DATA)
+      expect((await readFile(join(dir, path))).equals(fileOf(repo, repos.get(repo)!.revision, path)), path).toBe(true);
 
     // ONNX Runtime finds the weights beside the graph: the same outputs as the inline tiny embedder.
     const feeds = {
@@ -272,7 +380,10 @@ describe('pull by repository id', () => {
     };
     const pulled = await ort.InferenceSession.create(join(dir, 'onnx', 'model.onnx'));
     const inline = await ort.InferenceSession.create(writeModel(buildTinyBert('embedder')));
-    const [a, b] = [(await pulled.run(feeds)).last_hidden_state!.data, (await inline.run(feeds)).last_hidden_state!.data] as Float32Array[];
+    const [a, b] = [
+      (await pulled.run(feeds)).last_hidden_state!.data,
+      (await inline.run(feeds)).last_hidden_state!.data,
+    ] as Float32Array[];
     expect(a!.length).toBe(4 * 32);
     expect([...a!]).toEqual([...b!]);
     await Promise.all([pulled.release(), inline.release()]);
@@ -298,14 +409,20 @@ describe('refusals: a message that says what is missing and what to do, and noth
   };
 
   it('a repository without an ONNX export: the optimum command for its task', async () => {
-    const embedder = await refused('onnx-gateway-tests/no-onnx', /^onnx-gateway-tests\/no-onnx at commit \w{7} has no ONNX export \(no \.onnx file\), and this server runs ONNX graphs only\. Export one with Optimum into the model's folder:\n/);
+    const embedder = await refused(
+      'onnx-gateway-tests/no-onnx',
+      /^onnx-gateway-tests\/no-onnx at commit \w{7} has no ONNX export \(no \.onnx file\), and this server runs ONNX graphs only\. Export one with Optimum into the model's folder:\n/,
+    );
     expect(embedder).toContain(
       `into the model's folder:\n  optimum-cli export onnx --model onnx-gateway-tests/no-onnx --task feature-extraction ${dirOf('onnx-gateway-tests/no-onnx')}\nand the server serves that folder as "onnx-gateway-tests/no-onnx".`,
     );
     const reranker = await refused('onnx-gateway-tests/no-onnx-reranker', /has no ONNX export/);
     expect(reranker).toContain('--task text-classification');
     // config.json says which task; nothing else was fetched.
-    expect(hub.requests.filter((r) => r.path.includes('/resolve/')).map((r) => r.path.split('/').pop())).toEqual(['config.json', 'config.json']);
+    expect(hub.requests.filter((r) => r.path.includes('/resolve/')).map((r) => r.path.split('/').pop())).toEqual([
+      'config.json',
+      'config.json',
+    ]);
   });
 
   it('an architecture that needs remote code and ships no ONNX file', async () => {
@@ -323,13 +440,21 @@ describe('refusals: a message that says what is missing and what to do, and noth
   });
 
   it('an unknown or combined pooling mode', async () => {
-    await refused('onnx-gateway-tests/pooling-unknown', /1_Pooling\/config\.json says the pooling mode "fancy" is not supported; this server pools by one of mean, cls, max, lasttoken, weightedmean, mean_sqrt_len\./);
-    await refused('onnx-gateway-tests/pooling-combined', /1_Pooling\/config\.json says it concatenates 2 pooling modes \(mean \+ max\)/);
+    await refused(
+      'onnx-gateway-tests/pooling-unknown',
+      /1_Pooling\/config\.json says the pooling mode "fancy" is not supported; this server pools by one of mean, cls, max, lasttoken, weightedmean, mean_sqrt_len\./,
+    );
+    await refused(
+      'onnx-gateway-tests/pooling-combined',
+      /1_Pooling\/config\.json says it concatenates 2 pooling modes \(mean \+ max\)/,
+    );
   });
 
   it('a revision the repository does not have', async () => {
     const error = await pull(BGE, ['fp32'], { revision: 'no-such-branch' }).catch((e: Error) => e);
-    expect((error as Error).message).toMatch(/The Hub has no BAAI\/bge-small-en-v1\.5 at revision no-such-branch \(404: the revision does not exist\)/);
+    expect((error as Error).message).toMatch(
+      /The Hub has no BAAI\/bge-small-en-v1\.5 at revision no-such-branch \(404: the revision does not exist\)/,
+    );
     expect(existsSync(dirOf(BGE))).toBe(false);
   });
 });
@@ -354,7 +479,15 @@ describe('the command', () => {
   let env: NodeJS.ProcessEnv;
   beforeEach(() => {
     env = { ...process.env, HF_ENDPOINT: hub.url, ONNX_GATEWAY_MODELS_DIR: modelsDir };
-    for (const name of ['HF_TOKEN', 'ONNX_GATEWAY_HF_ENDPOINT', 'ONNX_GATEWAY_MODELS', 'ONNX_GATEWAY_DOWNLOAD', 'ONNX_GATEWAY_MANIFESTS_DIR', 'ONNX_GATEWAY_ONNX_VARIANT']) delete env[name];
+    for (const name of [
+      'HF_TOKEN',
+      'ONNX_GATEWAY_HF_ENDPOINT',
+      'ONNX_GATEWAY_MODELS',
+      'ONNX_GATEWAY_DOWNLOAD',
+      'ONNX_GATEWAY_MANIFESTS_DIR',
+      'ONNX_GATEWAY_ONNX_VARIANT',
+    ])
+      delete env[name];
   });
   const cli = async (args: string[]) => {
     try {
@@ -365,14 +498,20 @@ describe('the command', () => {
     }
   };
 
-  it('models pull BAAI/bge-small-en-v1.5 (at the catalogue\'s pin), @main:fp16, then models list names the commit; refusals exit 1', async () => {
+  it("models pull BAAI/bge-small-en-v1.5 (at the catalogue's pin), @main:fp16, then models list names the commit; refusals exit 1", async () => {
     const pulled = await cli(['models', 'pull', BGE]);
     expect(pulled.code).toBe(0);
-    expect(pulled.stderr).toMatch(new RegExp(`^${BGE} from http://127\\.0\\.0\\.1:\\d+ into .*/BAAI/bge-small-en-v1\\.5$`, 'm'));
+    expect(pulled.stderr).toMatch(
+      new RegExp(`^${BGE} from http://127\\.0\\.0\\.1:\\d+ into .*/BAAI/bge-small-en-v1\\.5$`, 'm'),
+    );
     expect(pulled.stderr).toMatch(new RegExp(`^${BGE}: commit ${OLD}, as the catalogue pins$`, 'm'));
     expect(pulled.stderr).toMatch(/^fp32: onnx\/model\.onnx$/m);
     expect(pulled.stderr).toMatch(/^onnx\/model\.onnx: downloaded, \d+\.\d kB, verified by sha256$/m);
-    expect(pulled.stdout).toMatch(new RegExp(`^${BGE}: downloaded 9 of 9 files \\(\\d+\\.\\d kB\\), verified, commit ${OLD} \\(fp32: onnx/model\\.onnx\\), in .*/BAAI/bge-small-en-v1\\.5\\n$`));
+    expect(pulled.stdout).toMatch(
+      new RegExp(
+        `^${BGE}: downloaded 9 of 9 files \\(\\d+\\.\\d kB\\), verified, commit ${OLD} \\(fp32: onnx/model\\.onnx\\), in .*/BAAI/bge-small-en-v1\\.5\\n$`,
+      ),
+    );
     expect(readLock(dirOf(BGE))).toMatchObject({ revision: OLD, commit: OLD });
 
     // A named revision moves off the pin; the fp32 graph pulled before comes along.
@@ -383,14 +522,21 @@ describe('the command', () => {
 
     // Listed under its catalogue id, with the locked commit rather than the pin.
     const listed = await cli(['models', 'list']);
-    expect(listed.stdout).toMatch(new RegExp(`^bge-small-en-v1\\.5\\s+embedding\\s+hub:${BGE}@${MAIN.slice(0, 7)}\\s+present\\s+fp32,fp16\\s+\\d+\\.\\d kB$`, 'm'));
+    expect(listed.stdout).toMatch(
+      new RegExp(
+        `^bge-small-en-v1\\.5\\s+embedding\\s+hub:${BGE}@${MAIN.slice(0, 7)}\\s+present\\s+fp32,fp16\\s+\\d+\\.\\d kB$`,
+        'm',
+      ),
+    );
     expect(listed.stdout).not.toMatch(new RegExp(`^${BGE}\\s`, 'm'));
     const json = JSON.parse((await cli(['models', 'list', '--json'])).stdout) as Array<{ id: string; commit?: string }>;
     expect(json.find((m) => m.id === 'bge-small-en-v1.5')).toMatchObject({ commit: MAIN });
 
     const none = await cli(['models', 'pull', 'onnx-gateway-tests/no-onnx']);
     expect(none.code).toBe(1);
-    expect(none.stderr).toMatch(/^onnx-gateway: onnx-gateway-tests\/no-onnx at commit \w{7} has no ONNX export .*\n {2}optimum-cli export onnx --model onnx-gateway-tests\/no-onnx --task feature-extraction /m);
+    expect(none.stderr).toMatch(
+      /^onnx-gateway: onnx-gateway-tests\/no-onnx at commit \w{7} has no ONNX export .*\n {2}optimum-cli export onnx --model onnx-gateway-tests\/no-onnx --task feature-extraction /m,
+    );
     expect(existsSync(dirOf('onnx-gateway-tests/no-onnx'))).toBe(false);
     const notThere = await cli(['models', 'pull', 'onnx-gateway-tests/missing@main']);
     expect(notThere.code).toBe(1);
@@ -398,7 +544,9 @@ describe('the command', () => {
   });
 
   it('ONNX_GATEWAY_MODELS=<owner>/<name>: the server pulls it at start and serves it by that id', async () => {
-    const child = spawn('node', ['dist/cli/index.js', 'serve', '--port', '0'], { env: { ...env, ONNX_GATEWAY_MODELS: BGE, ONNX_GATEWAY_WORKERS: '1' } });
+    const child = spawn('node', ['dist/cli/index.js', 'serve', '--port', '0'], {
+      env: { ...env, ONNX_GATEWAY_MODELS: BGE, ONNX_GATEWAY_WORKERS: '1' },
+    });
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr += chunk));
     const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
@@ -412,10 +560,18 @@ describe('the command', () => {
         ),
         exited.then((code) => Promise.reject(new Error(`serve exited ${code}: ${stderr}`))),
       ]);
-      expect(stderr).toContain(`${BGE}: fp32 missing, downloading into ${dirOf(BGE)}\n${BGE}: commit ${OLD}, as the catalogue pins\n`);
+      expect(stderr).toContain(
+        `${BGE}: fp32 missing, downloading into ${dirOf(BGE)}\n${BGE}: commit ${OLD}, as the catalogue pins\n`,
+      );
       const models = (await (await fetch(`${address}/v1/models`)).json()) as { data: Array<{ id: string }> };
       expect(models.data.map((m) => m.id)).toEqual([BGE]);
-      const embedded = (await (await fetch(`${address}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: BGE, input: 'hello world' }) })).json()) as {
+      const embedded = (await (
+        await fetch(`${address}/v1/embeddings`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: BGE, input: 'hello world' }),
+        })
+      ).json()) as {
         data: Array<{ embedding: number[] }>;
       };
       expect(embedded.data[0]!.embedding).toHaveLength(32);

@@ -60,7 +60,10 @@ describe('SIGTERM', () => {
     const lateResponse = readAll(late);
     late.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n');
 
-    const inputs = Array.from({ length: 2048 }, (_, i) => `input ${i}: ${'a few words repeated to make a long input '.repeat(12)}`);
+    const inputs = Array.from(
+      { length: 2048 },
+      (_, i) => `input ${i}: ${'a few words repeated to make a long input '.repeat(12)}`,
+    );
     const inFlight = fetch(`${base}/v1/embeddings`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-request-id': 'in-flight' },
@@ -82,7 +85,9 @@ describe('SIGTERM', () => {
     const lateText = await lateResponse;
     expect(lateText).toMatch(/^HTTP\/1\.1 503 /);
     expect(lateText.toLowerCase()).toContain('connection: close');
-    expect((JSON.parse(lateText.slice(lateText.indexOf('\r\n\r\n') + 4)) as ErrorBody).error.code).toBe('shutting_down');
+    expect((JSON.parse(lateText.slice(lateText.indexOf('\r\n\r\n') + 4)) as ErrorBody).error.code).toBe(
+      'shutting_down',
+    );
 
     const response = await inFlight;
     expect(response.status).toBe(200);

@@ -46,26 +46,42 @@ describe('start-up checks', () => {
   afterAll(() => rm(dir, { recursive: true, force: true }));
 
   it('refuses to start when a model folder is missing, naming the folder', async () => {
-    const result = await serve({ ONNX_GATEWAY_MODELS_DIR: dir, ONNX_GATEWAY_MODELS: 'nowhere-model', ONNX_GATEWAY_DOWNLOAD: 'false' });
+    const result = await serve({
+      ONNX_GATEWAY_MODELS_DIR: dir,
+      ONNX_GATEWAY_MODELS: 'nowhere-model',
+      ONNX_GATEWAY_DOWNLOAD: 'false',
+    });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('nowhere-model');
     expect(result.stderr).toMatch(/does not exist/);
   });
 
   it('names the missing files of an incomplete model', async () => {
-    const result = await serve({ ONNX_GATEWAY_MODELS_DIR: dir, ONNX_GATEWAY_MODELS: 'no-tokenizer', ONNX_GATEWAY_DOWNLOAD: 'false' });
+    const result = await serve({
+      ONNX_GATEWAY_MODELS_DIR: dir,
+      ONNX_GATEWAY_MODELS: 'no-tokenizer',
+      ONNX_GATEWAY_DOWNLOAD: 'false',
+    });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('tokenizer.json');
   });
 
   it('says how to get a catalogue model that is missing', async () => {
-    const result = await serve({ ONNX_GATEWAY_MODELS_DIR: dir, ONNX_GATEWAY_MODELS: 'synthetic-all-MiniLM-L6-v2', ONNX_GATEWAY_DOWNLOAD: 'false' });
+    const result = await serve({
+      ONNX_GATEWAY_MODELS_DIR: dir,
+      ONNX_GATEWAY_MODELS: 'synthetic-all-MiniLM-L6-v2',
+      ONNX_GATEWAY_DOWNLOAD: 'false',
+    });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('make_models.py');
   });
 
   it('exits when a worker can not load a broken ONNX file, saying which file', async () => {
-    const result = await serve({ ONNX_GATEWAY_MODELS_DIR: dir, ONNX_GATEWAY_MODELS: 'broken-embedder', ONNX_GATEWAY_DOWNLOAD: 'false' });
+    const result = await serve({
+      ONNX_GATEWAY_MODELS_DIR: dir,
+      ONNX_GATEWAY_MODELS: 'broken-embedder',
+      ONNX_GATEWAY_DOWNLOAD: 'false',
+    });
     expect(result.code).toBe(1);
     expect(result.stdout + result.stderr).toContain('broken-embedder');
   });
@@ -73,7 +89,12 @@ describe('start-up checks', () => {
   it('says where the models were looked for and the three ways forward when the Hub can not be reached', async () => {
     // A loopback port nothing listens on: refused at once, as on a machine without the Hub.
     const hub = `http://127.0.0.1:${await closedPort()}`;
-    const result = await serve({ ONNX_GATEWAY_MODELS_DIR: dir, ONNX_GATEWAY_MODELS: 'all-MiniLM-L6-v2', HF_ENDPOINT: hub, ONNX_GATEWAY_HF_ENDPOINT: hub });
+    const result = await serve({
+      ONNX_GATEWAY_MODELS_DIR: dir,
+      ONNX_GATEWAY_MODELS: 'all-MiniLM-L6-v2',
+      HF_ENDPOINT: hub,
+      ONNX_GATEWAY_HF_ENDPOINT: hub,
+    });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`onnx-gateway can not start:\nCan not reach ${hub}`);
     expect(result.stderr).toContain(`not in the models dir ${dir}`);
@@ -95,7 +116,12 @@ describe('start-up checks', () => {
     try {
       await listeningUrl(server);
       const warnings = server.lines.filter((line) => line.msg.includes('ONNX_GATEWAY_MAX_BATCH_TOKEN '));
-      expect(warnings).toEqual([expect.objectContaining({ level: 40, msg: expect.stringContaining('did you mean ONNX_GATEWAY_MAX_BATCH_TOKENS?') as unknown })]);
+      expect(warnings).toEqual([
+        expect.objectContaining({
+          level: 40,
+          msg: expect.stringContaining('did you mean ONNX_GATEWAY_MAX_BATCH_TOKENS?') as unknown,
+        }),
+      ]);
     } finally {
       server.child.kill('SIGTERM');
       await server.exited;

@@ -29,7 +29,14 @@ export interface FakeApp {
 
 /** A row per input: the model's width (an embedder's dimensions, a reranker's logits) of values drawn from its ids. */
 function fakeRows(model: ServedModel, inputs: EngineInput[]): JobResult {
-  const width = model.task === 'embedding' ? model.dimensions : model.task === 'classify' ? model.labels.length : model.rerankScoring.kind === 'softmax' ? model.rerankScoring.labels : 1;
+  const width =
+    model.task === 'embedding'
+      ? model.dimensions
+      : model.task === 'classify'
+        ? model.labels.length
+        : model.rerankScoring.kind === 'softmax'
+          ? model.rerankScoring.labels
+          : 1;
   const output = new Float32Array(inputs.length * width);
   inputs.forEach(({ ids }, row) => {
     const seed = ids.reduce((sum, id, i) => sum + id * (i + 1), 0);
@@ -49,12 +56,27 @@ export async function startFakeApp(
 ): Promise<FakeApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'onnx-gateway-fake-'));
   const config = loadConfig(
-    { modelsDir: inject('tinyModelsDir'), dataDir, models: ['tiny-embedder', 'tiny-reranker'], apiKeys: [testKey], logLevel: 'silent', ...overrides },
+    {
+      modelsDir: inject('tinyModelsDir'),
+      dataDir,
+      models: ['tiny-embedder', 'tiny-reranker'],
+      apiKeys: [testKey],
+      logLevel: 'silent',
+      ...overrides,
+    },
     {},
   );
   const loaded = await Registry.load(config.models, config.modelsDir, loadCatalogue(config.manifestsDir));
   const registry = new Registry(models(loaded.list()));
-  const scheduler = { submit: (id: string, inputs: EngineInput[]) => Promise.resolve(fakeRows(registry.list().find((m) => m.id === id)!, inputs)) };
+  const scheduler = {
+    submit: (id: string, inputs: EngineInput[]) =>
+      Promise.resolve(
+        fakeRows(
+          registry.list().find((m) => m.id === id)!,
+          inputs,
+        ),
+      ),
+  };
   const core: CoreContext = { registry, scheduler, limits: config };
   const search = await SearchService.open(core, config);
   try {
@@ -89,7 +111,8 @@ export function useFakeApp(overrides: Partial<Record<keyof Config, unknown>> = {
   const app = () => current!.app;
   return {
     app,
-    post: (url: string, body: unknown, headers: Record<string, string> = auth) => app().inject({ method: 'POST', url, payload: body as object, headers }),
+    post: (url: string, body: unknown, headers: Record<string, string> = auth) =>
+      app().inject({ method: 'POST', url, payload: body as object, headers }),
     get: (url: string, headers: Record<string, string> = auth) => app().inject({ method: 'GET', url, headers }),
   };
 }

@@ -14,7 +14,8 @@ export function writeHalfPrecision(fp32Path: string, fp16Path: string): void {
   graph.initializer = graph.initializer!.map(half);
   for (const node of graph.node ?? []) {
     for (const attribute of node.attribute ?? []) {
-      if (node.opType === 'Cast' && attribute.name === 'to' && toNumber(attribute.i) === DataType.FLOAT) attribute.i = DataType.FLOAT16;
+      if (node.opType === 'Cast' && attribute.name === 'to' && toNumber(attribute.i) === DataType.FLOAT)
+        attribute.i = DataType.FLOAT16;
       if (attribute.t) attribute.t = half(attribute.t);
     }
   }
@@ -49,7 +50,9 @@ function toHalfBits(value: number): number {
     // Subnormal: the implicit bit made explicit, shifted into place, rounded to nearest even.
     const full = mantissa | 0x800000;
     const shift = 14 - exponent;
-    const rounded = (full >>> shift) + (((full >>> (shift - 1)) & 1) & (((full & ((1 << (shift - 1)) - 1)) !== 0 ? 1 : 0) | ((full >>> shift) & 1)));
+    const rounded =
+      (full >>> shift) +
+      ((full >>> (shift - 1)) & 1 & (((full & ((1 << (shift - 1)) - 1)) !== 0 ? 1 : 0) | ((full >>> shift) & 1)));
     return sign | rounded;
   }
   let result = sign | (exponent << 10) | (mantissa >>> 13);

@@ -9,7 +9,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 
 export const hasRedisServer = spawnSync('redis-server', ['--version']).status === 0;
-export const REDIS_SKIP_REASON = "needs Debian's redis-server on PATH (apt-get install -y redis-server; .ci/run installs it)";
+export const REDIS_SKIP_REASON =
+  "needs Debian's redis-server on PATH (apt-get install -y redis-server; .ci/run installs it)";
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -32,7 +33,11 @@ export interface RedisServer {
 /** Starts redis-server with its working files in `dir` and resolves once it answers PING. */
 export async function startRedisServer(dir: string): Promise<RedisServer> {
   const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+    { stdio: 'ignore' },
+  );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `redis://127.0.0.1:${port}`;
   // redis-server takes a moment to listen.
@@ -40,7 +45,10 @@ export async function startRedisServer(dir: string): Promise<RedisServer> {
   for (let i = 0; i < 100 && pong !== 'PONG' && child.exitCode === null; i++) {
     const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
     probe.on('error', () => undefined);
-    pong = await probe.connect().then(() => probe.ping(), () => '');
+    pong = await probe.connect().then(
+      () => probe.ping(),
+      () => '',
+    );
     probe.disconnect();
     if (pong !== 'PONG') await sleep(50);
   }

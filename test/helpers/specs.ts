@@ -25,7 +25,10 @@ interface SpecDocument {
 }
 
 const documents = Object.fromEntries(
-  Object.entries(specFiles).map(([spec, file]) => [spec, JSON.parse(readFileSync(join(import.meta.dirname, '..', 'fixtures', 'specs', file), 'utf8'))]),
+  Object.entries(specFiles).map(([spec, file]) => [
+    spec,
+    JSON.parse(readFileSync(join(import.meta.dirname, '..', 'fixtures', 'specs', file), 'utf8')),
+  ]),
 ) as Record<Spec, SpecDocument>;
 
 // The specifications' own keywords (OpenAPI's `example`, `nullable`; formats such as float or unixtime) are not
@@ -56,7 +59,8 @@ export function expectConforms(spec: Spec, name: string, value: unknown, what = 
 
 /** The `example` of a property of a spec schema (the spec's own request examples). */
 export function specExample(spec: Spec, schema: string, property: string): unknown {
-  const properties = documents[spec].components.schemas[schema]?.properties as Record<string, { example?: unknown }> | undefined;
+  const properties = documents[spec].components.schemas[schema]?.properties as
+    Record<string, { example?: unknown }> | undefined;
   const example = properties?.[property]?.example;
   if (example === undefined) throw new Error(`${specFiles[spec]} gives no example of ${schema}.${property}`);
   return example;

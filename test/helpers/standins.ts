@@ -26,7 +26,11 @@ export function listStandins(dir: string): string[] {
       readdirSync(join(dir, owner.name), { withFileTypes: true })
         .filter((name) => {
           const folder = join(dir, owner.name, name.name);
-          return name.isDirectory() && existsSync(join(folder, 'golden.json')) && ['onnx/model.onnx', 'model.onnx'].some((graph) => existsSync(join(folder, graph)));
+          return (
+            name.isDirectory() &&
+            existsSync(join(folder, 'golden.json')) &&
+            ['onnx/model.onnx', 'model.onnx'].some((graph) => existsSync(join(folder, graph)))
+          );
         })
         .map((name) => `${owner.name}/${name.name}`),
     )

@@ -23,18 +23,28 @@ describe('with API keys and admin keys', () => {
     for (const body of [{ model: 'BAAI/bge-small-en-v1.5' }, {}]) {
       const res = await post('/api/pull', body);
       expect(res.statusCode).toBe(403);
-      expect(res.json<OllamaError>()).toEqual({ error: expect.stringMatching(/needs an admin key \(ONNX_GATEWAY_ADMIN_KEYS\)/) as unknown, code: 'forbidden' });
+      expect(res.json<OllamaError>()).toEqual({
+        error: expect.stringMatching(/needs an admin key \(ONNX_GATEWAY_ADMIN_KEYS\)/) as unknown,
+        code: 'forbidden',
+      });
     }
     expect((await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' }, {})).statusCode).toBe(401);
-    expect((await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' }, { authorization: 'Bearer wrong' })).statusCode).toBe(401);
+    expect(
+      (await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' }, { authorization: 'Bearer wrong' })).statusCode,
+    ).toBe(401);
   });
 
   it('lets an admin key in there, and on every other route', async () => {
     // In, then refused by pullAllow (empty by default), which the answer names.
     const refused = await post('/api/pull', { model: 'BAAI/bge-small-en-v1.5' }, admin);
     expect(refused.statusCode).toBe(403);
-    expect(refused.json<OllamaError>().error).toMatch(/BAAI\/bge-small-en-v1.5 can not be pulled here: .*ONNX_GATEWAY_PULL_ALLOW is empty/);
-    expect((await post('/api/pull', {}, admin)).json<OllamaError>()).toEqual({ error: expect.stringMatching(/^model is required/) as unknown, code: 'invalid_request' });
+    expect(refused.json<OllamaError>().error).toMatch(
+      /BAAI\/bge-small-en-v1.5 can not be pulled here: .*ONNX_GATEWAY_PULL_ALLOW is empty/,
+    );
+    expect((await post('/api/pull', {}, admin)).json<OllamaError>()).toEqual({
+      error: expect.stringMatching(/^model is required/) as unknown,
+      code: 'invalid_request',
+    });
     expect((await post('/api/pull', { model: 'not a repository' }, admin)).statusCode).toBe(400);
     expect((await post('/v1/embeddings', { input: 'a' }, admin)).statusCode).toBe(200);
     expect((await app().inject({ method: 'GET', url: '/v1/models', headers: admin })).statusCode).toBe(200);
@@ -49,9 +59,19 @@ describe('requireAdmin on a route of the catalogue shape', () => {
     await app.register(apiKeyAuth, { keys: ['user-key', adminKey], adminKeys: [adminKey] });
     app.post('/v1/manage', { onRequest: requireAdmin }, (request) => ({ admin: request.isAdmin }));
     try {
-      const refused = await app.inject({ method: 'POST', url: '/v1/manage', headers: { authorization: 'Bearer user-key' }, payload: {} });
+      const refused = await app.inject({
+        method: 'POST',
+        url: '/v1/manage',
+        headers: { authorization: 'Bearer user-key' },
+        payload: {},
+      });
       expect(refused.statusCode).toBe(403);
-      const error = { message: expect.stringMatching(/admin key/) as unknown, type: 'permission_error', param: null, code: 'forbidden' };
+      const error = {
+        message: expect.stringMatching(/admin key/) as unknown,
+        type: 'permission_error',
+        param: null,
+        code: 'forbidden',
+      };
       expect(refused.json()).toEqual({ error });
       const allowed = await app.inject({ method: 'POST', url: '/v1/manage', headers: admin, payload: {} });
       expect(allowed.json()).toEqual({ admin: true });
@@ -77,7 +97,9 @@ describe('without any keys (loopback only)', () => {
   it('lets every request manage the server, as Ollama does; pullAllow still applies', async () => {
     const res = await post('/api/pull', { model: 'intfloat/e5-small-v2' }, {});
     expect(res.statusCode).toBe(403);
-    expect(res.json<OllamaError>().error).toMatch(/intfloat\/e5-small-v2 can not be pulled here: ONNX_GATEWAY_PULL_ALLOW \(BAAI\) does not name it/);
+    expect(res.json<OllamaError>().error).toMatch(
+      /intfloat\/e5-small-v2 can not be pulled here: ONNX_GATEWAY_PULL_ALLOW \(BAAI\) does not name it/,
+    );
     expect((await post('/api/pull', {}, {})).statusCode).toBe(400);
   });
 });

@@ -31,7 +31,9 @@ describe('TEI POST /embed_all', () => {
     expect(res.statusCode).toBe(413);
     const body = res.json<TeiError>();
     expect(body).toMatchObject({ code: 'response_too_large', error_type: 'Validation' });
-    expect(body.error).toMatch(/up to 2\.0 MB of token vectors \(64 inputs, 4,096 tokens x 32 numbers\); this server sends at most 1\.0 MB/);
+    expect(body.error).toMatch(
+      /up to 2\.0 MB of token vectors \(64 inputs, 4,096 tokens x 32 numbers\); this server sends at most 1\.0 MB/,
+    );
     expect(body.error).toMatch(/Split the request: about 31 of these inputs fit in one \(3 or more requests\)/);
   });
 });
@@ -53,6 +55,11 @@ describe('TEI POST /tokenize', () => {
   it('still answers what fits', async () => {
     const res = await post('/tokenize', { inputs: ['hello world', long] });
     expect(res.statusCode).toBe(200);
-    expect(res.json<{ text: string }[][]>()[0]!.map((token) => token.text)).toEqual(['[CLS]', 'hello', 'world', '[SEP]']);
+    expect(res.json<{ text: string }[][]>()[0]!.map((token) => token.text)).toEqual([
+      '[CLS]',
+      'hello',
+      'world',
+      '[SEP]',
+    ]);
   });
 });

@@ -6,7 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { settings } from '../../src/config.js';
 import type { Server } from '../../src/main.js';
 import { chunkPair } from '../../src/text/chunking.js';
-import { floatVectors, type EmbeddingList, type ErrorBody, type ModelCard, type RerankList } from '../helpers/bodies.js';
+import {
+  floatVectors,
+  type EmbeddingList,
+  type ErrorBody,
+  type ModelCard,
+  type RerankList,
+} from '../helpers/bodies.js';
 import { auth, startServer } from '../helpers/server.js';
 
 /** /v1/rerank's meta names Cohere's api_version too. */
@@ -48,19 +54,25 @@ describe('POST /v1/embeddings', () => {
   });
 
   it('encodes base64 as the little-endian float32 bytes of the same vector', async () => {
-    const float = (await post('/v1/embeddings', { input: 'same text' })).json<EmbeddingList>().data[0]!.embedding as number[];
-    const b64 = (await post('/v1/embeddings', { input: 'same text', encoding_format: 'base64' })).json<EmbeddingList>().data[0]!.embedding as string;
+    const float = (await post('/v1/embeddings', { input: 'same text' })).json<EmbeddingList>().data[0]!
+      .embedding as number[];
+    const b64 = (await post('/v1/embeddings', { input: 'same text', encoding_format: 'base64' })).json<EmbeddingList>()
+      .data[0]!.embedding as string;
     const decoded = decodeBase64(b64);
     expect(Array.from(decoded)).toEqual(float.map((x) => Math.fround(x)));
   });
 
   it('honours dimensions: first N components, renormalised', async () => {
-    const full = (await post('/v1/embeddings', { input: 'cut me' })).json<EmbeddingList>().data[0]!.embedding as number[];
-    const cut = (await post('/v1/embeddings', { input: 'cut me', dimensions: 8 })).json<EmbeddingList>().data[0]!.embedding as number[];
+    const full = (await post('/v1/embeddings', { input: 'cut me' })).json<EmbeddingList>().data[0]!
+      .embedding as number[];
+    const cut = (await post('/v1/embeddings', { input: 'cut me', dimensions: 8 })).json<EmbeddingList>().data[0]!
+      .embedding as number[];
     expect(cut).toHaveLength(8);
     const norm = Math.hypot(...full.slice(0, 8));
     cut.forEach((x, i) => expect(x).toBeCloseTo(full[i]! / norm, 5));
-    expect((await post('/v1/embeddings', { input: 'x', dimensions: 0 })).json<EmbeddingList>().data[0]!.embedding).toHaveLength(32);
+    expect(
+      (await post('/v1/embeddings', { input: 'x', dimensions: 0 })).json<EmbeddingList>().data[0]!.embedding,
+    ).toHaveLength(32);
   });
 
   it('accepts token ids and arrays of token ids', async () => {
@@ -90,9 +102,12 @@ describe('POST /v1/embeddings', () => {
   });
 
   it('handles unicode, emoji and control characters', async () => {
-    const res = await post('/v1/embeddings', { input: ['naïve café', '日本語のテキスト', '👨‍👩‍👧‍👦 family', 'tab\there\u0000nul', '   '] });
+    const res = await post('/v1/embeddings', {
+      input: ['naïve café', '日本語のテキスト', '👨‍👩‍👧‍👦 family', 'tab\there\u0000nul', '   '],
+    });
     expect(res.statusCode).toBe(200);
-    for (const vector of floatVectors(res.json<EmbeddingList>())) expect(vector.every((x) => Number.isFinite(x))).toBe(true);
+    for (const vector of floatVectors(res.json<EmbeddingList>()))
+      expect(vector.every((x) => Number.isFinite(x))).toBe(true);
   });
 });
 
@@ -100,7 +115,13 @@ describe('POST /v1/rerank', () => {
   const documents = ['the cat sat on the mat', 'quantum field theory', { text: 'cats and dogs' }];
 
   it('answers results sorted by score with sigmoid scores, cut to top_n', async () => {
-    const res = await post('/v1/rerank', { model: 'tiny-reranker', query: 'cat', documents, top_n: 2, return_documents: true });
+    const res = await post('/v1/rerank', {
+      model: 'tiny-reranker',
+      query: 'cat',
+      documents,
+      top_n: 2,
+      return_documents: true,
+    });
     expect(res.statusCode).toBe(200);
     const body = res.json<RerankAnswer>();
     expect(body.id).toMatch(/[0-9a-f-]{36}/);
@@ -109,7 +130,8 @@ describe('POST /v1/rerank', () => {
     for (const r of body.results) {
       expect(r.relevance_score).toBeGreaterThan(0);
       expect(r.relevance_score).toBeLessThan(1);
-      const text = typeof documents[r.index] === 'string' ? documents[r.index] : (documents[r.index] as { text: string }).text;
+      const text =
+        typeof documents[r.index] === 'string' ? documents[r.index] : (documents[r.index] as { text: string }).text;
       expect(r.document!.text).toBe(text);
     }
     expect(body.meta.api_version.version).toBeDefined();
@@ -130,13 +152,23 @@ describe('POST /v1/rerank', () => {
     const { tokenizer, maxTokens } = server.registry.list().find((m) => m.id === 'tiny-reranker')!;
     const query = 'cat';
     // The windows core/rerank.ts cuts: its overlap is the setting, at most a quarter of the room.
-    const overlap = Math.min(settings.rerankChunkOverlap.default!, Math.floor((maxTokens - tokenizer.pairSpecials) / 4));
-    const windows = chunkPair(tokenizer.encode(query), tokenizer.encode(document), maxTokens, tokenizer.pairSpecials, { overlap, maxChunks: settings.rerankMaxChunks.default! });
+    const overlap = Math.min(
+      settings.rerankChunkOverlap.default!,
+      Math.floor((maxTokens - tokenizer.pairSpecials) / 4),
+    );
+    const windows = chunkPair(tokenizer.encode(query), tokenizer.encode(document), maxTokens, tokenizer.pairSpecials, {
+      overlap,
+      maxChunks: settings.rerankMaxChunks.default!,
+    });
     const windowTexts = windows.map((ids) => tokenizer.decode(ids, true));
     expect(windows.length).toBeGreaterThan(2);
-    windowTexts.forEach((text, i) => expect(Array.from(tokenizer.encode(text)), `window ${i}`).toEqual(Array.from(windows[i]!)));
+    windowTexts.forEach((text, i) =>
+      expect(Array.from(tokenizer.encode(text)), `window ${i}`).toEqual(Array.from(windows[i]!)),
+    );
 
-    const body = (await post('/v1/rerank', { model: 'tiny-reranker', query, documents: [document, ...windowTexts] })).json<RerankList>();
+    const body = (
+      await post('/v1/rerank', { model: 'tiny-reranker', query, documents: [document, ...windowTexts] })
+    ).json<RerankList>();
     const scoreOf = (index: number) => body.results.find((r) => r.index === index)!.relevance_score;
     const windowScores = windowTexts.map((_, i) => scoreOf(i + 1));
     const best = Math.max(...windowScores);
@@ -153,7 +185,13 @@ describe('GET /v1/models', () => {
     const body = res.json<{ object: 'list'; data: ModelAnswer[] }>();
     expect(body.object).toBe('list');
     const embedder = body.data.find((m) => m.id === 'tiny-embedder')!;
-    expect(embedder).toMatchObject({ object: 'model', task: 'embedding', dimensions: 32, max_tokens: 64, variant: 'fp32' });
+    expect(embedder).toMatchObject({
+      object: 'model',
+      task: 'embedding',
+      dimensions: 32,
+      max_tokens: 64,
+      variant: 'fp32',
+    });
     expect(typeof embedder.created).toBe('number');
     expect(typeof embedder.owned_by).toBe('string');
     expect(body.data.find((m) => m.id === 'tiny-reranker')).toMatchObject({ task: 'rerank' });
@@ -163,7 +201,16 @@ describe('GET /v1/models', () => {
 describe('after bad input', () => {
   it('the workers still answer', async () => {
     expect((await post('/v1/embeddings', { input: [[7, 10_000_000]] })).statusCode).toBe(400);
-    expect((await server.app.inject({ method: 'POST', url: '/v1/embeddings', payload: '{"input": "a"', headers: { ...auth, 'content-type': 'application/json' } })).statusCode).toBe(400);
+    expect(
+      (
+        await server.app.inject({
+          method: 'POST',
+          url: '/v1/embeddings',
+          payload: '{"input": "a"',
+          headers: { ...auth, 'content-type': 'application/json' },
+        })
+      ).statusCode,
+    ).toBe(400);
     const res = await post('/v1/embeddings', { input: 'still fine' });
     expect(res.statusCode).toBe(200);
   });

@@ -24,7 +24,9 @@ describe('request.clientSignal', () => {
         setTimeout(() => resolve(signal.aborted), 300);
       });
       seen.push({ abortedAtStart: signal.aborted, aborted });
-      void aborted.then((gone) => { if (!gone) void reply.send({ ok: true }); });
+      void aborted.then((gone) => {
+        if (!gone) void reply.send({ ok: true });
+      });
     });
     url = await app.listen({ port: 0, host: '127.0.0.1' });
   });
@@ -32,7 +34,11 @@ describe('request.clientSignal', () => {
   afterAll(() => app.close());
 
   it('stays unaborted while the client waits for its answer', async () => {
-    const res = await fetch(`${url}/wait`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' });
+    const res = await fetch(`${url}/wait`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"a":1}',
+    });
     expect(res.status).toBe(200);
     const last = seen.at(-1)!;
     expect(last.abortedAtStart).toBe(false);
@@ -46,7 +52,10 @@ describe('request.clientSignal', () => {
       req.on('error', () => resolve());
       req.end('{"a":1}');
       // Gone once the server has the request and before its answer.
-      setTimeout(() => { req.destroy(); resolve(); }, 100);
+      setTimeout(() => {
+        req.destroy();
+        resolve();
+      }, 100);
     });
     await expect.poll(() => seen.length).toBe(before + 1);
     expect(await seen.at(-1)!.aborted).toBe(true);

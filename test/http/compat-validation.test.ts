@@ -30,7 +30,7 @@ interface Operation {
 
 const { app, post, get } = useFakeApp();
 
-describe('TEI errors: TEI\'s statuses and error types', () => {
+describe("TEI errors: TEI's statuses and error types", () => {
   const many = (n: number) => Array.from({ length: n }, () => 'a');
   it.each([
     ['/embed', { inputs: 5 }],
@@ -77,7 +77,11 @@ describe('TEI errors: TEI\'s statuses and error types', () => {
   ])('answers %s %j, an empty batch or text, with 400 Empty, as TEI', async (url, body) => {
     const res = await post(url, body);
     expect(res.statusCode, res.body).toBe(400);
-    expect(res.json()).toMatchObject({ error_type: 'Empty', code: 'invalid_request', error: expect.stringMatching(/cannot be empty/) as unknown });
+    expect(res.json()).toMatchObject({
+      error_type: 'Empty',
+      code: 'invalid_request',
+      error: expect.stringMatching(/cannot be empty/) as unknown,
+    });
   });
 
   it.each([
@@ -88,7 +92,10 @@ describe('TEI errors: TEI\'s statuses and error types', () => {
   ])('answers %s over the batch limit with 413 Validation, as TEI', async (url, body) => {
     const res = await post(url, body);
     expect(res.statusCode, res.body).toBe(413);
-    expect(res.json()).toMatchObject({ error_type: 'Validation', error: expect.stringMatching(/^batch size \d+ > maximum allowed batch size 2048$/) as unknown });
+    expect(res.json()).toMatchObject({
+      error_type: 'Validation',
+      error: expect.stringMatching(/^batch size \d+ > maximum allowed batch size 2048$/) as unknown,
+    });
   });
 
   it('answers a missing or wrong key with a bare 401, as TEI', async () => {
@@ -101,8 +108,13 @@ describe('TEI errors: TEI\'s statuses and error types', () => {
     expect((await get('/info', {})).statusCode).toBe(401);
   });
 
-  it('answers a body that is not JSON with 400, as TEI\'s HTTP layer', async () => {
-    const bad = await app().inject({ method: 'POST', url: '/embed', payload: '{"inputs":', headers: { ...auth, 'content-type': 'application/json' } });
+  it("answers a body that is not JSON with 400, as TEI's HTTP layer", async () => {
+    const bad = await app().inject({
+      method: 'POST',
+      url: '/embed',
+      payload: '{"inputs":',
+      headers: { ...auth, 'content-type': 'application/json' },
+    });
     expect(bad.statusCode).toBe(400);
     expect(bad.json()).toMatchObject({ code: 'invalid_json', error_type: 'Validation' });
   });
@@ -119,7 +131,11 @@ describe('a TEI embedder server', () => {
     ] as const) {
       const res = await embedderOnly.post(url, body);
       expect(res.statusCode, url).toBe(424);
-      expect(res.json(), url).toMatchObject({ error_type: 'Backend', code: 'model_not_found', error: expect.stringMatching(/TEI_MODELS/) as unknown });
+      expect(res.json(), url).toMatchObject({
+        error_type: 'Backend',
+        code: 'model_not_found',
+        error: expect.stringMatching(/TEI_MODELS/) as unknown,
+      });
     }
   });
 
@@ -128,7 +144,9 @@ describe('a TEI embedder server', () => {
     const res = await embedderOnly.post('/similarity', { inputs: { source_sentence: 'hello world', sentences } });
     expect(res.statusCode, res.body).toBe(200);
     const scores: number[] = res.json();
-    const [source, ...others]: number[][] = (await embedderOnly.post('/embed', { inputs: ['hello world', ...sentences] })).json();
+    const [source, ...others]: number[][] = (
+      await embedderOnly.post('/embed', { inputs: ['hello world', ...sentences] })
+    ).json();
     const dot = (a: number[], b: number[]) => a.reduce((sum, x, i) => sum + x * b[i]!, 0);
     expect(scores).toHaveLength(3);
     scores.forEach((score, i) => expect(score).toBeCloseTo(dot(source!, others[i]!), 5));
@@ -138,17 +156,33 @@ describe('a TEI embedder server', () => {
 
   it('describes its model in /info with the served model name', async () => {
     const info = (await embedderOnly.get('/info')).json<unknown>();
-    expect(info).toMatchObject({ model_id: 'tiny-embedder', served_model_name: 'tiny-embedder', model_type: { embedding: { pooling: 'mean' } } });
+    expect(info).toMatchObject({
+      model_id: 'tiny-embedder',
+      served_model_name: 'tiny-embedder',
+      model_type: { embedding: { pooling: 'mean' } },
+    });
   });
 });
 
 describe('teiModels setting', () => {
-  const fake = (id: string, task: 'embedding' | 'rerank' | 'classify', kinds = ['dense']) => ({ id, task, aliases: [] as string[], heads: { kinds } }) as ServedModel;
-  const registry = new Registry([fake('c1', 'classify'), fake('e1', 'embedding'), fake('r1', 'rerank'), fake('e2', 'embedding', ['dense', 'tokens']), fake('s1', 'embedding', ['sparse'])]);
+  const fake = (id: string, task: 'embedding' | 'rerank' | 'classify', kinds = ['dense']) =>
+    ({ id, task, aliases: [] as string[], heads: { kinds } }) as ServedModel;
+  const registry = new Registry([
+    fake('c1', 'classify'),
+    fake('e1', 'embedding'),
+    fake('r1', 'rerank'),
+    fake('e2', 'embedding', ['dense', 'tokens']),
+    fake('s1', 'embedding', ['sparse']),
+  ]);
 
   it('defaults to the first served embedder, reranker and classifier', () => {
     const picked = pickTeiModels(registry, []);
-    expect([picked.embedder?.id, picked.reranker?.id, picked.classifier?.id, picked.primary?.id]).toEqual(['e1', 'r1', 'c1', 'e1']);
+    expect([picked.embedder?.id, picked.reranker?.id, picked.classifier?.id, picked.primary?.id]).toEqual([
+      'e1',
+      'r1',
+      'c1',
+      'e1',
+    ]);
   });
   it('takes the first of each task from the list; the first listed describes the server', () => {
     const picked = pickTeiModels(registry, ['r1', 'e2']);
@@ -157,7 +191,12 @@ describe('teiModels setting', () => {
   it('answers /embed_sparse and /embed_all with the first model of that kind, listed or (without a list) served', () => {
     expect([pickTeiModels(registry, []).sparse?.id, pickTeiModels(registry, []).tokens?.id]).toEqual(['s1', 'e2']);
     const listed = pickTeiModels(registry, ['s1', 'e1']);
-    expect([listed.embedder?.id, listed.sparse?.id, listed.tokens?.id, listed.primary?.id]).toEqual(['e1', 's1', undefined, 's1']);
+    expect([listed.embedder?.id, listed.sparse?.id, listed.tokens?.id, listed.primary?.id]).toEqual([
+      'e1',
+      's1',
+      undefined,
+      's1',
+    ]);
   });
   it('refuses a model that is not served, naming the setting', () => {
     expect(() => pickTeiModels(registry, ['nope'])).toThrow(ConfigError);
@@ -176,15 +215,24 @@ describe('a TEI reranker server', () => {
     expect(root.statusCode).toBe(200);
     expect(root.json<unknown[]>()[0]).toHaveProperty('score');
     const info = (await rerankOnly.get('/info')).json<unknown>();
-    expect(info).toMatchObject({ model_id: 'tiny-reranker', model_type: { reranker: { id2label: { 0: expect.any(String) as unknown } } } });
+    expect(info).toMatchObject({
+      model_id: 'tiny-reranker',
+      model_type: { reranker: { id2label: { 0: expect.any(String) as unknown } } },
+    });
     const embed = await rerankOnly.post('/embed', { inputs: 'a' });
     expect(embed.statusCode).toBe(424);
-    expect(embed.json()).toMatchObject({ code: 'model_not_found', error_type: 'Backend', error: expect.stringMatching(/TEI_MODELS/) as unknown });
+    expect(embed.json()).toMatchObject({
+      code: 'model_not_found',
+      error_type: 'Backend',
+      error: expect.stringMatching(/TEI_MODELS/) as unknown,
+    });
   });
 
   it('answers /predict with the cross-encoder as TEI does: its label and the score /rerank gives, for texts, pairs and batches', async () => {
     const label = (await rerankOnly.get('/info')).json<RerankerInfo>().model_type.reranker.id2label[0];
-    const ranks: Array<{ index: number; score: number }> = (await rerankOnly.post('/rerank', { query: 'cat', texts: ['a cat', 'a dog'] })).json();
+    const ranks: Array<{ index: number; score: number }> = (
+      await rerankOnly.post('/rerank', { query: 'cat', texts: ['a cat', 'a dog'] })
+    ).json();
     const byIndex = (i: number) => ranks.find((r) => r.index === i)!.score;
     const pair = await rerankOnly.post('/predict', { inputs: ['cat', 'a cat'] });
     expect(pair.statusCode, pair.body).toBe(200);
@@ -241,7 +289,7 @@ describe('Ollama routes', () => {
     [{ model: 'tiny-reranker', input: 'a' }, 400],
     [{ model: 'tiny-embedder', input: 'a', truncate: 'no' }, 400],
     [{ model: 'tiny-embedder', input: 'a', dimensions: -1 }, 400],
-  ])('answers /api/embed %j with %i and {error: string} (with the catalogue\'s code)', async (body, status) => {
+  ])("answers /api/embed %j with %i and {error: string} (with the catalogue's code)", async (body, status) => {
     const res = await post('/api/embed', body);
     expect(res.statusCode).toBe(status);
     expect(Object.keys(res.json())).toEqual(['error', 'code']);
@@ -251,9 +299,14 @@ describe('Ollama routes', () => {
 
   it('takes keep_alive as Ollama does, and names it when it is malformed', async () => {
     for (const keep_alive of ['5m', '1h30m', '500ms', 0, -1, '-1', 300]) {
-      expect((await post('/api/embed', { model: 'tiny-embedder', input: 'a', keep_alive })).statusCode, String(keep_alive)).toBe(200);
+      expect(
+        (await post('/api/embed', { model: 'tiny-embedder', input: 'a', keep_alive })).statusCode,
+        String(keep_alive),
+      ).toBe(200);
     }
-    expect((await post('/api/embeddings', { model: 'tiny-embedder', prompt: 'a', keep_alive: '30s' })).statusCode).toBe(200);
+    expect((await post('/api/embeddings', { model: 'tiny-embedder', prompt: 'a', keep_alive: '30s' })).statusCode).toBe(
+      200,
+    );
     for (const [url, body] of [
       ['/api/embed', { model: 'tiny-embedder', input: 'a', keep_alive: '5 minutes' }],
       ['/api/embeddings', { model: 'tiny-embedder', prompt: 'a', keep_alive: 'forever' }],
@@ -261,7 +314,10 @@ describe('Ollama routes', () => {
     ] as const) {
       const res = await post(url, body);
       expect(res.statusCode, JSON.stringify(body)).toBe(400);
-      expect(res.json(), JSON.stringify(body)).toEqual({ error: expect.stringMatching(/^keep_alive /) as unknown, code: 'invalid_request' });
+      expect(res.json(), JSON.stringify(body)).toEqual({
+        error: expect.stringMatching(/^keep_alive /) as unknown,
+        code: 'invalid_request',
+      });
     }
   });
 
@@ -277,17 +333,24 @@ describe('OpenAPI document', () => {
   it('documents every compatibility route under its family tag, but not the TEI default route', async () => {
     const doc = (await app().inject({ method: 'GET', url: '/openapi.json' })).json<OpenApiDocument>();
     const tagOf = (path: string, method: string) => doc.paths[path]?.[method]?.tags?.[0];
-    for (const path of ['/embed', '/rerank', '/predict', '/tokenize', '/decode']) expect(tagOf(path, 'post')).toBe('TEI compatibility');
+    for (const path of ['/embed', '/rerank', '/predict', '/tokenize', '/decode'])
+      expect(tagOf(path, 'post')).toBe('TEI compatibility');
     expect(tagOf('/info', 'get')).toBe('TEI compatibility');
     expect(tagOf('/v2/rerank', 'post')).toBe('Cohere compatibility');
-    for (const path of ['/api/embed', '/api/embeddings', '/api/pull']) expect(tagOf(path, 'post')).toBe('Ollama compatibility');
+    for (const path of ['/api/embed', '/api/embeddings', '/api/pull'])
+      expect(tagOf(path, 'post')).toBe('Ollama compatibility');
     expect(tagOf('/api/tags', 'get')).toBe('Ollama compatibility');
     // The pull answers NDJSON lines, or one JSON object with stream false; 403 for keys that may not pull.
     const pull = doc.paths['/api/pull']!.post!;
     expect(Object.keys(pull.responses['200']!.content).sort()).toEqual(['application/json', 'application/x-ndjson']);
     expect(pull.responses['200']!.content['application/json']!.schema.required).toEqual(['status']);
     expect(pull.responses['403']!.content['application/json']!.schema.required).toEqual(['error']);
-    expect(Object.keys(pull.requestBody!.content['application/json']!.schema.properties)).toEqual(['model', 'name', 'insecure', 'stream']);
+    expect(Object.keys(pull.requestBody!.content['application/json']!.schema.properties)).toEqual([
+      'model',
+      'name',
+      'insecure',
+      'stream',
+    ]);
     expect(doc.paths['/']).toBeUndefined();
   });
 });

@@ -36,7 +36,14 @@ interface OllamaEmbed {
   prompt_eval_count: number;
 }
 interface OllamaTags {
-  models: { name: string; model: string; size: number; digest: string; modified_at: string; details: { parameter_size: string } }[];
+  models: {
+    name: string;
+    model: string;
+    size: number;
+    digest: string;
+    modified_at: string;
+    details: { parameter_size: string };
+  }[];
 }
 
 let server: Server;
@@ -84,7 +91,10 @@ describe('TEI POST /embed', () => {
     const raw: number[] = (await post('/embed', { inputs: 'hello world', normalize: false })).json<number[][]>()[0]!;
     const unit: number[] = (await post('/embed', { inputs: 'hello world' })).json<number[][]>()[0]!;
     expect(Math.abs(norm(raw) - 1)).toBeGreaterThan(1e-3);
-    expectClose(raw.map((x) => x / norm(raw)), unit);
+    expectClose(
+      raw.map((x) => x / norm(raw)),
+      unit,
+    );
   });
 
   it('cuts dimensions and accepts token ids', async () => {
@@ -96,11 +106,18 @@ describe('TEI POST /embed', () => {
   });
 
   it('cuts a long input from the left with truncation_direction Left, and refuses it with truncate: false', async () => {
-    const text = Array.from({ length: 80 }, (_, i) => ['hello', 'world', 'paris', 'city'][i % 4]).join(' ') + ' the lazy dog';
-    const tokens: { id: number }[] = (await post('/tokenize', { inputs: text, add_special_tokens: false })).json<{ id: number }[][]>()[0]!;
+    const text =
+      Array.from({ length: 80 }, (_, i) => ['hello', 'world', 'paris', 'city'][i % 4]).join(' ') + ' the lazy dog';
+    const tokens: { id: number }[] = (await post('/tokenize', { inputs: text, add_special_tokens: false })).json<
+      { id: number }[][]
+    >()[0]!;
     const lastIds = tokens.slice(-62).map((t) => t.id);
-    const left: number[] = (await post('/embed', { inputs: text, truncation_direction: 'Left' })).json<number[][]>()[0]!;
-    const right: number[] = (await post('/embed', { inputs: text, truncation_direction: 'right' })).json<number[][]>()[0]!;
+    const left: number[] = (await post('/embed', { inputs: text, truncation_direction: 'Left' })).json<
+      number[][]
+    >()[0]!;
+    const right: number[] = (await post('/embed', { inputs: text, truncation_direction: 'right' })).json<
+      number[][]
+    >()[0]!;
     const tail: number[] = (await post('/embed', { inputs: [lastIds] })).json<number[][]>()[0]!;
     expectClose(left, tail);
     expect(right).not.toEqual(left);
@@ -117,7 +134,12 @@ const bit = (bytes: number[], d: number) => ((bytes[d >> 3]! & 0xff) >> (7 - (d 
 describe('quantized embeddings: encoding_format int8, uint8, binary, ubinary on /v1/embeddings', () => {
   const texts = ['hello world', 'the quick brown fox', 'paris'];
   const vectorsOf = async (format: string, dimensions?: number) => {
-    const res = await post('/v1/embeddings', { model: 'tiny-embedder', input: texts, encoding_format: format, dimensions });
+    const res = await post('/v1/embeddings', {
+      model: 'tiny-embedder',
+      input: texts,
+      encoding_format: format,
+      dimensions,
+    });
     expect(res.statusCode, res.body).toBe(200);
     return res.json<EmbeddingList>().data.map((d) => d.embedding as number[]);
   };
@@ -157,7 +179,12 @@ describe('quantized embeddings: encoding_format int8, uint8, binary, ubinary on 
 
 describe('Cohere POST /v2/embed', () => {
   it("answers every requested type in Cohere v2's shape, from the vectors of /v1", async () => {
-    const res = await post('/v2/embed', { model: 'tiny-embedder', texts: ['hello world', 'paris'], input_type: 'search_document', embedding_types: ['float', 'base64', 'ubinary'] });
+    const res = await post('/v2/embed', {
+      model: 'tiny-embedder',
+      texts: ['hello world', 'paris'],
+      input_type: 'search_document',
+      embedding_types: ['float', 'base64', 'ubinary'],
+    });
     expect(res.statusCode, res.body).toBe(200);
     const body = res.json<CohereEmbedList>();
     expect(Object.keys(body).sort()).toEqual(['embeddings', 'id', 'meta', 'response_type', 'texts']);
@@ -172,15 +199,27 @@ describe('Cohere POST /v2/embed', () => {
   });
 
   it('takes inputs of text parts, output_dimension and truncate, and refuses images and NONE over the window', async () => {
-    const parts = await post('/v2/embed', { model: 'tiny-embedder', inputs: [{ content: [{ type: 'text', text: 'hello world' }] }], output_dimension: 8 });
+    const parts = await post('/v2/embed', {
+      model: 'tiny-embedder',
+      inputs: [{ content: [{ type: 'text', text: 'hello world' }] }],
+      output_dimension: 8,
+    });
     expect(parts.statusCode, parts.body).toBe(200);
     expect(parts.json<CohereEmbedList>().embeddings.float[0]).toHaveLength(8);
     const long = 'word '.repeat(200);
-    expect((await post('/v2/embed', { model: 'tiny-embedder', texts: [long], truncate: 'NONE' })).json<ErrorBody>().error.code).toBe('input_too_long');
-    expect((await post('/v2/embed', { model: 'tiny-embedder', texts: [long], truncate: 'START' })).statusCode).toBe(200);
+    expect(
+      (await post('/v2/embed', { model: 'tiny-embedder', texts: [long], truncate: 'NONE' })).json<ErrorBody>().error
+        .code,
+    ).toBe('input_too_long');
+    expect((await post('/v2/embed', { model: 'tiny-embedder', texts: [long], truncate: 'START' })).statusCode).toBe(
+      200,
+    );
     for (const body of [
       { model: 'tiny-embedder', images: ['data:image/png;base64,AAAA'], input_type: 'image' },
-      { model: 'tiny-embedder', inputs: [{ content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] },
+      {
+        model: 'tiny-embedder',
+        inputs: [{ content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }],
+      },
       { model: 'tiny-embedder', texts: ['a'], max_tokens: 8 },
       { model: 'tiny-embedder', texts: ['a'], embedding_types: ['int4'] },
       { model: 'tiny-embedder' },
@@ -196,12 +235,18 @@ describe('Cohere POST /v2/embed', () => {
 describe('TEI POST /similarity', () => {
   it('answers the cosine of the source sentence with each sentence, with the prompt and truncation parameters', async () => {
     const sentences = ['hello world', 'the quick brown fox', 'paris'];
-    const res = await post('/similarity', { inputs: { source_sentence: 'hello world', sentences }, parameters: { truncate: true, truncation_direction: 'Right' } });
+    const res = await post('/similarity', {
+      inputs: { source_sentence: 'hello world', sentences },
+      parameters: { truncate: true, truncation_direction: 'Right' },
+    });
     expect(res.statusCode, res.body).toBe(200);
     const scores: number[] = res.json();
     const [source, ...others] = await v1Vectors(['hello world', ...sentences]);
     const dot = (a: number[], b: number[]) => a.reduce((sum, x, i) => sum + x * b[i]!, 0);
-    expectClose(scores, others.map((v) => dot(source!, v)));
+    expectClose(
+      scores,
+      others.map((v) => dot(source!, v)),
+    );
     expect(scores[0]).toBeCloseTo(1, 5);
     expect(res.headers['server-timing']).toMatch(/inference;dur=/);
   });
@@ -218,7 +263,9 @@ describe('TEI POST /rerank', () => {
     for (let i = 1; i < ranks.length; i++) expect(ranks[i - 1]!.score).toBeGreaterThanOrEqual(ranks[i]!.score);
     for (const r of ranks) expect(r.text).toBe(texts[r.index]);
 
-    const raw: { index: number; score: number; text?: string }[] = (await post('/rerank', { query: 'cat', texts, raw_scores: true })).json();
+    const raw: { index: number; score: number; text?: string }[] = (
+      await post('/rerank', { query: 'cat', texts, raw_scores: true })
+    ).json();
     expect(raw.map((r) => r.index)).toEqual(ranks.map((r) => r.index));
     raw.forEach((r, i) => expect(sigmoid(r.score)).toBeCloseTo(ranks[i]!.score, 5));
     expect(raw[0]!.text).toBeUndefined();
@@ -238,7 +285,14 @@ describe('TEI POST /predict on a cross-encoder (no classifier served)', () => {
     const one = await post('/predict', { inputs: ['cat', texts[0]] });
     expect(one.statusCode, one.body).toBe(200);
     expect(one.json()).toEqual([{ label, score: expect.closeTo(score(0), 6) as unknown }]);
-    const batch: { label: string; score: number }[][] = (await post('/predict', { inputs: [['cat', texts[1]], ['cat', texts[0]]] })).json();
+    const batch: { label: string; score: number }[][] = (
+      await post('/predict', {
+        inputs: [
+          ['cat', texts[1]],
+          ['cat', texts[0]],
+        ],
+      })
+    ).json();
     expect(batch.map((p) => p[0]!.score)).toEqual([expect.closeTo(score(1), 6), expect.closeTo(score(0), 6)]);
     const raw: { score: number }[] = (await post('/predict', { inputs: ['cat', texts[0]], raw_scores: true })).json();
     expect(sigmoid(raw[0]!.score)).toBeCloseTo(score(0), 6);
@@ -250,15 +304,22 @@ describe('TEI POST /tokenize and /decode', () => {
     const input = 'Héllo 👍 testing';
     const res = await post('/tokenize', { inputs: input });
     expect(res.statusCode).toBe(200);
-    const [tokens] = res.json<{ id: number; text: string; special: boolean; start: number | null; stop: number | null }[][]>();
+    const [tokens] =
+      res.json<{ id: number; text: string; special: boolean; start: number | null; stop: number | null }[][]>();
     expect(tokens![0]).toEqual({ id: 2, text: '[CLS]', special: true, start: null, stop: null });
     expect(tokens!.at(-1)).toMatchObject({ text: '[SEP]', special: true, start: null });
     const content = tokens!.slice(1, -1);
     expect(content[0]).toMatchObject({ text: 'Héllo', special: false, start: 0, stop: 5 });
     expect(content[1]).toMatchObject({ text: '[UNK]', start: null });
-    expect(content.slice(2).map((t) => t.text).join('')).toBe('testing');
+    expect(
+      content
+        .slice(2)
+        .map((t) => t.text)
+        .join(''),
+    ).toBe('testing');
     expect(content[2]!.start).toBe(8);
-    for (const t of content) if (t.start !== null) expect(Array.from(input).slice(t.start, t.stop!).join('')).toBe(t.text);
+    for (const t of content)
+      if (t.start !== null) expect(Array.from(input).slice(t.start, t.stop!).join('')).toBe(t.text);
   });
 
   it('tokenizes several inputs, without special tokens on request', async () => {
@@ -272,7 +333,10 @@ describe('TEI POST /tokenize and /decode', () => {
   it('decodes what it tokenized, skipping special tokens unless told not to', async () => {
     const ids = (await post('/tokenize', { inputs: 'hello world' })).json<{ id: number }[][]>()[0]!.map((t) => t.id);
     expect((await post('/decode', { ids })).json()).toEqual(['hello world']);
-    expect((await post('/decode', { ids: [ids, ids.slice(1, 2)], skip_special_tokens: false })).json()).toEqual(['[CLS] hello world [SEP]', 'hello']);
+    expect((await post('/decode', { ids: [ids, ids.slice(1, 2)], skip_special_tokens: false })).json()).toEqual([
+      '[CLS] hello world [SEP]',
+      'hello',
+    ]);
   });
 });
 
@@ -307,7 +371,9 @@ describe('Cohere POST /v2/rerank', () => {
     expect(body.results).toHaveLength(2);
     expect(Object.keys(body.results[0]!).sort()).toEqual(['index', 'relevance_score']);
     expect(body.meta).toEqual({ api_version: { version: '2' }, billed_units: { search_units: 1 } });
-    const v1 = (await post('/v1/rerank', { model: 'tiny-reranker', query: 'cat', documents, top_n: 2 })).json<RerankList>().results;
+    const v1 = (
+      await post('/v1/rerank', { model: 'tiny-reranker', query: 'cat', documents, top_n: 2 })
+    ).json<RerankList>().results;
     body.results.forEach((r, i) => {
       expect(r.index).toBe(v1[i]!.index);
       expect(r.relevance_score).toBeCloseTo(v1[i]!.relevance_score, 6);
@@ -315,9 +381,14 @@ describe('Cohere POST /v2/rerank', () => {
   });
 
   it('cuts each document to max_tokens_per_doc tokens', async () => {
-    const cut = (await post('/v2/rerank', { query: 'cat', documents: ['paris city of light'], max_tokens_per_doc: 1 })).json<CohereRerankList>().results[0]!.relevance_score;
-    const first = (await post('/v2/rerank', { query: 'cat', documents: ['paris'] })).json<CohereRerankList>().results[0]!.relevance_score;
-    const whole = (await post('/v2/rerank', { query: 'cat', documents: ['paris city of light'] })).json<CohereRerankList>().results[0]!.relevance_score;
+    const cut = (
+      await post('/v2/rerank', { query: 'cat', documents: ['paris city of light'], max_tokens_per_doc: 1 })
+    ).json<CohereRerankList>().results[0]!.relevance_score;
+    const first = (await post('/v2/rerank', { query: 'cat', documents: ['paris'] })).json<CohereRerankList>()
+      .results[0]!.relevance_score;
+    const whole = (
+      await post('/v2/rerank', { query: 'cat', documents: ['paris city of light'] })
+    ).json<CohereRerankList>().results[0]!.relevance_score;
     expect(cut).toBeCloseTo(first, 6);
     expect(cut).not.toBeCloseTo(whole, 6);
   });
@@ -339,7 +410,14 @@ describe('Ollama routes', () => {
   });
 
   it('takes an Ollama name with :latest, a single string and dimensions', async () => {
-    const res = await post('/api/embed', { model: 'tiny-embedder:latest', input: 'hello world', dimensions: 4, truncate: true, keep_alive: '5m', options: { num_ctx: 64 } });
+    const res = await post('/api/embed', {
+      model: 'tiny-embedder:latest',
+      input: 'hello world',
+      dimensions: 4,
+      truncate: true,
+      keep_alive: '5m',
+      options: { num_ctx: 64 },
+    });
     expect(res.statusCode).toBe(200);
     expect(res.json<OllamaEmbed>().model).toBe('tiny-embedder:latest');
     expect(res.json<OllamaEmbed>().embeddings[0]).toHaveLength(4);
@@ -351,12 +429,16 @@ describe('Ollama routes', () => {
     expectClose(res.json<{ embedding: number[] }>().embedding, (await v1Vectors('hello world'))[0]!);
   });
 
-  it('GET /api/tags lists the embedding models in Ollama\'s shape', async () => {
+  it("GET /api/tags lists the embedding models in Ollama's shape", async () => {
     const res = await get('/api/tags');
     expect(res.statusCode).toBe(200);
     const { models } = res.json<OllamaTags>();
     expect(models).toHaveLength(1);
-    expect(models[0]).toMatchObject({ name: 'tiny-embedder:latest', model: 'tiny-embedder:latest', details: { format: 'onnx', family: 'bert', families: ['bert'], quantization_level: 'F32' } });
+    expect(models[0]).toMatchObject({
+      name: 'tiny-embedder:latest',
+      model: 'tiny-embedder:latest',
+      details: { format: 'onnx', family: 'bert', families: ['bert'], quantization_level: 'F32' },
+    });
     expect(models[0]!.size).toBeGreaterThan(1000);
     expect(models[0]!.digest).toMatch(/^[0-9a-f]{64}$/);
     expect(Number.isNaN(Date.parse(models[0]!.modified_at))).toBe(false);

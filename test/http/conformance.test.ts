@@ -23,7 +23,14 @@ const send = (method: 'GET' | 'POST', url: string, body?: unknown, headers: Reco
 describe("the fixtures: each specification's own examples conform to its schemas", () => {
   it('TEI', () => {
     const schemas = specDocument('tei').components.schemas;
-    for (const name of ['EmbedResponse', 'EmbedAllResponse', 'TokenizeResponse', 'DecodeResponse', 'SimilarityResponse']) expectConforms('tei', name, schemas[name]!.example, `${name}'s example`);
+    for (const name of [
+      'EmbedResponse',
+      'EmbedAllResponse',
+      'TokenizeResponse',
+      'DecodeResponse',
+      'SimilarityResponse',
+    ])
+      expectConforms('tei', name, schemas[name]!.example, `${name}'s example`);
     expect(specErrors('tei', 'EmbedResponse', [['0.1']])).not.toEqual([]);
     // TEI's error_type is one of its enum; "Unauthorized" is not.
     expect(specErrors('tei', 'ErrorResponse', { error: 'no key', error_type: 'Unauthorized' })).not.toEqual([]);
@@ -39,7 +46,13 @@ describe("the fixtures: each specification's own examples conform to its schemas
   it('OpenAI', () => {
     // OpenAI's clients branch on every category: one missing fails the schema.
     const categories = Object.fromEntries(['hate', 'harassment'].map((c) => [c, false]));
-    expect(specErrors('openai', 'CreateModerationResponse', { id: 'x', model: 'm', results: [{ flagged: false, categories, category_scores: {}, category_applied_input_types: {} }] })).not.toEqual([]);
+    expect(
+      specErrors('openai', 'CreateModerationResponse', {
+        id: 'x',
+        model: 'm',
+        results: [{ flagged: false, categories, category_scores: {}, category_applied_input_types: {} }],
+      }),
+    ).not.toEqual([]);
   });
 });
 
@@ -50,23 +63,56 @@ describe('TEI routes against TEI 1.9.3', () => {
 
   it.each([
     ['/embed', 'EmbedResponse', { inputs: 'What is Deep Learning?' }],
-    ['/embed', 'EmbedResponse', { inputs: ['What is Deep Learning?', 'Deep Learning is ...'], normalize: false, truncate: true, truncation_direction: 'Left' }],
+    [
+      '/embed',
+      'EmbedResponse',
+      {
+        inputs: ['What is Deep Learning?', 'Deep Learning is ...'],
+        normalize: false,
+        truncate: true,
+        truncation_direction: 'Left',
+      },
+    ],
     ['/embed', 'EmbedResponse', { inputs: [[7, 8, 9], [10]], dimensions: 8 }],
     ['/embed', 'EmbedResponse', { inputs: 'hello', prompt_name: null, truncate: null }],
     ['/', 'EmbedResponse', { inputs: ['hello world'] }],
     ['/embed_all', 'EmbedAllResponse', { inputs: ['hello world', 'paris'] }],
-    ['/rerank', 'RerankResponse', { query: example('RerankRequest', 'query'), texts: example('RerankRequest', 'texts') }],
+    [
+      '/rerank',
+      'RerankResponse',
+      { query: example('RerankRequest', 'query'), texts: example('RerankRequest', 'texts') },
+    ],
     ['/rerank', 'RerankResponse', { query: 'cat', texts: ['a cat', 'a dog'], return_text: true, raw_scores: true }],
     ['/predict', 'PredictResponse', { inputs: teiSchemas.PredictInput!.example }],
     ['/predict', 'PredictResponse', { inputs: ['What is Deep Learning?', 'Deep Learning is ...'], raw_scores: true }],
-    ['/predict', 'PredictResponse', { inputs: [['What is Deep Learning?'], ['What is Deep Learning?', 'Deep Learning is ...']] }],
-    ['/similarity', 'SimilarityResponse', { inputs: { source_sentence: example('SimilarityInput', 'source_sentence'), sentences: example('SimilarityInput', 'sentences') } }],
-    ['/similarity', 'SimilarityResponse', { inputs: { source_sentence: 'a', sentences: ['b', 'c'] }, parameters: { truncate: true, truncation_direction: 'Right', prompt_name: null } }],
+    [
+      '/predict',
+      'PredictResponse',
+      { inputs: [['What is Deep Learning?'], ['What is Deep Learning?', 'Deep Learning is ...']] },
+    ],
+    [
+      '/similarity',
+      'SimilarityResponse',
+      {
+        inputs: {
+          source_sentence: example('SimilarityInput', 'source_sentence'),
+          sentences: example('SimilarityInput', 'sentences'),
+        },
+      },
+    ],
+    [
+      '/similarity',
+      'SimilarityResponse',
+      {
+        inputs: { source_sentence: 'a', sentences: ['b', 'c'] },
+        parameters: { truncate: true, truncation_direction: 'Right', prompt_name: null },
+      },
+    ],
     ['/tokenize', 'TokenizeResponse', { inputs: 'Héllo 👍 testing' }],
     ['/tokenize', 'TokenizeResponse', { inputs: ['hello world', 'paris'], add_special_tokens: false }],
     ['/decode', 'DecodeResponse', { ids: [2, 7, 8, 3] }],
     ['/decode', 'DecodeResponse', { ids: [[2, 7], [8]], skip_special_tokens: false }],
-  ])('POST %s answers TEI\'s %s (%j)', async (url, schema, body) => {
+  ])("POST %s answers TEI's %s (%j)", async (url, schema, body) => {
     const res = await send('POST', url, body);
     expect(res.statusCode, res.body).toBe(200);
     expectConforms('tei', schema, res.json());
@@ -120,7 +166,8 @@ describe('OpenAI routes against OpenAI 2.3.0', () => {
   it('GET /v1/models and /v1/models/{id} answer ListModelsResponse and Model', async () => {
     const list = await send('GET', '/v1/models');
     expectConforms('openai', 'ListModelsResponse', list.json());
-    for (const id of ['tiny-embedder', 'tiny-reranker']) expectConforms('openai', 'Model', (await send('GET', `/v1/models/${id}`)).json(), id);
+    for (const id of ['tiny-embedder', 'tiny-reranker'])
+      expectConforms('openai', 'Model', (await send('GET', `/v1/models/${id}`)).json(), id);
   });
 
   it.each([
@@ -150,7 +197,15 @@ describe('Ollama routes against Ollama v0.33.0-rc2', () => {
     [{ ...specRequest, model: 'tiny-embedder' }],
     [{ model: 'tiny-embedder:latest', input: ['Why is the sky blue?', 'Why is the grass green?'] }],
     [{ model: 'tiny-embedder', input: 'Generate embeddings for this text', truncate: true }],
-    [{ model: 'tiny-embedder', input: 'Generate embeddings for this text', dimensions: 8, keep_alive: '5m', options: { num_ctx: 64 } }],
+    [
+      {
+        model: 'tiny-embedder',
+        input: 'Generate embeddings for this text',
+        dimensions: 8,
+        keep_alive: '5m',
+        options: { num_ctx: 64 },
+      },
+    ],
   ])('POST /api/embed %j answers EmbedResponse', async (body) => {
     const res = await send('POST', '/api/embed', body);
     expect(res.statusCode, res.body).toBe(200);

@@ -22,9 +22,13 @@ let dir: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-cache-'));
-  for (const folder of ['tiny-embedder', 'tiny-embedder-sentence', 'tiny-reranker']) await cp(join(inject('tinyModelsDir'), folder), join(dir, folder), { recursive: true });
+  for (const folder of ['tiny-embedder', 'tiny-embedder-sentence', 'tiny-reranker'])
+    await cp(join(inject('tinyModelsDir'), folder), join(dir, folder), { recursive: true });
   // Query and document prompts, so that input_type changes what the model is fed.
-  await writeFile(join(dir, 'tiny-embedder', 'config_sentence_transformers.json'), JSON.stringify({ prompts: { query: 'query: ', document: 'passage: ' } }));
+  await writeFile(
+    join(dir, 'tiny-embedder', 'config_sentence_transformers.json'),
+    JSON.stringify({ prompts: { query: 'query: ', document: 'passage: ' } }),
+  );
   await quantizeToInt8(planInt8('tiny-embedder', dir));
 });
 afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -49,7 +53,12 @@ async function scrape(server: Server): Promise<Map<string, number>> {
   return samples;
 }
 
-const texts = ['the quick brown fox', 'jumps over the lazy dog', 'password reset', 'a question about the model and its answer'];
+const texts = [
+  'the quick brown fox',
+  'jumps over the lazy dog',
+  'password reset',
+  'a question about the model and its answer',
+];
 
 describe('embedding cache', () => {
   let cached: Server;
@@ -111,7 +120,12 @@ describe('embedding cache', () => {
     expect(await hits({ model: 'tiny-embedder', input_type: 'query' })).toBe('0');
     expect(await hits({ model: 'tiny-embedder', input_type: 'document' })).toBe('0');
     // Each of them is a hit the second time.
-    for (const payload of [{ model: 'tiny-embedder' }, { model: 'tiny-embedder-sentence' }, { model: 'tiny-embedder:int8' }, { model: 'tiny-embedder', input_type: 'query' }]) {
+    for (const payload of [
+      { model: 'tiny-embedder' },
+      { model: 'tiny-embedder-sentence' },
+      { model: 'tiny-embedder:int8' },
+      { model: 'tiny-embedder', input_type: 'query' },
+    ]) {
       expect(await hits(payload)).toBe('1');
     }
   });
@@ -133,49 +147,64 @@ describe('embedding cache', () => {
   });
 });
 
-describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`embedding cache shared through Redis${hasRedisServer ? '' : ` (skipped: ${REDIS_SKIP_REASON})`}`, () => {
-  let redis: RedisServer;
-  let one: Server;
-  let two: Server;
-  beforeAll(async () => {
-    redis = await startRedisServer(dir);
-    const shared = { modelsDir: dir, models: ['tiny-embedder', 'tiny-reranker'], workers: 1, cacheMaxMb: 16, cacheShared: true, cacheTtl: 3600, redisUrl: redis.url };
-    [one, two] = await Promise.all([startServer(shared), startServer(shared)]);
-  });
-  afterAll(async () => {
-    await Promise.all([one?.close(), two?.close()]);
-    await redis?.stop();
-  });
+describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(
+  `embedding cache shared through Redis${hasRedisServer ? '' : ` (skipped: ${REDIS_SKIP_REASON})`}`,
+  () => {
+    let redis: RedisServer;
+    let one: Server;
+    let two: Server;
+    beforeAll(async () => {
+      redis = await startRedisServer(dir);
+      const shared = {
+        modelsDir: dir,
+        models: ['tiny-embedder', 'tiny-reranker'],
+        workers: 1,
+        cacheMaxMb: 16,
+        cacheShared: true,
+        cacheTtl: 3600,
+        redisUrl: redis.url,
+      };
+      [one, two] = await Promise.all([startServer(shared), startServer(shared)]);
+    });
+    afterAll(async () => {
+      await Promise.all([one?.close(), two?.close()]);
+      await redis?.stop();
+    });
 
-  it('serves on one replica what another computed, byte for byte', async () => {
-    const payload = { model: 'tiny-embedder', input: ['shared between replicas', 'and this one too'], encoding_format: 'base64' };
-    const computed = await post(one, '/v1/embeddings', payload);
-    expect(computed.hits).toBe('0');
-    // The store is not awaited by the request: wait until it is in Redis.
-    const client = new Redis(redis.url);
-    try {
-      for (let i = 0; i < 100 && (await client.keys('onnx-gateway:embedding:*')).length < 2; i++) await sleep(20);
-      const values = await client.mgetBuffer(...(await client.keys('onnx-gateway:embedding:*')));
-      // Pooled vectors of the tiny model's width, as float32 bytes.
-      expect(values.map((value) => value?.byteLength)).toEqual([32 * 4, 32 * 4]);
-      expect(await client.ttl((await client.keys('onnx-gateway:embedding:*'))[0]!)).toBeGreaterThan(3000);
-    } finally {
+    it('serves on one replica what another computed, byte for byte', async () => {
+      const payload = {
+        model: 'tiny-embedder',
+        input: ['shared between replicas', 'and this one too'],
+        encoding_format: 'base64',
+      };
+      const computed = await post(one, '/v1/embeddings', payload);
+      expect(computed.hits).toBe('0');
+      // The store is not awaited by the request: wait until it is in Redis.
+      const client = new Redis(redis.url);
+      try {
+        for (let i = 0; i < 100 && (await client.keys('onnx-gateway:embedding:*')).length < 2; i++) await sleep(20);
+        const values = await client.mgetBuffer(...(await client.keys('onnx-gateway:embedding:*')));
+        // Pooled vectors of the tiny model's width, as float32 bytes.
+        expect(values.map((value) => value?.byteLength)).toEqual([32 * 4, 32 * 4]);
+        expect(await client.ttl((await client.keys('onnx-gateway:embedding:*'))[0]!)).toBeGreaterThan(3000);
+      } finally {
+        client.disconnect();
+      }
+      const fromRedis = await post(two, '/v1/embeddings', payload);
+      expect(fromRedis.hits).toBe('2');
+      expect(fromRedis.body).toBe(computed.body);
+      expect((await scrape(two)).get('onnx_gateway_embedding_cache_hits_total{tier="shared"}')).toBe(2);
+    });
+
+    it('keeps answering when Redis stops answering, computing what it lacks', async () => {
+      const client = new Redis(redis.url);
+      // Every other client's commands wait 2.5 s: longer than a lookup may take.
+      await client.call('CLIENT', 'PAUSE', '2500', 'ALL');
       client.disconnect();
-    }
-    const fromRedis = await post(two, '/v1/embeddings', payload);
-    expect(fromRedis.hits).toBe('2');
-    expect(fromRedis.body).toBe(computed.body);
-    expect((await scrape(two)).get('onnx_gateway_embedding_cache_hits_total{tier="shared"}')).toBe(2);
-  });
-
-  it('keeps answering when Redis stops answering, computing what it lacks', async () => {
-    const client = new Redis(redis.url);
-    // Every other client's commands wait 2.5 s: longer than a lookup may take.
-    await client.call('CLIENT', 'PAUSE', '2500', 'ALL');
-    client.disconnect();
-    const payload = { model: 'tiny-embedder', input: ['sent while Redis is paused'] };
-    expect((await post(one, '/v1/embeddings', payload)).hits).toBe('0');
-    expect((await post(one, '/v1/embeddings', payload)).hits).toBe('1');
-    expect((await scrape(one)).get('onnx_gateway_embedding_cache_shared_errors_total')).toBeGreaterThan(0);
-  });
-});
+      const payload = { model: 'tiny-embedder', input: ['sent while Redis is paused'] };
+      expect((await post(one, '/v1/embeddings', payload)).hits).toBe('0');
+      expect((await post(one, '/v1/embeddings', payload)).hits).toBe('1');
+      expect((await scrape(one)).get('onnx_gateway_embedding_cache_shared_errors_total')).toBeGreaterThan(0);
+    });
+  },
+);

@@ -31,13 +31,30 @@ async function loggedServer(
     },
   });
   const config = loadConfig(
-    { modelsDir: inject('tinyModelsDir'), models: ['tiny-embedder', 'tiny-reranker'], apiKeys: [testKey], host: '127.0.0.1', port: 0, workers: 1, logLevel: 'info', ...settings },
+    {
+      modelsDir: inject('tinyModelsDir'),
+      models: ['tiny-embedder', 'tiny-reranker'],
+      apiKeys: [testKey],
+      host: '127.0.0.1',
+      port: 0,
+      workers: 1,
+      logLevel: 'info',
+      ...settings,
+    },
     {},
   );
   const server = await createServer(config, createLogger(config, stream));
   await server.ready;
   const raw = () => chunks.join('');
-  return { server, raw, lines: () => raw().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>) };
+  return {
+    server,
+    raw,
+    lines: () =>
+      raw()
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as Record<string, unknown>),
+  };
 }
 
 describe('logs', () => {
@@ -47,15 +64,59 @@ describe('logs', () => {
   beforeAll(async () => {
     logged = await loggedServer({ logBodies: false });
     const { app } = logged.server;
-    expect((await app.inject({ method: 'POST', url: '/v1/embeddings', headers, payload: { input: [secretText] } })).statusCode).toBe(200);
-    expect((await app.inject({ method: 'POST', url: '/v1/rerank', headers, payload: { query: secretText, documents: [secretText] } })).statusCode).toBe(200);
+    expect(
+      (await app.inject({ method: 'POST', url: '/v1/embeddings', headers, payload: { input: [secretText] } }))
+        .statusCode,
+    ).toBe(200);
+    expect(
+      (
+        await app.inject({
+          method: 'POST',
+          url: '/v1/rerank',
+          headers,
+          payload: { query: secretText, documents: [secretText] },
+        })
+      ).statusCode,
+    ).toBe(200);
     // Errors about the body: bad JSON (whose parser message quotes the text), a wrong field, an unknown model.
-    const badJson = await app.inject({ method: 'POST', url: '/v1/embeddings', headers: { ...headers, 'content-type': 'application/json' }, payload: `{"input": "${secretText}"` });
+    const badJson = await app.inject({
+      method: 'POST',
+      url: '/v1/embeddings',
+      headers: { ...headers, 'content-type': 'application/json' },
+      payload: `{"input": "${secretText}"`,
+    });
     expect(badJson.statusCode).toBe(400);
-    expect((await app.inject({ method: 'POST', url: '/v1/embeddings', headers, payload: { input: secretText, dimensions: 'many' } })).statusCode).toBe(400);
-    expect((await app.inject({ method: 'POST', url: '/v1/embeddings', headers, payload: { input: secretText, model: secretText } })).statusCode).toBe(404);
+    expect(
+      (
+        await app.inject({
+          method: 'POST',
+          url: '/v1/embeddings',
+          headers,
+          payload: { input: secretText, dimensions: 'many' },
+        })
+      ).statusCode,
+    ).toBe(400);
+    expect(
+      (
+        await app.inject({
+          method: 'POST',
+          url: '/v1/embeddings',
+          headers,
+          payload: { input: secretText, model: secretText },
+        })
+      ).statusCode,
+    ).toBe(404);
     // A wrong key is not logged either.
-    expect((await app.inject({ method: 'POST', url: '/v1/embeddings', headers: { authorization: `Bearer ${secretText}` }, payload: { input: 'x' } })).statusCode).toBe(401);
+    expect(
+      (
+        await app.inject({
+          method: 'POST',
+          url: '/v1/embeddings',
+          headers: { authorization: `Bearer ${secretText}` },
+          payload: { input: 'x' },
+        })
+      ).statusCode,
+    ).toBe(401);
   });
   afterAll(() => logged?.server.close());
 
@@ -69,7 +130,7 @@ describe('logs', () => {
     }
   });
 
-  it('tags every request line with the request id, the client\'s own when it sent one', () => {
+  it("tags every request line with the request id, the client's own when it sent one", () => {
     const lines = logged.lines().filter((line) => line.req !== undefined || line.res !== undefined);
     expect(lines.length).toBeGreaterThanOrEqual(12);
     for (const line of lines) expect(typeof line.reqId).toBe('string');
@@ -78,7 +139,12 @@ describe('logs', () => {
   });
 
   it('has the detail of a refused reader address, which the answer leaves out', async () => {
-    const res = await logged.server.app.inject({ method: 'POST', url: '/v1/web-reader/read', headers: { ...headers, 'x-request-id': 'req-reader-1' }, payload: { url: 'http://10.1.2.3:8080/admin' } });
+    const res = await logged.server.app.inject({
+      method: 'POST',
+      url: '/v1/web-reader/read',
+      headers: { ...headers, 'x-request-id': 'req-reader-1' },
+      payload: { url: 'http://10.1.2.3:8080/admin' },
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json<ErrorBody>().error.message).not.toContain('10.1.2.3');
     const line = logged.lines().find((entry) => entry.reqId === 'req-reader-1' && typeof entry.detail === 'string');
@@ -114,24 +180,38 @@ describe('ONNX_GATEWAY_LOG_BODIES', () => {
   });
 });
 
-describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(`start-up logs${hasRedisServer ? '' : ` (skipped: ${REDIS_SKIP_REASON})`}`, () => {
-  it("logs the search service's error while it opens: a replica that can not catch up with the index stream", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-startup-log-'));
-    const redis = await startRedisServer(dir);
-    const client = new Redis(redis.url);
-    let logged: Awaited<ReturnType<typeof loggedServer>> | undefined;
-    try {
-      // The stream starts at entry 5 and there is no snapshot of 1 to 4: catching up fails, serving goes on.
-      await client.xadd('onnx-gateway:index:stream', '*', 'sequence', '5', 'operation', '{"op":"delete","keys":["x"]}');
-      logged = await loggedServer({ dataDir: dir, redisUrl: redis.url });
-      const line = logged.lines().find((entry) => entry.msg === 'index replication: catching up with the stream failed; retrying while serving');
-      expect(line?.level).toBe(50);
-      expect((line?.err as { message?: string } | undefined)?.message).toMatch(/no snapshot to load/);
-    } finally {
-      await logged?.server.close();
-      client.disconnect();
-      await redis.stop();
-      await rm(dir, { recursive: true, force: true });
-    }
-  }, 60_000);
-});
+describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(
+  `start-up logs${hasRedisServer ? '' : ` (skipped: ${REDIS_SKIP_REASON})`}`,
+  () => {
+    it("logs the search service's error while it opens: a replica that can not catch up with the index stream", async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-startup-log-'));
+      const redis = await startRedisServer(dir);
+      const client = new Redis(redis.url);
+      let logged: Awaited<ReturnType<typeof loggedServer>> | undefined;
+      try {
+        // The stream starts at entry 5 and there is no snapshot of 1 to 4: catching up fails, serving goes on.
+        await client.xadd(
+          'onnx-gateway:index:stream',
+          '*',
+          'sequence',
+          '5',
+          'operation',
+          '{"op":"delete","keys":["x"]}',
+        );
+        logged = await loggedServer({ dataDir: dir, redisUrl: redis.url });
+        const line = logged
+          .lines()
+          .find(
+            (entry) => entry.msg === 'index replication: catching up with the stream failed; retrying while serving',
+          );
+        expect(line?.level).toBe(50);
+        expect((line?.err as { message?: string } | undefined)?.message).toMatch(/no snapshot to load/);
+      } finally {
+        await logged?.server.close();
+        client.disconnect();
+        await redis.stop();
+        await rm(dir, { recursive: true, force: true });
+      }
+    }, 60_000);
+  },
+);

@@ -40,7 +40,12 @@ async function scrape(server: Server): Promise<Map<string, number>> {
 
 describe('GET /metrics', () => {
   let server: Server;
-  const texts = ['a short text', 'a somewhat longer text than the first one is', 'x', 'the quick brown fox jumps over the lazy dog'];
+  const texts = [
+    'a short text',
+    'a somewhat longer text than the first one is',
+    'x',
+    'the quick brown fox jumps over the lazy dog',
+  ];
   let promptTokens = 0;
   let inputs = 0;
   let samples: Map<string, number>;
@@ -63,19 +68,41 @@ describe('GET /metrics', () => {
   afterAll(() => server?.close());
 
   it('counts requests by route pattern, method and status', () => {
-    expect(sample(samples, 'onnx_gateway_http_requests_total', { method: 'POST', route: '/v1/embeddings', status: '200' })).toBe(3);
-    expect(sample(samples, 'onnx_gateway_http_requests_total', { method: 'POST', route: '/v1/embeddings', status: '400' })).toBe(1);
-    expect(sample(samples, 'onnx_gateway_http_requests_total', { method: 'POST', route: '/v1/rerank', status: '200' })).toBe(1);
+    expect(
+      sample(samples, 'onnx_gateway_http_requests_total', { method: 'POST', route: '/v1/embeddings', status: '200' }),
+    ).toBe(3);
+    expect(
+      sample(samples, 'onnx_gateway_http_requests_total', { method: 'POST', route: '/v1/embeddings', status: '400' }),
+    ).toBe(1);
+    expect(
+      sample(samples, 'onnx_gateway_http_requests_total', { method: 'POST', route: '/v1/rerank', status: '200' }),
+    ).toBe(1);
     // The pattern, not the URL: ids do not become labels.
-    expect(sample(samples, 'onnx_gateway_http_requests_total', { method: 'GET', route: '/v1/models/:model', status: '404' })).toBe(1);
-    expect(sample(samples, 'onnx_gateway_http_requests_total', { method: 'GET', route: 'unmatched', status: '404' })).toBe(1);
-    expect([...samples.keys()].some((key) => key.includes('/v1/models/nope') || key.includes('/no/such/route'))).toBe(false);
+    expect(
+      sample(samples, 'onnx_gateway_http_requests_total', { method: 'GET', route: '/v1/models/:model', status: '404' }),
+    ).toBe(1);
+    expect(
+      sample(samples, 'onnx_gateway_http_requests_total', { method: 'GET', route: 'unmatched', status: '404' }),
+    ).toBe(1);
+    expect([...samples.keys()].some((key) => key.includes('/v1/models/nope') || key.includes('/no/such/route'))).toBe(
+      false,
+    );
   });
 
   it('keeps latency histograms per route', () => {
-    expect(sample(samples, 'onnx_gateway_http_request_duration_seconds_count', { method: 'POST', route: '/v1/embeddings' })).toBe(4);
-    expect(sample(samples, 'onnx_gateway_http_request_duration_seconds_bucket', { method: 'POST', route: '/v1/embeddings', le: '+Inf' })).toBe(4);
-    expect(sample(samples, 'onnx_gateway_http_request_duration_seconds_sum', { method: 'POST', route: '/v1/embeddings' })).toBeGreaterThan(0);
+    expect(
+      sample(samples, 'onnx_gateway_http_request_duration_seconds_count', { method: 'POST', route: '/v1/embeddings' }),
+    ).toBe(4);
+    expect(
+      sample(samples, 'onnx_gateway_http_request_duration_seconds_bucket', {
+        method: 'POST',
+        route: '/v1/embeddings',
+        le: '+Inf',
+      }),
+    ).toBe(4);
+    expect(
+      sample(samples, 'onnx_gateway_http_request_duration_seconds_sum', { method: 'POST', route: '/v1/embeddings' }),
+    ).toBeGreaterThan(0);
   });
 
   it('records the tokenize, queue and inference phases of each answered model request', () => {
@@ -83,7 +110,9 @@ describe('GET /metrics', () => {
       expect(sample(samples, 'onnx_gateway_request_phase_seconds_count', { route: '/v1/embeddings', phase })).toBe(3);
       expect(sample(samples, 'onnx_gateway_request_phase_seconds_count', { route: '/v1/rerank', phase })).toBe(1);
     }
-    expect(sample(samples, 'onnx_gateway_request_phase_seconds_sum', { route: '/v1/embeddings', phase: 'inference' })).toBeGreaterThan(0);
+    expect(
+      sample(samples, 'onnx_gateway_request_phase_seconds_sum', { route: '/v1/embeddings', phase: 'inference' }),
+    ).toBeGreaterThan(0);
   });
 
   it('counts exactly the tokens the responses report, and every input in a batch', () => {
@@ -131,10 +160,14 @@ describe('GET /metrics', () => {
     try {
       await other.app.inject({ method: 'POST', url: '/v1/embeddings', payload: { input: 'one' }, headers: auth });
       const mine = await scrape(other);
-      expect(sample(mine, 'onnx_gateway_http_requests_total', { method: 'POST', route: '/v1/embeddings', status: '200' })).toBe(1);
+      expect(
+        sample(mine, 'onnx_gateway_http_requests_total', { method: 'POST', route: '/v1/embeddings', status: '200' }),
+      ).toBe(1);
       expect(sample(mine, 'onnx_gateway_batch_size_sum', { model: 'tiny-embedder' })).toBe(1);
       const first = await scrape(server);
-      expect(sample(first, 'onnx_gateway_http_requests_total', { method: 'POST', route: '/v1/embeddings', status: '200' })).toBe(3);
+      expect(
+        sample(first, 'onnx_gateway_http_requests_total', { method: 'POST', route: '/v1/embeddings', status: '200' }),
+      ).toBe(3);
     } finally {
       await other.close();
     }
@@ -145,13 +178,20 @@ describe('Server-Timing', () => {
   it('is written from the phases a route reports and read back as them', () => {
     const edit = { decode: 1, edit: 20.5, inference: 18.25, encode: 0.125 };
     expect(formatServerTiming(edit)).toBe('decode;dur=1.00, edit;dur=20.50, inference;dur=18.25, encode;dur=0.13');
-    expect(parseServerTiming('tokenize;dur=1.5, queue;dur=0.25, inference;dur=12, cache;desc="other"')).toEqual({ tokenize: 1.5, queue: 0.25, inference: 12 });
+    expect(parseServerTiming('tokenize;dur=1.5, queue;dur=0.25, inference;dur=12, cache;desc="other"')).toEqual({
+      tokenize: 1.5,
+      queue: 0.25,
+      inference: 12,
+    });
   });
 
   it('tells where the time of an embeddings and a rerank request went', async () => {
     const server = await startServer();
     try {
-      for (const [url, payload] of [['/v1/embeddings', { input: 'time me' }], ['/v1/rerank', { query: 'q', documents: ['d'] }]] as const) {
+      for (const [url, payload] of [
+        ['/v1/embeddings', { input: 'time me' }],
+        ['/v1/rerank', { query: 'q', documents: ['d'] }],
+      ] as const) {
         const res = await server.app.inject({ method: 'POST', url, payload, headers: auth });
         expect(res.statusCode).toBe(200);
         expect(res.headers['server-timing']).toMatch(/^tokenize;dur=[\d.]+, queue;dur=[\d.]+, inference;dur=[\d.]+$/);

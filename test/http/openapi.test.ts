@@ -35,7 +35,13 @@ interface Operation {
   summary?: string;
   requestBody?: { content: Record<string, { schema: object }> };
   parameters?: { in: string; name: string }[];
-  responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }>; headers?: Record<string, { schema: { type: string }; description?: string }> }>;
+  responses: Record<
+    string,
+    {
+      content?: Record<string, { schema: Record<string, unknown> }>;
+      headers?: Record<string, { schema: { type: string }; description?: string }>;
+    }
+  >;
 }
 interface Document {
   openapi: string;
@@ -58,7 +64,7 @@ beforeAll(async () => {
 afterAll(() => server?.close());
 
 describe('GET /openapi.json', () => {
-  it('collected the app\'s routes', () => {
+  it("collected the app's routes", () => {
     expect(registered.some((r) => r.url === '/v1/embeddings' && r.method === 'POST')).toBe(true);
   });
 
@@ -74,7 +80,12 @@ describe('GET /openapi.json', () => {
       if ([...operational, ...aliases].some((pattern) => pattern.test(route.url))) continue;
       // A route left out of the document must be one that says it is not supported.
       const url = route.url.replace(/\*$/, 'anything').replace(/:(\w+)/g, 'x');
-      const res = await server.app.inject({ method: route.method as 'GET', url, headers: auth, payload: route.method === 'GET' ? undefined : {} });
+      const res = await server.app.inject({
+        method: route.method as 'GET',
+        url,
+        headers: auth,
+        payload: route.method === 'GET' ? undefined : {},
+      });
       if (res.statusCode !== 501) missing.push(`${route.method} ${route.url} (answers ${res.statusCode})`);
     }
     expect(missing).toEqual([]);
@@ -88,7 +99,9 @@ describe('GET /openapi.json', () => {
   });
 
   it('gives every operation a tag, a summary, a success schema and the error responses', () => {
-    const operations = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ name: `${method} ${path}`, method, op })));
+    const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops).map(([method, op]) => ({ name: `${method} ${path}`, method, op })),
+    );
     expect(operations.length).toBeGreaterThanOrEqual(5);
     for (const { name, method, op } of operations) {
       expect(op.tags?.length, name).toBeGreaterThan(0);
@@ -98,24 +111,38 @@ describe('GET /openapi.json', () => {
       expect(op.responses[success!]!.content?.['application/json']?.schema, name).toBeDefined();
       // A model that is not served: 404, or on TEI's routes TEI's 424 (its process serves one model, named by none).
       const missingModel = op.tags?.[0] === 'TEI compatibility' ? '424' : '404';
-      for (const status of ['400', '401', missingModel, '500']) expect(Object.keys(op.responses), `${name} ${status}`).toContain(status);
+      for (const status of ['400', '401', missingModel, '500'])
+        expect(Object.keys(op.responses), `${name} ${status}`).toContain(status);
       if (method === 'post') expect(op.requestBody?.content['application/json']?.schema, name).toBeDefined();
     }
   });
 
   it('describes the error body of the OpenAI-style routes with the catalogue shape', () => {
-    for (const [path, method] of [['/v1/embeddings', 'post'], ['/v1/rerank', 'post'], ['/v1/models/{model}', 'get']] as const) {
-      const schema = doc.paths[path]![method]!.responses['400']!.content!['application/json']!.schema as { properties: { error: { required: string[] } } };
+    for (const [path, method] of [
+      ['/v1/embeddings', 'post'],
+      ['/v1/rerank', 'post'],
+      ['/v1/models/{model}', 'get'],
+    ] as const) {
+      const schema = doc.paths[path]![method]!.responses['400']!.content!['application/json']!.schema as {
+        properties: { error: { required: string[] } };
+      };
       expect(schema.properties.error.required).toEqual(expect.arrayContaining(['message', 'type', 'param', 'code']));
     }
   });
 
   it('documents path parameters and request bodies from the route schemas', () => {
     const engines = doc.paths['/v1/engines/{model}/embeddings']!.post!;
-    expect(engines.parameters).toEqual(expect.arrayContaining([expect.objectContaining({ in: 'path', name: 'model' })]));
-    const body = doc.paths['/v1/embeddings']!.post!.requestBody!.content['application/json']!.schema as { required: string[]; properties: Record<string, unknown> };
+    expect(engines.parameters).toEqual(
+      expect.arrayContaining([expect.objectContaining({ in: 'path', name: 'model' })]),
+    );
+    const body = doc.paths['/v1/embeddings']!.post!.requestBody!.content['application/json']!.schema as {
+      required: string[];
+      properties: Record<string, unknown>;
+    };
     expect(body.required).toContain('input');
-    expect(Object.keys(body.properties)).toEqual(expect.arrayContaining(['input', 'model', 'encoding_format', 'dimensions']));
+    expect(Object.keys(body.properties)).toEqual(
+      expect.arrayContaining(['input', 'model', 'encoding_format', 'dimensions']),
+    );
   });
 
   it('documents the response headers: x-request-id on every success, Server-Timing on the model routes, x-cache-hits on the dense embedding routes', () => {
@@ -124,10 +151,31 @@ describe('GET /openapi.json', () => {
       return responses[Object.keys(responses).find((status) => status.startsWith('2'))!]!.headers ?? {};
     };
     for (const [path, operations] of Object.entries(doc.paths)) {
-      for (const method of Object.keys(operations)) expect(successHeaders(path, method)['x-request-id']?.schema.type, `${method} ${path}`).toBe('string');
+      for (const method of Object.keys(operations))
+        expect(successHeaders(path, method)['x-request-id']?.schema.type, `${method} ${path}`).toBe('string');
     }
-    const dense = ['/v1/embeddings', '/v1/engines/{model}/embeddings', '/v1/engines/{owner}/{name}/embeddings', '/embed', '/api/embed', '/api/embeddings', '/v2/embed'];
-    const timed = [...dense, '/v1/rerank', '/v2/rerank', '/rerank', '/v1/classify', '/v1/moderations', '/v1/images/edits', '/predict', '/embed_sparse', '/embed_all', '/similarity'];
+    const dense = [
+      '/v1/embeddings',
+      '/v1/engines/{model}/embeddings',
+      '/v1/engines/{owner}/{name}/embeddings',
+      '/embed',
+      '/api/embed',
+      '/api/embeddings',
+      '/v2/embed',
+    ];
+    const timed = [
+      ...dense,
+      '/v1/rerank',
+      '/v2/rerank',
+      '/rerank',
+      '/v1/classify',
+      '/v1/moderations',
+      '/v1/images/edits',
+      '/predict',
+      '/embed_sparse',
+      '/embed_all',
+      '/similarity',
+    ];
     for (const path of Object.keys(doc.paths)) {
       const headers = successHeaders(path, Object.keys(doc.paths[path]!)[0]!);
       expect(Boolean(headers['server-timing']), path).toBe(timed.includes(path));
@@ -147,7 +195,8 @@ describe('GET /openapi.json', () => {
       expect(res.statusCode, url).toBe(200);
       const responses = doc.paths[url]!.post!.responses;
       // No cache in this app: x-cache-hits is documented as absent then.
-      for (const header of Object.keys(responses['200']!.headers ?? {}).filter((name) => name !== 'x-cache-hits')) expect(res.headers[header], `${url} ${header}`).toBeTruthy();
+      for (const header of Object.keys(responses['200']!.headers ?? {}).filter((name) => name !== 'x-cache-hits'))
+        expect(res.headers[header], `${url} ${header}`).toBeTruthy();
     }
   });
 

@@ -16,11 +16,17 @@ beforeAll(async () => {
   server = createServer((request, response) => {
     const path = request.url ?? '/';
     if (path === '/page') {
-      response.writeHead(200, { 'content-type': 'text/html; charset=iso-8859-1' }).end(Buffer.from('<html><title>Caf\xe9</title><body>cr\xe8me br\xfbl\xe9e</body></html>', 'latin1'));
+      response
+        .writeHead(200, { 'content-type': 'text/html; charset=iso-8859-1' })
+        .end(Buffer.from('<html><title>Caf\xe9</title><body>cr\xe8me br\xfbl\xe9e</body></html>', 'latin1'));
     } else if (path === '/gzip') {
-      response.writeHead(200, { 'content-type': 'text/html', 'content-encoding': 'gzip' }).end(gzipSync('<p>compressed</p>'));
+      response
+        .writeHead(200, { 'content-type': 'text/html', 'content-encoding': 'gzip' })
+        .end(gzipSync('<p>compressed</p>'));
     } else if (path === '/bomb') {
-      response.writeHead(200, { 'content-type': 'text/html', 'content-encoding': 'gzip' }).end(gzipSync(Buffer.alloc(4_000_000, 32)));
+      response
+        .writeHead(200, { 'content-type': 'text/html', 'content-encoding': 'gzip' })
+        .end(gzipSync(Buffer.alloc(4_000_000, 32)));
     } else if (path === '/big') {
       response.writeHead(200, { 'content-type': 'text/html' }).end('x'.repeat(2_000_000));
     } else if (path === '/redirect') {
@@ -49,16 +55,35 @@ afterAll(async () => {
 
 const relaxed: FetchLimits = { maxBytes: 1_000_000, timeoutMs: 10_000, maxRedirects: 3, allowPrivate: true };
 const guarded: FetchLimits = { ...relaxed, allowPrivate: false };
-const refusedMessage = 'The reader does not fetch this url: its host does not resolve to an address the reader may fetch.';
+const refusedMessage =
+  'The reader does not fetch this url: its host does not resolve to an address the reader may fetch.';
 const at = (path: string) => `http://127.0.0.1:${port}${path}`;
 
 describe('address policy', () => {
   it.each([
-    ['127.0.0.1', false], ['10.1.2.3', false], ['172.16.0.1', false], ['172.31.255.255', false], ['192.168.1.1', false],
-    ['169.254.169.254', false], ['100.64.0.1', false], ['0.0.0.0', false], ['224.0.0.1', false], ['255.255.255.255', false],
-    ['::1', false], ['::', false], ['fe80::1', false], ['fd12:3456::1', false], ['::ffff:127.0.0.1', false], ['::ffff:7f00:1', false],
-    ['::ffff:a9fe:a9fe', false], ['localhost', false],
-    ['8.8.8.8', true], ['172.32.0.1', true], ['93.184.216.34', true], ['2606:4700:4700::1111', true], ['::ffff:8.8.8.8', true],
+    ['127.0.0.1', false],
+    ['10.1.2.3', false],
+    ['172.16.0.1', false],
+    ['172.31.255.255', false],
+    ['192.168.1.1', false],
+    ['169.254.169.254', false],
+    ['100.64.0.1', false],
+    ['0.0.0.0', false],
+    ['224.0.0.1', false],
+    ['255.255.255.255', false],
+    ['::1', false],
+    ['::', false],
+    ['fe80::1', false],
+    ['fd12:3456::1', false],
+    ['::ffff:127.0.0.1', false],
+    ['::ffff:7f00:1', false],
+    ['::ffff:a9fe:a9fe', false],
+    ['localhost', false],
+    ['8.8.8.8', true],
+    ['172.32.0.1', true],
+    ['93.184.216.34', true],
+    ['2606:4700:4700::1111', true],
+    ['::ffff:8.8.8.8', true],
   ])('%s is public: %s', (address, expected) => {
     expect(isPublicAddress(address)).toBe(expected);
   });
@@ -91,8 +116,13 @@ describe('fetchPage with the guard relaxed', () => {
     await expect(fetchPage(at('/hang'), { ...relaxed, timeoutMs: 200 })).rejects.toMatchObject({ code: 'timeout' });
   });
   it('refuses other schemes and credentials', async () => {
-    await expect(fetchPage('file:///etc/passwd', relaxed)).rejects.toMatchObject({ code: 'invalid_request', param: 'url' });
-    await expect(fetchPage(`http://user:pw@127.0.0.1:${port}/page`, relaxed)).rejects.toMatchObject({ code: 'invalid_request' });
+    await expect(fetchPage('file:///etc/passwd', relaxed)).rejects.toMatchObject({
+      code: 'invalid_request',
+      param: 'url',
+    });
+    await expect(fetchPage(`http://user:pw@127.0.0.1:${port}/page`, relaxed)).rejects.toMatchObject({
+      code: 'invalid_request',
+    });
     await expect(fetchPage('not a url', relaxed)).rejects.toMatchObject({ code: 'invalid_request' });
   });
 });

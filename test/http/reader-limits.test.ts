@@ -37,7 +37,11 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => pageServer.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(pageServer.address() as AddressInfo).port}`;
-  server = await startFakeApp({ readerAllowPrivate: true, readerMaxBytes: 5_000_000, readerParseTimeout: parseTimeoutMs });
+  server = await startFakeApp({
+    readerAllowPrivate: true,
+    readerMaxBytes: 5_000_000,
+    readerParseTimeout: parseTimeoutMs,
+  });
   origin = await server.app.listen({ host: '127.0.0.1', port: 0 });
 });
 afterAll(async () => {
@@ -74,17 +78,23 @@ async function longestHealthPoll(done: Promise<unknown>): Promise<{ longest: num
 }
 
 describe('the reader never blocks the server', () => {
-  it.each(['markdown', 'text'])('reads 4,000,000 spaces in a <pre> (%s) while /health answers within 250 ms', async (format) => {
-    // A warm thread, so that the time measured is the page's.
-    expect((await read('/small')).status).toBe(200);
-    const reading = read('/spaces', format).then(async (res) => ({ status: res.status, body: (await res.json()) as Answer }));
-    const { longest } = await longestHealthPoll(reading);
-    const result = await reading;
-    // 200, not page_too_complex: converted within the parse time limit.
-    expect(longest).toBeLessThan(250);
-    expect(result.status).toBe(200);
-    expect(result.body.content).toMatch(/a {1,64}b/);
-  });
+  it.each(['markdown', 'text'])(
+    'reads 4,000,000 spaces in a <pre> (%s) while /health answers within 250 ms',
+    async (format) => {
+      // A warm thread, so that the time measured is the page's.
+      expect((await read('/small')).status).toBe(200);
+      const reading = read('/spaces', format).then(async (res) => ({
+        status: res.status,
+        body: (await res.json()) as Answer,
+      }));
+      const { longest } = await longestHealthPoll(reading);
+      const result = await reading;
+      // 200, not page_too_complex: converted within the parse time limit.
+      expect(longest).toBeLessThan(250);
+      expect(result.status).toBe(200);
+      expect(result.body.content).toMatch(/a {1,64}b/);
+    },
+  );
 
   it('answers a page over the parse time limit with page_too_complex, and reads the next page', async () => {
     const reading = read('/crowded').then(async (res) => ({ status: res.status, body: (await res.json()) as Answer }));

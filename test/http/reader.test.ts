@@ -33,13 +33,20 @@ let base: string;
 beforeAll(async () => {
   pages = createServer((request, response) => {
     switch (request.url) {
-      case '/article': return void response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(article);
-      case '/plain': return void response.writeHead(200, { 'content-type': 'text/plain' }).end('just text\nsecond line');
-      case '/image': return void response.writeHead(200, { 'content-type': 'image/png' }).end(Buffer.alloc(64));
-      case '/moved': return void response.writeHead(302, { location: '/article' }).end();
-      case '/huge': return void response.writeHead(200, { 'content-type': 'text/html' }).end(`<p>${'x'.repeat(3_000_000)}</p>`);
-      case '/error': return void response.writeHead(500).end('boom');
-      default: return void response.writeHead(404).end('missing');
+      case '/article':
+        return void response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(article);
+      case '/plain':
+        return void response.writeHead(200, { 'content-type': 'text/plain' }).end('just text\nsecond line');
+      case '/image':
+        return void response.writeHead(200, { 'content-type': 'image/png' }).end(Buffer.alloc(64));
+      case '/moved':
+        return void response.writeHead(302, { location: '/article' }).end();
+      case '/huge':
+        return void response.writeHead(200, { 'content-type': 'text/html' }).end(`<p>${'x'.repeat(3_000_000)}</p>`);
+      case '/error':
+        return void response.writeHead(500).end('boom');
+      default:
+        return void response.writeHead(404).end('missing');
     }
   });
   await new Promise<void>((resolve) => pages.listen(0, '127.0.0.1', resolve));
@@ -47,7 +54,8 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise<void>((resolve) => pages.close(() => resolve())));
 
-const read = (server: FakeApp, body: unknown) => server.app.inject({ method: 'POST', url: '/v1/web-reader/read', headers: auth, payload: body as object });
+const read = (server: FakeApp, body: unknown) =>
+  server.app.inject({ method: 'POST', url: '/v1/web-reader/read', headers: auth, payload: body as object });
 
 describe('web reader, private addresses allowed', () => {
   let server: FakeApp;
@@ -104,17 +112,24 @@ describe('web reader, guard on', () => {
     expect(res.statusCode).toBe(400);
     expect(res.json<ErrorBody>().error).toMatchObject({ code: 'invalid_request', param: 'url' });
     // One message for every refused or unresolvable host: nothing about the network behind it.
-    expect(res.json<ErrorBody>().error.message).toBe('The reader does not fetch this url: its host does not resolve to an address the reader may fetch.');
+    expect(res.json<ErrorBody>().error.message).toBe(
+      'The reader does not fetch this url: its host does not resolve to an address the reader may fetch.',
+    );
   });
 
-  it.each([['file:///etc/passwd'], ['javascript:alert(1)'], ['ftp://example.org/x'], ['not a url'], ['']])('refuses %j with 400', async (url) => {
-    const res = await read(server, { url });
-    expect(res.statusCode).toBe(400);
-    expect(res.json<ErrorBody>().error.param).toBe('url');
-  });
+  it.each([['file:///etc/passwd'], ['javascript:alert(1)'], ['ftp://example.org/x'], ['not a url'], ['']])(
+    'refuses %j with 400',
+    async (url) => {
+      const res = await read(server, { url });
+      expect(res.statusCode).toBe(400);
+      expect(res.json<ErrorBody>().error.param).toBe('url');
+    },
+  );
 
   it('refuses a missing url and a wrong format', async () => {
     expect((await read(server, {})).statusCode).toBe(400);
-    expect((await read(server, { url: 'https://example.org', format: 'pdf' })).json<ErrorBody>().error.param).toBe('format');
+    expect((await read(server, { url: 'https://example.org', format: 'pdf' })).json<ErrorBody>().error.param).toBe(
+      'format',
+    );
   });
 });

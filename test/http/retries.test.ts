@@ -37,7 +37,9 @@ describe('x-should-retry', () => {
         return fetch(input, init);
       },
     });
-    const error = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    const error = await client.chat.completions
+      .create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.APIError);
     expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(501);
     expect(requests).toHaveLength(1);
@@ -45,7 +47,12 @@ describe('x-should-retry', () => {
 
   // A page's 5xx, which may recover, against its 404, which will not: test/http/reader.test.ts.
   it('is absent on client errors, which clients do not retry anyway', async () => {
-    const invalid = await server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload: { input: '' } });
+    const invalid = await server.app.inject({
+      method: 'POST',
+      url: '/v1/embeddings',
+      headers: auth,
+      payload: { input: '' },
+    });
     expect(invalid.statusCode).toBe(400);
     expect(invalid.headers['x-should-retry']).toBeUndefined();
   });

@@ -36,7 +36,9 @@ class GateProvider implements SearchProvider {
   }
 }
 
-const outcome = (title: string): SearchOutcome => ({ results: [{ title, url: `https://example.org/${title}`, snippet: title, score: 1, source: 'test' }] });
+const outcome = (title: string): SearchOutcome => ({
+  results: [{ title, url: `https://example.org/${title}`, snippet: title, score: 1, source: 'test' }],
+});
 const request = (query: string) => normaliseSearchRequest({ query });
 const options: SearchTasksOptions = { concurrency: 1, retentionMs: 3_600_000, taskTimeoutMs: 60_000, maxPending: 100 };
 
@@ -93,9 +95,15 @@ describe('search tasks', () => {
     await vi.waitFor(() => expect(provider.calls).toHaveLength(3));
     provider.calls[0]!.reject(new ApiError('upstream_error', 'SearXNG answered HTTP 500.'));
     provider.calls[2]!.reject(new TypeError('secret internals'));
-    expect(await tasks.wait('me', upstream.id, 10_000)).toMatchObject({ state: 'failed', error: { code: 'upstream_error', message: 'SearXNG answered HTTP 500.' } });
+    expect(await tasks.wait('me', upstream.id, 10_000)).toMatchObject({
+      state: 'failed',
+      error: { code: 'upstream_error', message: 'SearXNG answered HTTP 500.' },
+    });
     expect(await tasks.wait('me', slow.id, 10_000)).toMatchObject({ state: 'failed', error: { code: 'timeout' } });
-    expect(await tasks.wait('me', broken.id, 10_000)).toMatchObject({ state: 'failed', error: { code: 'internal', message: 'Internal error while searching.' } });
+    expect(await tasks.wait('me', broken.id, 10_000)).toMatchObject({
+      state: 'failed',
+      error: { code: 'internal', message: 'Internal error while searching.' },
+    });
   });
 
   it('refuse new tasks with overloaded when too many wait', async () => {
@@ -108,7 +116,14 @@ describe('search tasks', () => {
   it('forget finished tasks after the retention', async () => {
     const store = new SqliteTaskStore(openDatabase(':memory:'));
     const now = Date.now();
-    const base = { owner: 'me', request: request('old'), startedAt: now - 7_200_000, outcome: outcome('old'), error: null, state: 'succeeded' as const };
+    const base = {
+      owner: 'me',
+      request: request('old'),
+      startedAt: now - 7_200_000,
+      outcome: outcome('old'),
+      error: null,
+      state: 'succeeded' as const,
+    };
     await store.insert({ ...base, id: 'expired', createdAt: now - 7_200_000, finishedAt: now - 7_100_000 });
     await store.insert({ ...base, id: 'kept', createdAt: now - 60_000, finishedAt: now - 50_000 });
     const tasks = await SearchTasks.open(store, new GateProvider(), { ...options, retentionMs: 3_600_000 });
@@ -125,7 +140,14 @@ describe('search tasks', () => {
       const store = new SqliteTaskStore(openDatabase(path));
       const now = Date.now();
       const base = { owner: 'me', request: request('q'), createdAt: now, outcome: null, error: null };
-      await store.insert({ ...base, id: 'finished', state: 'succeeded', startedAt: now, finishedAt: now, outcome: outcome('kept') });
+      await store.insert({
+        ...base,
+        id: 'finished',
+        state: 'succeeded',
+        startedAt: now,
+        finishedAt: now,
+        outcome: outcome('kept'),
+      });
       await store.insert({ ...base, id: 'running', state: 'running', startedAt: now, finishedAt: null });
       await store.insert({ ...base, id: 'pending', state: 'pending', startedAt: null, finishedAt: null });
       await store.close();
@@ -136,7 +158,10 @@ describe('search tasks', () => {
       expect(await tasks.get('me', 'running')).toMatchObject({ state: 'failed', error: { code: 'interrupted' } });
       await vi.waitFor(() => expect(provider.calls).toHaveLength(1));
       provider.calls[0]!.resolve(outcome('rerun'));
-      expect(await tasks.wait('me', 'pending', 10_000)).toMatchObject({ state: 'succeeded', outcome: outcome('rerun') });
+      expect(await tasks.wait('me', 'pending', 10_000)).toMatchObject({
+        state: 'succeeded',
+        outcome: outcome('rerun'),
+      });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -147,7 +172,9 @@ describe('search settings', () => {
   it('refuse the searxng provider without an instance URL', () => {
     expect(() => loadConfig({ searchProvider: 'searxng' }, {})).toThrow(ConfigError);
     expect(() => loadConfig({ searchProvider: 'searxng', searxngUrl: 'localhost:8888' }, {})).toThrow(/searxngUrl/);
-    expect(loadConfig({ searchProvider: 'searxng', searxngUrl: 'http://127.0.0.1:8888' }, {}).searxngUrl).toBe('http://127.0.0.1:8888');
+    expect(loadConfig({ searchProvider: 'searxng', searxngUrl: 'http://127.0.0.1:8888' }, {}).searxngUrl).toBe(
+      'http://127.0.0.1:8888',
+    );
     expect(() => loadConfig({ searchProvider: 'bing' }, {})).toThrow(/local, searxng/);
   });
 });
@@ -157,7 +184,11 @@ describe('search task records across a server restart', () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'onnx-gateway-restart-'));
     try {
       let server = await startFakeApp({ dataDir, apiKeys: [] });
-      const created = await server.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'anything' } });
+      const created = await server.app.inject({
+        method: 'POST',
+        url: '/v1/web-search/search',
+        payload: { query: 'anything' },
+      });
       expect(created.statusCode).toBe(200);
       const { id } = created.json<SearchTask>();
       const first = await server.app.inject({ method: 'GET', url: `/v1/web-search/search/${id}?wait=30` });

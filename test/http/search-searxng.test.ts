@@ -26,9 +26,18 @@ afterAll(async () => {
 });
 
 async function run(body: Record<string, unknown>) {
-  const created = await server.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: body, headers: auth });
+  const created = await server.app.inject({
+    method: 'POST',
+    url: '/v1/web-search/search',
+    payload: body,
+    headers: auth,
+  });
   expect(created.statusCode).toBe(200);
-  const done = await server.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.json<SearchTask>().id}?wait=30`, headers: auth });
+  const done = await server.app.inject({
+    method: 'GET',
+    url: `/v1/web-search/search/${created.json<SearchTask>().id}?wait=30`,
+    headers: auth,
+  });
   expect(done.statusCode).toBe(200);
   return done.json<SearchTask>();
 }
@@ -42,7 +51,11 @@ describe('searxng provider', () => {
     const sent = searxng.requests[0]!;
     expect(Object.fromEntries(sent)).toEqual({ q: 'cats', format: 'json', pageno: '2', language: 'en-US' });
     const urls = task.results!.map((r) => r.url).sort();
-    expect(urls).toEqual(['https://en.wikipedia.org/wiki/Cat', 'https://example.org/archive/cats-1998', 'https://example.org/news/cats-sleep']);
+    expect(urls).toEqual([
+      'https://en.wikipedia.org/wiki/Cat',
+      'https://example.org/archive/cats-1998',
+      'https://example.org/news/cats-sleep',
+    ]);
     const wiki = task.results!.find((r) => r.url === 'https://en.wikipedia.org/wiki/Cat')!;
     expect(wiki).toMatchObject({ title: 'Cat - Wikipedia', source: 'wikipedia' });
     expect(wiki.snippet).toContain('Felis catus');
@@ -73,7 +86,12 @@ describe('searxng provider', () => {
     const task = await run({ query: 'cats', includeImages: true, format: 'markdown' });
     expect(searxng.requests.map((r) => r.get('categories'))).toContain('images');
     expect(task.images).toEqual([
-      { url: 'https://images.example.org/cat-full.jpg', thumbnail_url: 'https://images.example.org/cat-thumb.jpg', title: 'A cat on a sofa', page_url: 'https://example.org/gallery/cat' },
+      {
+        url: 'https://images.example.org/cat-full.jpg',
+        thumbnail_url: 'https://images.example.org/cat-thumb.jpg',
+        title: 'A cat on a sofa',
+        page_url: 'https://example.org/gallery/cat',
+      },
     ]);
     expect(task.markdown).toContain('[Cat - Wikipedia](https://en.wikipedia.org/wiki/Cat)');
     expect(task.markdown).toContain('![A cat on a sofa](https://images.example.org/cat-full.jpg)');
@@ -106,8 +124,19 @@ describe('searxng provider', () => {
     const withCredentials = gone.url.replace('://', '://reader:s3cret@');
     const unreachable = await startServer({ dataDir: dir, searchProvider: 'searxng', searxngUrl: withCredentials });
     try {
-      const created = await unreachable.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'cats' }, headers: auth });
-      const task = (await unreachable.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.json<SearchTask>().id}?wait=30`, headers: auth })).json<SearchTask>();
+      const created = await unreachable.app.inject({
+        method: 'POST',
+        url: '/v1/web-search/search',
+        payload: { query: 'cats' },
+        headers: auth,
+      });
+      const task = (
+        await unreachable.app.inject({
+          method: 'GET',
+          url: `/v1/web-search/search/${created.json<SearchTask>().id}?wait=30`,
+          headers: auth,
+        })
+      ).json<SearchTask>();
       expect(task).toMatchObject({ state: 'failed', error: { code: 'upstream_error' } });
       expect(task.error!.message).toMatch(/could not be reached: ECONNREFUSED/);
       expect(task.error!.message).not.toMatch(/reader|s3cret/);
@@ -121,20 +150,52 @@ describe('searxng provider', () => {
   it('cancels a task waiting on SearXNG', async () => {
     searxng.behaviour = 'hang';
     const dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-searxng-'));
-    const slow = await startServer({ dataDir: dir, searchProvider: 'searxng', searxngUrl: searxng.url, searxngTimeout: 60_000 });
+    const slow = await startServer({
+      dataDir: dir,
+      searchProvider: 'searxng',
+      searxngUrl: searxng.url,
+      searxngTimeout: 60_000,
+    });
     try {
-      const created = (await slow.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'cats' }, headers: auth })).json<SearchTask>();
+      const created = (
+        await slow.app.inject({
+          method: 'POST',
+          url: '/v1/web-search/search',
+          payload: { query: 'cats' },
+          headers: auth,
+        })
+      ).json<SearchTask>();
       // Long-poll briefly until SearXNG has the request, so the task is running.
-      while (searxng.requests.at(-1)?.get('q') !== 'cats' || (await slow.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.id}`, headers: auth })).json<SearchTask>().state !== 'running') {
+      while (
+        searxng.requests.at(-1)?.get('q') !== 'cats' ||
+        (
+          await slow.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.id}`, headers: auth })
+        ).json<SearchTask>().state !== 'running'
+      ) {
         await new Promise((resolve) => setImmediate(resolve));
       }
-      const cancelled = await slow.app.inject({ method: 'DELETE', url: `/v1/web-search/search/${created.id}`, headers: auth });
+      const cancelled = await slow.app.inject({
+        method: 'DELETE',
+        url: `/v1/web-search/search/${created.id}`,
+        headers: auth,
+      });
       expect(cancelled.json()).toMatchObject({ state: 'cancelled', error: { code: 'cancelled' } });
-      const later = await slow.app.inject({ method: 'GET', url: `/v1/web-search/search/${created.id}?wait=1`, headers: auth });
+      const later = await slow.app.inject({
+        method: 'GET',
+        url: `/v1/web-search/search/${created.id}?wait=1`,
+        headers: auth,
+      });
       expect(later.json<SearchTask>().state).toBe('cancelled');
 
       // A long-poll on a task that is still running is answered when the server closes.
-      const stuck = (await slow.app.inject({ method: 'POST', url: '/v1/web-search/search', payload: { query: 'stuck' }, headers: auth })).json<SearchTask>();
+      const stuck = (
+        await slow.app.inject({
+          method: 'POST',
+          url: '/v1/web-search/search',
+          payload: { query: 'stuck' },
+          headers: auth,
+        })
+      ).json<SearchTask>();
       const poll = slow.app.inject({ method: 'GET', url: `/v1/web-search/search/${stuck.id}?wait=60`, headers: auth });
       while (searxng.requests.at(-1)?.get('q') !== 'stuck') await new Promise((resolve) => setImmediate(resolve));
       await slow.close();

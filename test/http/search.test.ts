@@ -28,10 +28,33 @@ beforeAll(async () => {
   const now = Date.now();
   const res = await post('/v1/web-search/index/documents', {
     documents: [
-      { id: 'cats', title: 'Domestic cats', text: 'Cats are small carnivorous mammals kept as pets. A cat sleeps most of the day.', language: 'en', published_date: new Date(now - 2 * day).toISOString(), images: ['https://example.org/cat.jpg'] },
-      { id: 'dogs', title: 'Dogs', text: 'Dogs are loyal animals, descended from wolves, and kept as pets for thousands of years.', language: 'en-GB', published_date: new Date(now - 400 * day).toISOString() },
-      { id: 'katzen', title: 'Hauskatzen', text: 'Die Hauskatze ist ein kleines Raubtier. Katzen schlafen viel, cats in German.', language: 'de' },
-      { id: 'trucks', title: 'Trucks', text: 'A truck is a motor vehicle designed to transport cargo.', url: 'https://example.org/trucks' },
+      {
+        id: 'cats',
+        title: 'Domestic cats',
+        text: 'Cats are small carnivorous mammals kept as pets. A cat sleeps most of the day.',
+        language: 'en',
+        published_date: new Date(now - 2 * day).toISOString(),
+        images: ['https://example.org/cat.jpg'],
+      },
+      {
+        id: 'dogs',
+        title: 'Dogs',
+        text: 'Dogs are loyal animals, descended from wolves, and kept as pets for thousands of years.',
+        language: 'en-GB',
+        published_date: new Date(now - 400 * day).toISOString(),
+      },
+      {
+        id: 'katzen',
+        title: 'Hauskatzen',
+        text: 'Die Hauskatze ist ein kleines Raubtier. Katzen schlafen viel, cats in German.',
+        language: 'de',
+      },
+      {
+        id: 'trucks',
+        title: 'Trucks',
+        text: 'A truck is a motor vehicle designed to transport cargo.',
+        url: 'https://example.org/trucks',
+      },
     ],
   });
   expect(res.statusCode).toBe(200);
@@ -62,7 +85,15 @@ describe('POST /v1/web-search/search', () => {
     const res = await post('/v1/web-search/search', { query: 'cats' });
     expect(res.statusCode).toBe(200);
     const record = res.json<SearchTask>();
-    expect(Object.keys(record).sort()).toEqual(['created_at', 'estimate_wait_seconds', 'id', 'liked', 'prompt', 'state', 'video']);
+    expect(Object.keys(record).sort()).toEqual([
+      'created_at',
+      'estimate_wait_seconds',
+      'id',
+      'liked',
+      'prompt',
+      'state',
+      'video',
+    ]);
     expect(record.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(record).toMatchObject({ prompt: 'cats', state: 'pending', video: null, liked: null });
     expect(record.created_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
@@ -91,7 +122,14 @@ describe('POST /v1/web-search/search', () => {
 describe('GET /v1/web-search/search/{id}', () => {
   it('long-polls to the results of the local index, best first', async () => {
     const task = await search({ query: 'cats pets' });
-    expect(task).toMatchObject({ state: 'succeeded', prompt: 'cats pets', provider: 'local', video: null, liked: null, estimate_wait_seconds: 0 });
+    expect(task).toMatchObject({
+      state: 'succeeded',
+      prompt: 'cats pets',
+      provider: 'local',
+      video: null,
+      liked: null,
+      estimate_wait_seconds: 0,
+    });
     expect(task.started_at).toMatch(/Z$/);
     expect(task.finished_at).toMatch(/Z$/);
     expect(task.error).toBeUndefined();
@@ -152,7 +190,11 @@ describe('GET /v1/web-search/search/{id}', () => {
     expect(stranger.statusCode).toBe(404);
     const owner = await get(`/v1/web-search/search/${created.id}?wait=5`);
     expect(owner.statusCode).toBe(200);
-    const cancel = await server.app.inject({ method: 'DELETE', url: `/v1/web-search/search/${created.id}`, headers: other });
+    const cancel = await server.app.inject({
+      method: 'DELETE',
+      url: `/v1/web-search/search/${created.id}`,
+      headers: other,
+    });
     expect(cancel.statusCode).toBe(404);
   });
 
@@ -169,17 +211,35 @@ describe('the local index over HTTP', () => {
   it('describes itself', async () => {
     const res = await get('/v1/web-search/index');
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ documents: 4, vectors: { 'tiny-embedder': 4 }, embedder: 'tiny-embedder', reranker: 'tiny-reranker' });
+    expect(res.json()).toMatchObject({
+      documents: 4,
+      vectors: { 'tiny-embedder': 4 },
+      embedder: 'tiny-embedder',
+      reranker: 'tiny-reranker',
+    });
   });
 
   it('replaces a document with the same id, and removes one by key', async () => {
-    const res = await post('/v1/web-search/index/documents', { documents: [{ id: 'trucks', title: 'Lorries', text: 'A lorry is the British word for a truck.' }, { text: 'no id here' }] });
+    const res = await post('/v1/web-search/index/documents', {
+      documents: [
+        { id: 'trucks', title: 'Lorries', text: 'A lorry is the British word for a truck.' },
+        { text: 'no id here' },
+      ],
+    });
     expect(res.json()).toMatchObject({ added: 1, updated: 1, embedded: 2 });
     const [, hashKey] = res.json<Ingested>().ids;
     expect(hashKey).toMatch(/^[0-9a-f]{32}$/);
-    const removed = await server.app.inject({ method: 'DELETE', url: `/v1/web-search/index/documents/${hashKey}`, headers: auth });
+    const removed = await server.app.inject({
+      method: 'DELETE',
+      url: `/v1/web-search/index/documents/${hashKey}`,
+      headers: auth,
+    });
     expect(removed.json()).toEqual({ id: hashKey, deleted: true });
-    const again = await server.app.inject({ method: 'DELETE', url: `/v1/web-search/index/documents/${hashKey}`, headers: auth });
+    const again = await server.app.inject({
+      method: 'DELETE',
+      url: `/v1/web-search/index/documents/${hashKey}`,
+      headers: auth,
+    });
     expect(again.statusCode).toBe(404);
     const task = await search({ query: 'lorry' });
     const lorry = task.results!.find((r) => r.url === 'urn:onnx-gateway:document:trucks');
@@ -202,11 +262,19 @@ describe('the local index over HTTP', () => {
 describe('who may change the index', () => {
   it('every key searches it; a key without write rights gets 403 forbidden on every write, and nothing changes', async () => {
     const before = (await get('/v1/web-search/index', other)).json<IndexStats>().documents;
-    const add = await post('/v1/web-search/index/documents', { documents: [{ id: 'cats', text: 'overwritten' }] }, other);
+    const add = await post(
+      '/v1/web-search/index/documents',
+      { documents: [{ id: 'cats', text: 'overwritten' }] },
+      other,
+    );
     expect(add.statusCode).toBe(403);
     expect(add.json<ErrorBody>().error).toMatchObject({ code: 'forbidden' });
     expect(add.json<ErrorBody>().error.message).toMatch(/ONNX_GATEWAY_INDEX_WRITE_KEYS/);
-    const remove = await server.app.inject({ method: 'DELETE', url: '/v1/web-search/index/documents/cats', headers: other });
+    const remove = await server.app.inject({
+      method: 'DELETE',
+      url: '/v1/web-search/index/documents/cats',
+      headers: other,
+    });
     expect(remove.statusCode).toBe(403);
     expect((await get('/v1/web-search/index', other)).json<IndexStats>().documents).toBe(before);
     const task = await search({ query: 'cat sleeps' }, other);
@@ -220,30 +288,54 @@ describe('index limits', () => {
   let limitedDir: string;
   beforeAll(async () => {
     limitedDir = await mkdtemp(join(tmpdir(), 'onnx-gateway-search-limits-'));
-    limited = await startServer({ dataDir: limitedDir, adminKeys: [admin], indexMaxDocuments: 3, indexMaxDocumentChars: 100 });
+    limited = await startServer({
+      dataDir: limitedDir,
+      adminKeys: [admin],
+      indexMaxDocuments: 3,
+      indexMaxDocumentChars: 100,
+    });
   });
   afterAll(async () => {
     await limited?.close();
     await rm(limitedDir, { recursive: true, force: true });
   });
   const write = (documents: object[], key = admin) =>
-    limited.app.inject({ method: 'POST', url: '/v1/web-search/index/documents', payload: { documents }, headers: { authorization: `Bearer ${key}` } });
+    limited.app.inject({
+      method: 'POST',
+      url: '/v1/web-search/index/documents',
+      payload: { documents },
+      headers: { authorization: `Bearer ${key}` },
+    });
 
   it('an admin key may write; a document over the character limit is a 413 naming it', async () => {
     expect((await write([{ id: 'a', text: 'short' }], testKey)).statusCode).toBe(403);
     expect((await write([{ id: 'a', text: 'short' }])).statusCode).toBe(200);
-    const long = await write([{ id: 'b', text: 'fine' }, { id: 'c', title: 'x'.repeat(60), text: 'y'.repeat(41) }]);
+    const long = await write([
+      { id: 'b', text: 'fine' },
+      { id: 'c', title: 'x'.repeat(60), text: 'y'.repeat(41) },
+    ]);
     expect(long.statusCode).toBe(413);
     expect(long.json<ErrorBody>().error).toMatchObject({ code: 'payload_too_large', param: 'documents[1]' });
-    expect(long.json<ErrorBody>().error.message).toMatch(/101 characters .* at most 100 \(ONNX_GATEWAY_INDEX_MAX_DOCUMENT_CHARS\)/);
+    expect(long.json<ErrorBody>().error.message).toMatch(
+      /101 characters .* at most 100 \(ONNX_GATEWAY_INDEX_MAX_DOCUMENT_CHARS\)/,
+    );
   });
 
   it('adding past the document limit is a 413 index_full; replacing is not', async () => {
-    expect((await write([{ id: 'b', text: 'two' }, { id: 'c', text: 'three' }])).statusCode).toBe(200);
+    expect(
+      (
+        await write([
+          { id: 'b', text: 'two' },
+          { id: 'c', text: 'three' },
+        ])
+      ).statusCode,
+    ).toBe(200);
     const full = await write([{ id: 'd', text: 'four' }]);
     expect(full.statusCode).toBe(413);
     expect(full.json<ErrorBody>().error).toMatchObject({ code: 'index_full', param: 'documents' });
-    expect(full.json<ErrorBody>().error.message).toMatch(/holds 3 documents and these would add 1; it may hold at most 3/);
+    expect(full.json<ErrorBody>().error.message).toMatch(
+      /holds 3 documents and these would add 1; it may hold at most 3/,
+    );
     expect((await write([{ id: 'c', text: 'three, replaced' }])).json()).toMatchObject({ added: 0, updated: 1 });
     const stats = await limited.app.inject({ method: 'GET', url: '/v1/web-search/index', headers: auth });
     expect(stats.json<IndexStats>().documents).toBe(3);

@@ -100,7 +100,15 @@ describe('POST /v1/rerank', () => {
 describe('GET /v1/models', () => {
   it('lists every variant the registry serves (fp16 and the optimised graphs too)', async () => {
     const variants = await startFakeApp({}, (models) =>
-      models.flatMap((model) => (model.task === 'embedding' ? (['fp32', 'fp16', 'O3'] as const).map((variant) => ({ ...model, id: `${model.baseId}:${variant}`, variant })) : [model])),
+      models.flatMap((model) =>
+        model.task === 'embedding'
+          ? (['fp32', 'fp16', 'O3'] as const).map((variant) => ({
+              ...model,
+              id: `${model.baseId}:${variant}`,
+              variant,
+            }))
+          : [model],
+      ),
     );
     try {
       const res = await variants.app.inject({ method: 'GET', url: '/v1/models', headers: auth });
@@ -119,12 +127,22 @@ describe('GET /v1/models', () => {
 
 describe('errors', () => {
   it('answers malformed JSON with invalid_json', async () => {
-    const res = await app().inject({ method: 'POST', url: '/v1/embeddings', payload: '{"input": "a"', headers: { ...auth, 'content-type': 'application/json' } });
+    const res = await app().inject({
+      method: 'POST',
+      url: '/v1/embeddings',
+      payload: '{"input": "a"',
+      headers: { ...auth, 'content-type': 'application/json' },
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json<ErrorBody>().error.code).toBe('invalid_json');
   });
   it('answers an empty JSON body with invalid_json', async () => {
-    const res = await app().inject({ method: 'POST', url: '/v1/embeddings', payload: '', headers: { ...auth, 'content-type': 'application/json' } });
+    const res = await app().inject({
+      method: 'POST',
+      url: '/v1/embeddings',
+      payload: '',
+      headers: { ...auth, 'content-type': 'application/json' },
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json<ErrorBody>().error.code).toBe('invalid_json');
   });
@@ -134,7 +152,12 @@ describe('errors', () => {
     expect(res.json<ErrorBody>().error.code).toBe('invalid_request');
   });
   it('answers a wrong content type with 415', async () => {
-    const res = await app().inject({ method: 'POST', url: '/v1/embeddings', payload: 'input=a', headers: { ...auth, 'content-type': 'text/plain' } });
+    const res = await app().inject({
+      method: 'POST',
+      url: '/v1/embeddings',
+      payload: 'input=a',
+      headers: { ...auth, 'content-type': 'text/plain' },
+    });
     expect(res.statusCode).toBe(415);
     expect(res.json<ErrorBody>().error.code).toBe('unsupported_media_type');
   });
@@ -143,14 +166,18 @@ describe('errors', () => {
     expect(res.statusCode).toBe(404);
     expect(res.json<ErrorBody>().error.code).toBe('route_not_found');
   });
-  it.each(['/v1/chat/completions', '/v1/completions', '/v1/responses', '/v1/images/generations', '/v1/audio/speech', '/v1/moderations'])(
-    'answers %s with 501 unsupported_operation',
-    async (url) => {
-      const res = await post(url, { model: 'x' });
-      expect(res.statusCode).toBe(501);
-      expect(res.json<ErrorBody>().error.code).toBe('unsupported_operation');
-    },
-  );
+  it.each([
+    '/v1/chat/completions',
+    '/v1/completions',
+    '/v1/responses',
+    '/v1/images/generations',
+    '/v1/audio/speech',
+    '/v1/moderations',
+  ])('answers %s with 501 unsupported_operation', async (url) => {
+    const res = await post(url, { model: 'x' });
+    expect(res.statusCode).toBe(501);
+    expect(res.json<ErrorBody>().error.code).toBe('unsupported_operation');
+  });
 });
 
 describe('body limit', () => {
@@ -167,7 +194,12 @@ describe('URLs the router refuses before any route', () => {
     const long = await app().inject({ method: 'GET', url: `/v1/models/${'m'.repeat(101)}`, headers: auth });
     expect(long.statusCode).toBe(414);
     expect(long.json<ErrorBody>().error).toMatchObject({ code: 'url_too_long', type: 'invalid_request_error' });
-    const engine = await app().inject({ method: 'POST', url: `/v1/engines/${'m'.repeat(101)}/embeddings`, headers: auth, payload: { input: 'a' } });
+    const engine = await app().inject({
+      method: 'POST',
+      url: `/v1/engines/${'m'.repeat(101)}/embeddings`,
+      headers: auth,
+      payload: { input: 'a' },
+    });
     expect(engine.json<ErrorBody>().error.code).toBe('url_too_long');
     const bad = await app().inject({ method: 'GET', url: '/v1/models/%E0%A4%A', headers: auth });
     expect(bad.statusCode).toBe(400);

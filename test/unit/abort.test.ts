@@ -10,10 +10,10 @@ describe('onAbort', () => {
     const controller = new AbortController();
     const added: unknown[] = [];
     const add = controller.signal.addEventListener.bind(controller.signal);
-    controller.signal.addEventListener = ((...args: Parameters<typeof add>) => {
+    controller.signal.addEventListener = (...args: Parameters<typeof add>) => {
       added.push(args[0]);
       add(...args);
-    });
+    };
     const calls: string[] = [];
     const stops = ['a', 'b', 'c', 'd'].map((name) => onAbort(controller.signal, () => calls.push(name)));
     stops[1]!();

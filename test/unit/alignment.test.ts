@@ -1,11 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { alignTokens } from '../../src/text/alignment.js';
 
-const spans = (text: string, pieces: string[]) => alignTokens(text, pieces).map((s) => (s ? Array.from(text).slice(s.start, s.stop).join('') : null));
+const spans = (text: string, pieces: string[]) =>
+  alignTokens(text, pieces).map((s) => (s ? Array.from(text).slice(s.start, s.stop).join('') : null));
 
 describe('alignTokens', () => {
   it('places lower-cased, accent-stripped WordPiece tokens on the original text', () => {
-    expect(spans('Héllo, Wörld testing', ['hello', ',', 'world', 'test', '##ing'])).toEqual(['Héllo', ',', 'Wörld', 'test', 'ing']);
+    expect(spans('Héllo, Wörld testing', ['hello', ',', 'world', 'test', '##ing'])).toEqual([
+      'Héllo',
+      ',',
+      'Wörld',
+      'test',
+      'ing',
+    ]);
   });
 
   it('counts code points, so characters outside the BMP take one offset', () => {

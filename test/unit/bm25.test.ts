@@ -13,17 +13,24 @@ import { sparseDot } from '../../src/core/sparse.js';
 
 describe('Porter stemmer', () => {
   it('stems as FTS5 does', () => {
-    const docs = readdirSync('docs').filter((file) => file.endsWith('.md')).map((file) => `docs/${file}`);
+    const docs = readdirSync('docs')
+      .filter((file) => file.endsWith('.md'))
+      .map((file) => `docs/${file}`);
     const text = ['README.md', 'ARCHITECTURE.md', ...docs].map((file) => readFileSync(file, 'utf8')).join(' ');
-    const classic = 'caresses ponies ties caress cats feed agreed plastered bled motoring sing conflated troubled sized hopping tanned falling hissing fizzed failing filing happy sky relational conditional rational valenci hesitanci digitizer conformabli radicalli differentli vileli analogousli vietnamization predication operator feudalism decisiveness hopefulness callousness formaliti sensitiviti sensibiliti triplicate formative formalize electriciti electrical hopeful goodness revival allowance inference airliner gyroscopic adjustable defensible irritant replacement adjustment dependent adoption homologou communism activate angulariti homologous effective bowdlerize probate rate cease controll roll generalizations oscillators';
+    const classic =
+      'caresses ponies ties caress cats feed agreed plastered bled motoring sing conflated troubled sized hopping tanned falling hissing fizzed failing filing happy sky relational conditional rational valenci hesitanci digitizer conformabli radicalli differentli vileli analogousli vietnamization predication operator feudalism decisiveness hopefulness callousness formaliti sensitiviti sensibiliti triplicate formative formalize electriciti electrical hopeful goodness revival allowance inference airliner gyroscopic adjustable defensible irritant replacement adjustment dependent adoption homologou communism activate angulariti homologous effective bowdlerize probate rate cease controll roll generalizations oscillators';
     const words = [...new Set([...classic.split(' '), ...(text.toLowerCase().match(/[a-z]+/g) ?? [])])];
     const db = new Database(':memory:');
-    db.exec(`CREATE VIRTUAL TABLE words USING fts5(word, tokenize = 'porter ascii'); CREATE VIRTUAL TABLE stems USING fts5vocab(words, 'instance');`);
+    db.exec(
+      `CREATE VIRTUAL TABLE words USING fts5(word, tokenize = 'porter ascii'); CREATE VIRTUAL TABLE stems USING fts5vocab(words, 'instance');`,
+    );
     const insert = db.prepare('INSERT INTO words (rowid, word) VALUES (?, ?)');
     db.transaction(() => words.forEach((word, i) => insert.run(i + 1, word)))();
     const rows = db.prepare<unknown[], { term: string; doc: number }>('SELECT term, doc FROM stems').all();
     expect(rows).toHaveLength(words.length);
-    const differing = rows.filter((row) => porterStem(words[row.doc - 1]!) !== row.term).map((row) => `${words[row.doc - 1]} -> ${row.term}`);
+    const differing = rows
+      .filter((row) => porterStem(words[row.doc - 1]!) !== row.term)
+      .map((row) => `${words[row.doc - 1]} -> ${row.term}`);
     expect(differing).toEqual([]);
     db.close();
   });
@@ -59,7 +66,8 @@ describe('BM25', () => {
     docs.forEach((text, i) => index.add(100 + i, text));
     const results = index.search('otters of the sea, river otters', 10);
     expect(results.map((r) => r.id)).toEqual([101, 100, 102]);
-    for (const { id, score } of results) expect(score).toBeCloseTo(expected(['otter', 'sea', 'river', 'otter'], id - 100), 10);
+    for (const { id, score } of results)
+      expect(score).toBeCloseTo(expected(['otter', 'sea', 'river', 'otter'], id - 100), 10);
     expect(index.search('otters', 10, new Set([100])).map((r) => r.id)).toEqual([100]);
     expect(index.search('the of', 10).map((r) => r.id)).toEqual([102]);
     expect(index.search('zebra', 10)).toEqual([]);
@@ -67,7 +75,13 @@ describe('BM25', () => {
 });
 
 describe('BM25 of the document index', () => {
-  const doc = (key: string, text: string): IndexDocument => ({ key, url: `https://example.org/${key}`, title: '', text, source: 'test' });
+  const doc = (key: string, text: string): IndexDocument => ({
+    key,
+    url: `https://example.org/${key}`,
+    title: '',
+    text,
+    source: 'test',
+  });
   const corpus = [
     doc('a', 'sea otters hold hands while they sleep'),
     doc('b', 'river otters build dens in river banks'),
@@ -80,7 +94,12 @@ describe('BM25 of the document index', () => {
     updated.upsert(corpus);
     const keysOf = (index: DocumentIndex, ids: number[]) => ids.map((id) => index.documents([id]).get(id)!.key);
     // The first query builds the in-memory index; the writes after it update it in place.
-    expect(keysOf(updated, updated.bm25('otters', 10).map((s) => s.id))).toEqual(['a', 'b']);
+    expect(
+      keysOf(
+        updated,
+        updated.bm25('otters', 10).map((s) => s.id),
+      ),
+    ).toEqual(['a', 'b']);
     updated.upsert([doc('b', 'river otters and sea otters'), doc('e', 'sea otters eat urchins')]);
     updated.remove('a');
     updated.remove('d');
@@ -89,7 +108,9 @@ describe('BM25 of the document index', () => {
     rebuilt.upsert([corpus[2]!, doc('b', 'river otters and sea otters'), doc('e', 'sea otters eat urchins')]);
     // Scores by key (ids differ between the two, and so do the orders of ties).
     const scores = (index: DocumentIndex, query: string) =>
-      Object.fromEntries(index.bm25(query, 10).map((s) => [index.documents([s.id]).get(s.id)!.key, Number(s.score.toFixed(12))]));
+      Object.fromEntries(
+        index.bm25(query, 10).map((s) => [index.documents([s.id]).get(s.id)!.key, Number(s.score.toFixed(12))]),
+      );
     for (const query of ['otters', 'sea otters', 'build dams', 'herons water', 'river']) {
       expect(scores(updated, query)).toEqual(scores(rebuilt, query));
     }
@@ -107,12 +128,23 @@ describe('sparse ranking of the document index', () => {
       { indices: new Int32Array([5]), values: new Float32Array([3]) },
       { indices: new Int32Array([2, 900]), values: new Float32Array([1, 4]) },
     ];
-    const docs = ['a', 'b', 'c'].map((key, i): IndexDocument => ({ key, url: key, title: '', text: key, source: 't', language: i === 1 ? 'de' : 'en' }));
+    const docs = ['a', 'b', 'c'].map((key, i): IndexDocument => ({
+      key,
+      url: key,
+      title: '',
+      text: key,
+      source: 't',
+      language: i === 1 ? 'de' : 'en',
+    }));
     const { ids } = index.upsert(docs, { sparse: { model: 'splade', vectors } });
     const query = { indices: new Int32Array([5, 900, 4000]), values: new Float32Array([1, 0.5, 9]) };
-    const expected = vectors.map((v, i) => ({ id: ids[i]!, score: sparseDot(query, v) })).sort((x, y) => y.score - x.score);
+    const expected = vectors
+      .map((v, i) => ({ id: ids[i]!, score: sparseDot(query, v) }))
+      .sort((x, y) => y.score - x.score);
     expect(index.sparse(query, 'splade', 10)).toEqual(expected);
-    expect(index.sparse(query, 'splade', 10, { language: 'en' }).map((s) => s.id)).toEqual(expected.filter((s) => s.id !== ids[1]).map((s) => s.id));
+    expect(index.sparse(query, 'splade', 10, { language: 'en' }).map((s) => s.id)).toEqual(
+      expected.filter((s) => s.id !== ids[1]).map((s) => s.id),
+    );
     expect(index.stats().sparse).toEqual({ splade: 3 });
     // Replaced without a sparse vector, a document leaves the sparse ranking.
     index.upsert([docs[1]!]);

@@ -14,30 +14,50 @@ describe('the shipped catalogue', () => {
     expect(hub.filter((m) => m.task === 'rerank').length).toBeGreaterThanOrEqual(5);
     const repos = hub.map((m) => (m.source as { repo: string }).repo);
     expect(new Set(repos).size).toBe(repos.length);
-    for (const m of hub.filter((m) => m.task !== 'classify')) expect((m.source as { revision: string }).revision, m.id).toMatch(/^[0-9a-f]{40}$/);
+    for (const m of hub.filter((m) => m.task !== 'classify'))
+      expect((m.source as { revision: string }).revision, m.id).toMatch(/^[0-9a-f]{40}$/);
   });
 
   it('lists moderation classifiers with their label tables; an unpinned manifest claims no verification', () => {
     const moderation = hub.filter((m) => m.moderation);
     expect(moderation.map((m) => m.id).sort()).toEqual(['text-moderation', 'toxic-bert']);
-    expect(catalogue.get('text-moderation')!.moderation!.categories).toMatchObject({ S: 'sexual', S3: 'sexual/minors', V2: 'violence/graphic', OK: null });
-    for (const m of hub.filter((m) => (m.source as { revision?: string }).revision === undefined)) expect(m.verified, m.id).toBe('none');
+    expect(catalogue.get('text-moderation')!.moderation!.categories).toMatchObject({
+      S: 'sexual',
+      S3: 'sexual/minors',
+      V2: 'violence/graphic',
+      OK: null,
+    });
+    for (const m of hub.filter((m) => (m.source as { revision?: string }).revision === undefined))
+      expect(m.verified, m.id).toBe('none');
   });
 
-  it("documents in docs/api.md, per moderation classifier, the OpenAI categories it does not judge", () => {
+  it('documents in docs/api.md, per moderation classifier, the OpenAI categories it does not judge', () => {
     const api = readFileSync('docs/api.md', 'utf8');
     for (const m of hub.filter((m) => m.moderation)) {
       const row = api.split('\n').find((line) => line.trimStart().startsWith(`| \`${m.id}\``));
       expect(row, m.id).toBeDefined();
       const mapped = new Set(Object.values(m.moderation!.categories));
       const notJudged = moderationCategories.filter((category) => !mapped.has(category));
-      expect(row!.split('|').at(-2)!.split(',').map((c) => c.trim()).filter(Boolean).sort(), m.id).toEqual([...notJudged].sort());
+      expect(
+        row!
+          .split('|')
+          .at(-2)!
+          .split(',')
+          .map((c) => c.trim())
+          .filter(Boolean)
+          .sort(),
+        m.id,
+      ).toEqual([...notJudged].sort());
     }
   });
 
   it('refuses a moderation table naming a category OpenAI does not have, or on a model that is no classifier', () => {
     const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-catalogue-'));
-    const write = (manifest: object) => writeFileSync(join(dir, 'm.json'), JSON.stringify({ id: 'm', source: { kind: 'hub', repo: 'a/b' }, verified: 'none', ...manifest }));
+    const write = (manifest: object) =>
+      writeFileSync(
+        join(dir, 'm.json'),
+        JSON.stringify({ id: 'm', source: { kind: 'hub', repo: 'a/b' }, verified: 'none', ...manifest }),
+      );
     write({ task: 'classify', moderation: { categories: { bad: 'spam' } } });
     expect(() => Catalogue.load(dir)).toThrow(/"spam" is not one of OpenAI's categories/);
     write({ task: 'rerank', moderation: { categories: { bad: 'hate' } } });

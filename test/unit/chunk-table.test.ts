@@ -8,7 +8,13 @@ function hashOf(text: string, start: number, end: number): number {
 }
 
 /** The ids a lookup appends, or undefined on a miss. */
-function lookup(table: ChunkTable, text: string, start: number, end: number, hash = hashOf(text, start, end)): number[] | undefined {
+function lookup(
+  table: ChunkTable,
+  text: string,
+  start: number,
+  end: number,
+  hash = hashOf(text, start, end),
+): number[] | undefined {
   const got: number[] = [];
   const sink: IdSink = { append: (source, from, count) => got.push(...source.subarray(from, from + count)) };
   return table.get(text, start, end, hash, sink) ? got : undefined;

@@ -24,7 +24,12 @@ describe('config', () => {
   });
 
   it('reads the environment, and flags override it', () => {
-    const env = { ONNX_GATEWAY_PORT: '9000', ONNX_GATEWAY_API_KEYS: 'a, b,,', ONNX_GATEWAY_TRUNCATE: 'false', ONNX_GATEWAY_MODELS: 'x,y:int8' };
+    const env = {
+      ONNX_GATEWAY_PORT: '9000',
+      ONNX_GATEWAY_API_KEYS: 'a, b,,',
+      ONNX_GATEWAY_TRUNCATE: 'false',
+      ONNX_GATEWAY_MODELS: 'x,y:int8',
+    };
     const config = loadConfig({ port: 9100 }, env);
     expect(config.port).toBe(9100);
     expect(config.keys).toEqual(['a', 'b']);
@@ -46,7 +51,11 @@ describe('config', () => {
     expect(config.adminKeys).toEqual(['b', 'root']);
     const adminOnly = loadConfig({}, { ONNX_GATEWAY_ADMIN_KEYS: 'root' });
     expect(adminOnly).toMatchObject({ keys: ['root'], host: '0.0.0.0' });
-    expect(loadConfig({}, { ONNX_GATEWAY_PULL_ALLOW: '*, BAAI ,intfloat/e5-small-v2' }).pullAllow).toEqual(['*', 'BAAI', 'intfloat/e5-small-v2']);
+    expect(loadConfig({}, { ONNX_GATEWAY_PULL_ALLOW: '*, BAAI ,intfloat/e5-small-v2' }).pullAllow).toEqual([
+      '*',
+      'BAAI',
+      'intfloat/e5-small-v2',
+    ]);
     expect(loadConfig({}, {}).pullAllow).toEqual([]);
   });
 
@@ -66,10 +75,16 @@ describe('config', () => {
     [{ ONNX_GATEWAY_SEARCH_RANKINGS: 'bm25,splade' }, /SEARCH_RANKINGS.*takes bm25, dense, sparse; got "splade"/],
     [{ ONNX_GATEWAY_SEARCH_RANKINGS: ' , ' }, /SEARCH_RANKINGS.*at least one/],
     [{ ONNX_GATEWAY_SEARCH_INDEX_STREAM_LENGTH: '0' }, />= 1/],
-    [{ ONNX_GATEWAY_KEEP_ALIVE: '5 minutes' }, /^keepAlive \(ONNX_GATEWAY_KEEP_ALIVE\) must be a duration such as "5m".*; got "5 minutes"\.$/],
+    [
+      { ONNX_GATEWAY_KEEP_ALIVE: '5 minutes' },
+      /^keepAlive \(ONNX_GATEWAY_KEEP_ALIVE\) must be a duration such as "5m".*; got "5 minutes"\.$/,
+    ],
     [{ ONNX_GATEWAY_KEEP_ALIVE: '1d' }, /ONNX_GATEWAY_KEEP_ALIVE.*got "1d"/],
     [{ ONNX_GATEWAY_PULL_ALLOW: 'BAAI, a/b/c' }, /PULL_ALLOW.*got "a\/b\/c"/],
-    [{ ONNX_GATEWAY_CORS_ORIGINS: 'https://app.example/path' }, /corsOrigins: "https:\/\/app.example\/path" is not a web origin/],
+    [
+      { ONNX_GATEWAY_CORS_ORIGINS: 'https://app.example/path' },
+      /corsOrigins: "https:\/\/app.example\/path" is not a web origin/,
+    ],
     [{ ONNX_GATEWAY_CORS_ORIGINS: '*' }, /corsOrigins: "\*" is not a web origin/],
   ])('refuses a bad setting with a message that names it: %o', (env, message) => {
     expect(() => loadConfig({}, env)).toThrow(ConfigError);
@@ -85,9 +100,13 @@ describe('config', () => {
   it('refuses a config file key that is no setting, naming it and the nearest setting', () => {
     const env = configFile('{"maxBatchToken": 999}');
     expect(() => loadConfig({}, env)).toThrow(ConfigError);
-    expect(() => loadConfig({}, env)).toThrow(/sets "maxBatchToken", which is not a setting; did you mean maxBatchTokens\?$/);
+    expect(() => loadConfig({}, env)).toThrow(
+      /sets "maxBatchToken", which is not a setting; did you mean maxBatchTokens\?$/,
+    );
     expect(() => loadConfig({}, configFile('{"MaxInputs": 3}'))).toThrow(/did you mean maxInputs\?/);
-    expect(() => loadConfig({}, configFile('{"colour": "blue"}'))).toThrow(/sets "colour", which is not a setting \(docs\/configuration.md lists them\)/);
+    expect(() => loadConfig({}, configFile('{"colour": "blue"}'))).toThrow(
+      /sets "colour", which is not a setting \(docs\/configuration.md lists them\)/,
+    );
     expect(() => loadConfig({}, configFile('[1, 2]'))).toThrow(/must hold a JSON object of settings/);
   });
 
@@ -105,9 +124,19 @@ describe('config', () => {
     ]);
   });
 
-  it('reads the devices: the text models\' one, the map per model, the image pipelines\' one', () => {
-    expect(loadConfig({}, {})).toMatchObject({ device: 'cpu', imageDevice: 'cpu', devices: {}, deviceFallback: 'none', gpuMaxBatchTokens: 16384 });
-    const env = { ONNX_GATEWAY_DEVICE: 'WebGPU', ONNX_GATEWAY_DEVICE_MAP: 'BAAI/bge-m3=cuda:1, small=cpu,x:int8=dml', ONNX_GATEWAY_IMAGE_DEVICE: 'coreml' };
+  it("reads the devices: the text models' one, the map per model, the image pipelines' one", () => {
+    expect(loadConfig({}, {})).toMatchObject({
+      device: 'cpu',
+      imageDevice: 'cpu',
+      devices: {},
+      deviceFallback: 'none',
+      gpuMaxBatchTokens: 16384,
+    });
+    const env = {
+      ONNX_GATEWAY_DEVICE: 'WebGPU',
+      ONNX_GATEWAY_DEVICE_MAP: 'BAAI/bge-m3=cuda:1, small=cpu,x:int8=dml',
+      ONNX_GATEWAY_IMAGE_DEVICE: 'coreml',
+    };
     const config = loadConfig({}, env);
     expect(config.device).toBe('webgpu');
     expect(config.imageDevice).toBe('coreml');
@@ -116,14 +145,26 @@ describe('config', () => {
   });
 
   it.each([
-    [{ ONNX_GATEWAY_DEVICE: 'gpu' }, /^device \(ONNX_GATEWAY_DEVICE\): "gpu" is not a device: use one of cpu, webgpu, cuda, coreml, dml/],
+    [
+      { ONNX_GATEWAY_DEVICE: 'gpu' },
+      /^device \(ONNX_GATEWAY_DEVICE\): "gpu" is not a device: use one of cpu, webgpu, cuda, coreml, dml/,
+    ],
     [{ ONNX_GATEWAY_DEVICE: 'webgpu:1' }, /^device \(ONNX_GATEWAY_DEVICE\): "webgpu:1" is not a device/],
     [{ ONNX_GATEWAY_DEVICE: 'cuda:x' }, /"cuda:x" is not a device/],
     [{ ONNX_GATEWAY_IMAGE_DEVICE: 'metal' }, /^imageDevice \(ONNX_GATEWAY_IMAGE_DEVICE\): "metal" is not a device/],
-    [{ ONNX_GATEWAY_DEVICE_MAP: 'bge-m3' }, /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "bge-m3" is not <model id>=<device>/],
-    [{ ONNX_GATEWAY_DEVICE_MAP: '=cuda' }, /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "=cuda" is not <model id>=<device>/],
+    [
+      { ONNX_GATEWAY_DEVICE_MAP: 'bge-m3' },
+      /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "bge-m3" is not <model id>=<device>/,
+    ],
+    [
+      { ONNX_GATEWAY_DEVICE_MAP: '=cuda' },
+      /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "=cuda" is not <model id>=<device>/,
+    ],
     [{ ONNX_GATEWAY_DEVICE_MAP: 'bge-m3=gpu' }, /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "gpu" is not a device/],
-    [{ ONNX_GATEWAY_DEVICE_MAP: 'a=cuda,a=cpu' }, /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "a" is given a device twice/],
+    [
+      { ONNX_GATEWAY_DEVICE_MAP: 'a=cuda,a=cpu' },
+      /^deviceMap \(ONNX_GATEWAY_DEVICE_MAP\): "a" is given a device twice/,
+    ],
     [{ ONNX_GATEWAY_DEVICE_FALLBACK: 'gpu' }, /DEVICE_FALLBACK.*one of none, cpu/],
     [{ ONNX_GATEWAY_GPU_MAX_BATCH_TOKENS: '0' }, /GPU_MAX_BATCH_TOKENS.*>= 1/],
   ])('refuses a bad device setting with the config error that names it: %o', (env, message) => {

@@ -40,7 +40,9 @@ describe('Dockerfile', () => {
     expect(stages[0]!.some((i) => i.name === 'RUN' && /npm run build/.test(i.args))).toBe(true);
     expect(stages[0]!.some((i) => i.name === 'RUN' && /npm prune --omit=dev/.test(i.args))).toBe(true);
     // The runtime stage takes the built code and production modules, never the toolchain or sources.
-    expect(args('COPY').filter((a) => a.startsWith('--from='))).toEqual(expect.arrayContaining([expect.stringContaining('/app/dist'), expect.stringContaining('/app/node_modules')]));
+    expect(args('COPY').filter((a) => a.startsWith('--from='))).toEqual(
+      expect.arrayContaining([expect.stringContaining('/app/dist'), expect.stringContaining('/app/node_modules')]),
+    );
     expect(args('COPY').some((a) => /\bsrc\b/.test(a))).toBe(false);
   });
 
@@ -59,7 +61,10 @@ describe('Dockerfile', () => {
   });
 
   it('copies only files that exist in the build context', () => {
-    const ignored = readFileSync('.dockerignore', 'utf8').split('\n').map((line) => line.trim()).filter((line) => line && !line.startsWith('#'));
+    const ignored = readFileSync('.dockerignore', 'utf8')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line && !line.startsWith('#'));
     for (const copy of [...stages.flat()].filter((i) => i.name === 'COPY' && !i.args.startsWith('--from='))) {
       const sources = copy.args.split(/\s+/).slice(0, -1);
       for (const source of sources) {
@@ -82,7 +87,9 @@ describe('Dockerfile', () => {
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       const port = (server.address() as AddressInfo).port;
       try {
-        await run(command[0] === 'node' ? process.execPath : command[0]!, command.slice(1), { env: { ...process.env, ONNX_GATEWAY_PORT: String(port) } });
+        await run(command[0] === 'node' ? process.execPath : command[0]!, command.slice(1), {
+          env: { ...process.env, ONNX_GATEWAY_PORT: String(port) },
+        });
         return { code: 0, paths };
       } catch (error) {
         return { code: (error as { code: number }).code, paths };
@@ -151,7 +158,9 @@ type Manifest = Deployment | Service | Secret | Claim;
 
 describe('Kubernetes manifests', () => {
   const dir = 'deploy/kubernetes';
-  const kustomization = parseAllDocuments(readFileSync(`${dir}/kustomization.yaml`, 'utf8'))[0]!.toJS() as { resources: string[] };
+  const kustomization = parseAllDocuments(readFileSync(`${dir}/kustomization.yaml`, 'utf8'))[0]!.toJS() as {
+    resources: string[];
+  };
   const docs: Manifest[] = kustomization.resources.flatMap((file) =>
     parseAllDocuments(readFileSync(`${dir}/${file}`, 'utf8')).map((doc) => {
       expect(doc.errors, file).toEqual([]);
@@ -177,7 +186,14 @@ describe('Kubernetes manifests', () => {
       expect(doc.kind).toBeTruthy();
       expect(doc.metadata?.name).toBeTruthy();
     }
-    expect(docs.map((doc) => doc.kind).sort()).toEqual(['Deployment', 'Deployment', 'PersistentVolumeClaim', 'Secret', 'Service', 'Service']);
+    expect(docs.map((doc) => doc.kind).sort()).toEqual([
+      'Deployment',
+      'Deployment',
+      'PersistentVolumeClaim',
+      'Secret',
+      'Service',
+      'Service',
+    ]);
   });
 
   it('runs several gateway replicas whose selector matches their pods', () => {
@@ -235,9 +251,15 @@ describe('Kubernetes manifests', () => {
 
   it('points each Service at pods that exist, on a port they declare', () => {
     for (const service of docs.filter((doc) => doc.kind === 'Service')) {
-      const target = docs.find((doc): doc is Deployment => doc.kind === 'Deployment' && Object.entries(service.spec.selector).every(([k, v]) => doc.spec.template.metadata.labels[k] === v));
+      const target = docs.find(
+        (doc): doc is Deployment =>
+          doc.kind === 'Deployment' &&
+          Object.entries(service.spec.selector).every(([k, v]) => doc.spec.template.metadata.labels[k] === v),
+      );
       expect(target, service.metadata.name).toBeDefined();
-      const ports = target!.spec.template.spec.containers.flatMap((c) => c.ports.flatMap((p) => [p.name, p.containerPort]));
+      const ports = target!.spec.template.spec.containers.flatMap((c) =>
+        c.ports.flatMap((p) => [p.name, p.containerPort]),
+      );
       for (const port of service.spec.ports) expect(ports, service.metadata.name).toContain(port.targetPort);
     }
   });

@@ -27,16 +27,21 @@ describe('where each model runs', () => {
   it('refuses a map entry that names no served model, with the config error that names the setting', () => {
     const wanted = () => wantedDevices(['bge-m3'], 'cpu', { 'bge-m3': 'cuda', 'bge-m4': 'cuda' }, catalogue);
     expect(wanted).toThrow(ConfigError);
-    expect(wanted).toThrow('deviceMap (ONNX_GATEWAY_DEVICE_MAP) names "bge-m4", which is not served: the served models are bge-m3.');
+    expect(wanted).toThrow(
+      'deviceMap (ONNX_GATEWAY_DEVICE_MAP) names "bge-m4", which is not served: the served models are bge-m3.',
+    );
   });
 
-  it('serves the fp16 graph on an accelerator where the folder has one and no variant is named, under the model\'s own id', async () => {
+  it("serves the fp16 graph on an accelerator where the folder has one and no variant is named, under the model's own id", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-devices-'));
     await cp(join(inject('tinyModelsDir'), 'tiny-embedder'), join(dir, 'tiny-embedder'), { recursive: true });
     const load = (id: string, device: string) => loadServedModel(id, dir, catalogue, 'fp32', device);
     // Without an fp16 graph: fp32 everywhere.
     expect((await load('tiny-embedder', 'webgpu')).variant).toBe('fp32');
-    await copyFile(join(dir, 'tiny-embedder', 'onnx', 'model.onnx'), join(dir, 'tiny-embedder', 'onnx', 'model_fp16.onnx'));
+    await copyFile(
+      join(dir, 'tiny-embedder', 'onnx', 'model.onnx'),
+      join(dir, 'tiny-embedder', 'onnx', 'model_fp16.onnx'),
+    );
     const onGpu = await load('tiny-embedder', 'cuda:1');
     expect(onGpu).toMatchObject({ id: 'tiny-embedder', variant: 'fp16', device: 'cuda:1' });
     expect(onGpu.onnxPath).toBe(join(dir, 'tiny-embedder', 'onnx', 'model_fp16.onnx'));
@@ -46,7 +51,7 @@ describe('where each model runs', () => {
     expect(await load('tiny-embedder:fp16', 'cpu')).toMatchObject({ id: 'tiny-embedder:fp16', variant: 'fp16' });
   });
 
-  it('asks ONNX Runtime for each device\'s execution provider', () => {
+  it("asks ONNX Runtime for each device's execution provider", () => {
     expect(executionProviders('cpu')).toEqual(['cpu']);
     expect(executionProviders('webgpu')).toEqual(['webgpu']);
     expect(executionProviders('cuda')).toEqual([{ name: 'cuda', deviceId: 0 }]);
@@ -89,7 +94,9 @@ describe('where each model runs', () => {
       const { devices, warnings } = await checkDevices({ wanted, fallback: 'cpu', probe });
       expect(Object.fromEntries(devices)).toEqual({ big: 'cpu', small: 'cpu', other: 'cpu', image: 'webgpu' });
       expect(warnings).toHaveLength(1);
-      expect(warnings[0]).toMatch(/^Device "cuda" \(for big, other\) can not be used: .* Serving big, other on cpu instead \(ONNX_GATEWAY_DEVICE_FALLBACK=cpu\)\.$/);
+      expect(warnings[0]).toMatch(
+        /^Device "cuda" \(for big, other\) can not be used: .* Serving big, other on cpu instead \(ONNX_GATEWAY_DEVICE_FALLBACK=cpu\)\.$/,
+      );
     });
   });
 });

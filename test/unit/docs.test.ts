@@ -9,7 +9,9 @@ import { dirname, join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { benchTable, benchTableSpecs, fillBenchTables } from '../../bench/lib/tables.js';
 
-const pages = readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => join('docs', f));
+const pages = readdirSync('docs')
+  .filter((f) => f.endsWith('.md'))
+  .map((f) => join('docs', f));
 const read = (file: string) => readFileSync(file, 'utf8');
 
 /** The text outside fenced code blocks and inline code, where links and headings are. */
@@ -22,7 +24,11 @@ function anchors(markdown: string): Set<string> {
   const seen = new Map<string, number>();
   const out = new Set<string>();
   for (const [, text] of prose(markdown).matchAll(/^#{1,6} (.+)$/gm)) {
-    const base = text!.trim().toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, '').replace(/ /g, '-');
+    const base = text!
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+      .replace(/ /g, '-');
     const n = seen.get(base) ?? 0;
     seen.set(base, n + 1);
     out.add(n === 0 ? base : `${base}-${n}`);
@@ -61,24 +67,28 @@ describe('docs pages', () => {
 });
 
 describe('links', () => {
-  it.each(['README.md', 'ARCHITECTURE.md', ...pages])('every relative link in %s points at a file and heading that exist', (file) => {
-    const broken: string[] = [];
-    for (const href of links(read(file))) {
-      const [path, anchor] = href.split('#') as [string, string | undefined];
-      const target = path === '' ? file : resolve(dirname(file), path);
-      if (!existsSync(target)) {
-        broken.push(`${href}: no such file`);
-        continue;
+  it.each(['README.md', 'ARCHITECTURE.md', ...pages])(
+    'every relative link in %s points at a file and heading that exist',
+    (file) => {
+      const broken: string[] = [];
+      for (const href of links(read(file))) {
+        const [path, anchor] = href.split('#') as [string, string | undefined];
+        const target = path === '' ? file : resolve(dirname(file), path);
+        if (!existsSync(target)) {
+          broken.push(`${href}: no such file`);
+          continue;
+        }
+        if (anchor !== undefined && target.endsWith('.md') && !anchors(read(target)).has(anchor))
+          broken.push(`${href}: no such heading`);
       }
-      if (anchor !== undefined && target.endsWith('.md') && !anchors(read(target)).has(anchor)) broken.push(`${href}: no such heading`);
-    }
-    expect(broken).toEqual([]);
-  });
+      expect(broken).toEqual([]);
+    },
+  );
 
   it('finds a link to a missing heading (the checker itself)', () => {
-    expect(anchors('## Switching from TEI / Cohere / Ollama\n## Metrics, logs, timing\n## Metrics, logs, timing')).toEqual(
-      new Set(['switching-from-tei--cohere--ollama', 'metrics-logs-timing', 'metrics-logs-timing-1']),
-    );
+    expect(
+      anchors('## Switching from TEI / Cohere / Ollama\n## Metrics, logs, timing\n## Metrics, logs, timing'),
+    ).toEqual(new Set(['switching-from-tei--cohere--ollama', 'metrics-logs-timing', 'metrics-logs-timing-1']));
     expect(links('see [a](docs/a.md#b), [c](https://example.org), `[d](e.md)`')).toEqual(['docs/a.md#b']);
   });
 });

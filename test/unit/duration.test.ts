@@ -40,7 +40,8 @@ describe('parseKeepAlive', () => {
   });
 
   it('refuses what is no duration', () => {
-    for (const value of ['soon', '5 minutes', '', NaN, Infinity, true, null, {}]) expect(parseKeepAlive(value)).toBeUndefined();
+    for (const value of ['soon', '5 minutes', '', NaN, Infinity, true, null, {}])
+      expect(parseKeepAlive(value)).toBeUndefined();
   });
 });
 

@@ -151,7 +151,12 @@ describe('EmbeddingCache', () => {
   it('gives no hit across models, variants or versions of the files', async () => {
     const cache = new EmbeddingCache(1 << 20);
     const { calls, compute } = engine();
-    for (const m of [model(), model({ variant: 'int8' }), model({ baseId: 'other' }), model({ filesId: 'digest:two' })]) {
+    for (const m of [
+      model(),
+      model({ variant: 'int8' }),
+      model({ baseId: 'other' }),
+      model({ filesId: 'digest:two' }),
+    ]) {
       expect((await cache.run(m, [ids(4, 4)], compute)).hits).toBe(0);
     }
     expect(calls).toHaveLength(4);
@@ -184,7 +189,10 @@ describe('settings', () => {
 describe('the shared tier', () => {
   it('answers misses at once while Redis is unreachable, logs the outage once and counts the failures', async () => {
     const warnings: string[] = [];
-    const tier = new SharedTier(`redis://127.0.0.1:${await freePort()}`, 60, { warn: (message) => warnings.push(message), info: () => undefined });
+    const tier = new SharedTier(`redis://127.0.0.1:${await freePort()}`, 60, {
+      warn: (message) => warnings.push(message),
+      info: () => undefined,
+    });
     try {
       const cache = new EmbeddingCache(1 << 20, tier);
       const { calls, compute } = engine();

@@ -5,7 +5,13 @@
  */
 import * as ort from 'onnxruntime-node';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { calibrationRuns, calibrationSequences, readCalibrationTexts, DEFAULT_CALIBRATION_FILE, loadCalibrationTexts } from '../../src/quantize/calibration-inputs.js';
+import {
+  calibrationRuns,
+  calibrationSequences,
+  readCalibrationTexts,
+  DEFAULT_CALIBRATION_FILE,
+  loadCalibrationTexts,
+} from '../../src/quantize/calibration-inputs.js';
 import { collectInputStats } from '../../src/quantize/calibration-stats.js';
 import { gptqRound } from '../../src/quantize/gptq.js';
 import { columnScales, QMAX, toGrid } from '../../src/quantize/int8-grid.js';
@@ -44,12 +50,21 @@ function correlatedInputs(rows: number, k: number, seed: number): Float64Array {
 
 function gram(x: Float64Array, rows: number, k: number): Float64Array {
   const h = new Float64Array(k * k);
-  for (let r = 0; r < rows; r++) for (let i = 0; i < k; i++) for (let j = 0; j < k; j++) h[i * k + j]! += x[r * k + i]! * x[r * k + j]!;
+  for (let r = 0; r < rows; r++)
+    for (let i = 0; i < k; i++) for (let j = 0; j < k; j++) h[i * k + j]! += x[r * k + i]! * x[r * k + j]!;
   return h;
 }
 
 /** Sum over rows and columns of (x . (w - q * scale))^2: the MatMul's output error. */
-function outputError(x: Float64Array, rows: number, w: Float32Array, values: Int8Array, scales: Float32Array, k: number, n: number): number {
+function outputError(
+  x: Float64Array,
+  rows: number,
+  w: Float32Array,
+  values: Int8Array,
+  scales: Float32Array,
+  k: number,
+  n: number,
+): number {
   let total = 0;
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < n; c++) {
@@ -75,7 +90,10 @@ describe('gptqRound', () => {
     const gptq = gptqRound(w, k, n, scales, h);
     const nearest = quantizeWeight(w, k, n)!;
     expect([...nearest.scales]).toEqual([...scales]);
-    const [eg, en] = [outputError(x, rows, w, gptq, scales, k, n), outputError(x, rows, w, nearest.values, scales, k, n)];
+    const [eg, en] = [
+      outputError(x, rows, w, gptq, scales, k, n),
+      outputError(x, rows, w, nearest.values, scales, k, n),
+    ];
     console.log(`output error, sum of squares: GPTQ ${eg.toExponential(3)}, nearest ${en.toExponential(3)}`);
     expect(eg).toBeLessThan(en * 0.5);
     // It moves values away from the nearest grid point (by a step or so), never off the grid.
@@ -105,7 +123,9 @@ describe('gptqRound', () => {
     for (let r = 0; r < 5; r++) few[r * k + 7] = 0;
     const singular = gram(few, 5, k);
     const values = gptqRound(w, k, n, scales, singular);
-    expect(outputError(few, 5, w, values, scales, k, n)).toBeLessThanOrEqual(outputError(few, 5, w, quantizeWeight(w, k, n)!.values, scales, k, n));
+    expect(outputError(few, 5, w, values, scales, k, n)).toBeLessThanOrEqual(
+      outputError(few, 5, w, quantizeWeight(w, k, n)!.values, scales, k, n),
+    );
     // All zero: nothing to go by, so to nearest.
     expect([...gptqRound(w, k, n, scales, new Float64Array(k * k))]).toEqual([...quantizeWeight(w, k, n)!.values]);
   });
@@ -141,7 +161,16 @@ describe('collectInputStats', () => {
     const stats = await collectInputStats(model, targets, [feeds, feeds]);
 
     // The activations themselves, as extra outputs of the plain graph.
-    const probe = { ...model, graph: { ...model.graph!, output: [...model.graph!.output!, ...[...targets.keys()].map((name) => ({ name, type: { tensorType: { elemType: DataType.FLOAT } } }))] } };
+    const probe = {
+      ...model,
+      graph: {
+        ...model.graph!,
+        output: [
+          ...model.graph!.output!,
+          ...[...targets.keys()].map((name) => ({ name, type: { tensorType: { elemType: DataType.FLOAT } } })),
+        ],
+      },
+    };
     const session = await ort.InferenceSession.create(writeModel(probe));
     const out = await session.run(feeds);
     await session.release();
@@ -204,7 +233,9 @@ describe('calibration inputs', () => {
     expect(singles).toHaveLength(texts.length + 1);
     expect(singles.every((s) => s.typeIds === undefined)).toBe(true);
     // The joined run is longer than any one text, and no input exceeds the window asked for.
-    expect(Math.max(...singles.map((s) => s.ids.length))).toBeGreaterThan(Math.max(...singles.slice(0, -1).map((s) => s.ids.length)));
+    expect(Math.max(...singles.map((s) => s.ids.length))).toBeGreaterThan(
+      Math.max(...singles.slice(0, -1).map((s) => s.ids.length)),
+    );
     expect(Math.max(...calibrationSequences(texts, tokenizer, 'embedding', 16).map((s) => s.ids.length))).toBe(16);
   });
 
@@ -225,7 +256,10 @@ describe('calibration inputs', () => {
     const total = sequences.reduce((sum, s) => sum + s.ids.length, 0);
     expect(tokens).toBeGreaterThan(total * 0.66);
     // A graph without token_type_ids is not fed them; an unknown input is refused.
-    expect(Object.keys(calibrationRuns(sequences, ['input_ids', 'attention_mask']).runs[0]!)).toEqual(['input_ids', 'attention_mask']);
+    expect(Object.keys(calibrationRuns(sequences, ['input_ids', 'attention_mask']).runs[0]!)).toEqual([
+      'input_ids',
+      'attention_mask',
+    ]);
     expect(() => calibrationRuns(sequences, ['input_ids', 'pixel_values'])).toThrow(/pixel_values/);
   });
 });
@@ -235,7 +269,10 @@ describe('quantizeModel with calibration (tiny BERT)', () => {
     const model = buildTinyBert('reranker');
     const tokenizer = TextTokenizer.fromJson(tokenizerJson());
     const { texts } = await loadCalibrationTexts();
-    const { runs } = calibrationRuns(calibrationSequences(texts, tokenizer, 'rerank', TINY_BERT.maxPositions), model.graph!.input!.map((v) => v.name!));
+    const { runs } = calibrationRuns(
+      calibrationSequences(texts, tokenizer, 'rerank', TINY_BERT.maxPositions),
+      model.graph!.input!.map((v) => v.name!),
+    );
     const stats = await collectInputStats(model, calibrationTargets(model), runs);
     const calibrated = quantizeModel(model, { calibration: stats });
     const plain = quantizeModel(model);
@@ -245,15 +282,25 @@ describe('quantizeModel with calibration (tiny BERT)', () => {
     const init = (m: typeof model, name: string) => m.graph!.initializer!.find((t) => t.name === name)!;
     let changed = 0;
     for (const c of plain.report.converted) {
-      expect(initializerToFloat32(init(calibrated.model, `${c.weight}_scale`))).toEqual(initializerToFloat32(init(plain.model, `${c.weight}_scale`)));
-      const [a, b] = [init(calibrated.model, `${c.weight}_quantized`).rawData!, init(plain.model, `${c.weight}_quantized`).rawData!];
+      expect(initializerToFloat32(init(calibrated.model, `${c.weight}_scale`))).toEqual(
+        initializerToFloat32(init(plain.model, `${c.weight}_scale`)),
+      );
+      const [a, b] = [
+        init(calibrated.model, `${c.weight}_quantized`).rawData!,
+        init(plain.model, `${c.weight}_quantized`).rawData!,
+      ];
       expect(a.length).toBe(b.length);
       if (!Buffer.from(a).equals(Buffer.from(b))) changed++;
     }
     expect(changed).toBeGreaterThan(plain.report.converted.length / 2);
-    expect(formatQuantizeReport({ ...calibrated.report, calibration: { source: 'texts.txt', inputs: 12, tokens: 345, seconds: 1.25 } })).toMatch(
-      /^rounding: GPTQ, calibrated on 12 inputs \(345 tokens\) from texts.txt in 1.3 s$/m,
+    expect(
+      formatQuantizeReport({
+        ...calibrated.report,
+        calibration: { source: 'texts.txt', inputs: 12, tokens: 345, seconds: 1.25 },
+      }),
+    ).toMatch(/^rounding: GPTQ, calibrated on 12 inputs \(345 tokens\) from texts.txt in 1.3 s$/m);
+    expect(formatQuantizeReport({ ...plain.report, uncalibrated: 'calibration turned off' })).toMatch(
+      /^rounding: to nearest \(calibration turned off\)$/m,
     );
-    expect(formatQuantizeReport({ ...plain.report, uncalibrated: 'calibration turned off' })).toMatch(/^rounding: to nearest \(calibration turned off\)$/m);
   });
 });

@@ -11,7 +11,12 @@ const index = resolve('../shared/models/trained/models.json');
 
 describe('image catalogue', () => {
   it('loads every manifest in models/images', () => {
-    expect(catalogue.list().map((m) => m.id).sort()).toEqual([
+    expect(
+      catalogue
+        .list()
+        .map((m) => m.id)
+        .sort(),
+    ).toEqual([
       'espcn-superres-x3-y',
       'fast-neural-style-candy-nc16',
       'fast-neural-style-mosaic-nc16',
@@ -22,8 +27,21 @@ describe('image catalogue', () => {
     ]);
   });
 
-  it.skipIf(missing(existsSync(index), `${index} is missing: the trained image models' index, in ../shared beside the checkout`))('agrees with the facts of the trained models index (needs ../shared/models/trained/models.json)', () => {
-    const facts = JSON.parse(readFileSync(index, 'utf8')) as { models: { id: string; scale: number; inputs: { name: string; shape: unknown[] }[]; outputs: { name: string }[]; files: { sha256: string }[] }[] };
+  it.skipIf(
+    missing(
+      existsSync(index),
+      `${index} is missing: the trained image models' index, in ../shared beside the checkout`,
+    ),
+  )('agrees with the facts of the trained models index (needs ../shared/models/trained/models.json)', () => {
+    const facts = JSON.parse(readFileSync(index, 'utf8')) as {
+      models: {
+        id: string;
+        scale: number;
+        inputs: { name: string; shape: unknown[] }[];
+        outputs: { name: string }[];
+        files: { sha256: string }[];
+      }[];
+    };
     for (const manifest of catalogue.list()) {
       const fact = facts.models.find((m) => m.id === manifest.id)!;
       expect(fact, manifest.id).toBeDefined();
@@ -56,8 +74,25 @@ describe('image catalogue', () => {
 
 describe('choosing a pipeline from the prompt', () => {
   const served = (ids: string[]) =>
-    new ImageRegistry(ids.map((id) => ({ id, onnxPath: '', input: catalogue.get(id)!.input, output: catalogue.get(id)!.output, manifest: catalogue.get(id)!, created: 0 }) satisfies ServedImageModel));
-  const all = served(['realesr-animevideov3', 'isnet-imgly-small', 'fast-neural-style-candy-nc16', 'fast-neural-style-rain-princess-nc16']);
+    new ImageRegistry(
+      ids.map(
+        (id) =>
+          ({
+            id,
+            onnxPath: '',
+            input: catalogue.get(id)!.input,
+            output: catalogue.get(id)!.output,
+            manifest: catalogue.get(id)!,
+            created: 0,
+          }) satisfies ServedImageModel,
+      ),
+    );
+  const all = served([
+    'realesr-animevideov3',
+    'isnet-imgly-small',
+    'fast-neural-style-candy-nc16',
+    'fast-neural-style-rain-princess-nc16',
+  ]);
   const pick = (prompt: string, registry = all) => choosePipeline(registry, undefined, prompt).id;
 
   it('follows a named model whatever the prompt says', () => {

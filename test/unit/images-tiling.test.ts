@@ -16,7 +16,16 @@ function noise(width: number, height: number, channels: number, seed = 7): Uint8
 }
 
 /** Runs a tiled "model" (nearest-neighbour x scale) through the blender. */
-function tiledNearest(source: Uint8Array, width: number, height: number, channels: number, tile: number, overlap: number, scale: number, order: 'forward' | 'reverse') {
+function tiledNearest(
+  source: Uint8Array,
+  width: number,
+  height: number,
+  channels: number,
+  tile: number,
+  overlap: number,
+  scale: number,
+  order: 'forward' | 'reverse',
+) {
   const xs = tileSpans(width, tile, overlap, false);
   const ys = tileSpans(height, tile, overlap, false);
   const blender = new TileBlender(width * scale, height * scale, channels, xs, ys, scale);
@@ -30,7 +39,9 @@ function tiledNearest(source: Uint8Array, width: number, height: number, channel
     const output = new Float32Array(w * scale * h * scale * channels);
     for (let y = 0; y < h * scale; y++) {
       for (let x = 0; x < w * scale; x++) {
-        for (let c = 0; c < channels; c++) output[(y * w * scale + x) * channels + c] = input[(Math.floor(y / scale) * w + Math.floor(x / scale)) * channels + c]!;
+        for (let c = 0; c < channels; c++)
+          output[(y * w * scale + x) * channels + c] =
+            input[(Math.floor(y / scale) * w + Math.floor(x / scale)) * channels + c]!;
       }
     }
     blender.add(i, j, output);
@@ -70,12 +81,22 @@ describe('tile blender', () => {
     for (const order of ['forward', 'reverse'] as const) {
       const blender = tiledNearest(source, width, height, channels, 64, 12, 2, order);
       expect(blender.complete).toBe(true);
-      for (const [x, y] of [[0, 0], [601, 313], [127, 64], [300, 200], [455, 99]] as const) {
+      for (const [x, y] of [
+        [0, 0],
+        [601, 313],
+        [127, 64],
+        [300, 200],
+        [455, 99],
+      ] as const) {
         for (let c = 0; c < channels; c++) {
-          expect(blender.pixels[(y * width * 2 + x) * channels + c]).toBe(source[(Math.floor(y / 2) * width + Math.floor(x / 2)) * channels + c]);
+          expect(blender.pixels[(y * width * 2 + x) * channels + c]).toBe(
+            source[(Math.floor(y / 2) * width + Math.floor(x / 2)) * channels + c],
+          );
         }
       }
-      expect(Buffer.compare(Buffer.from(blender.pixels), Buffer.from(nearestX2(source, width, height, channels)))).toBe(0);
+      expect(Buffer.compare(Buffer.from(blender.pixels), Buffer.from(nearestX2(source, width, height, channels)))).toBe(
+        0,
+      );
     }
   });
 
@@ -97,7 +118,8 @@ function nearestX2(source: Uint8Array, width: number, height: number, channels: 
   const out = new Uint8Array(width * 2 * height * 2 * channels);
   for (let y = 0; y < height * 2; y++) {
     for (let x = 0; x < width * 2; x++) {
-      for (let c = 0; c < channels; c++) out[(y * width * 2 + x) * channels + c] = source[((y >> 1) * width + (x >> 1)) * channels + c]!;
+      for (let c = 0; c < channels; c++)
+        out[(y * width * 2 + x) * channels + c] = source[((y >> 1) * width + (x >> 1)) * channels + c]!;
     }
   }
   return out;
@@ -126,7 +148,9 @@ describe('sizes and accounting', () => {
   });
 
   it('widens overlaps with quality, never past half a tile', () => {
-    expect([overlapFor('low', 16, 192), overlapFor('medium', 16, 192), overlapFor('high', 16, 192)]).toEqual([8, 16, 32]);
+    expect([overlapFor('low', 16, 192), overlapFor('medium', 16, 192), overlapFor('high', 16, 192)]).toEqual([
+      8, 16, 32,
+    ]);
     expect(overlapFor('high', 100, 128)).toBe(63);
   });
 

@@ -29,7 +29,10 @@ const side = [
   ...['models', 'text', 'vectors', 'onnx', 'quantize'],
 ];
 const entries = ['main', 'cli'];
-const folderOf = (file: string) => relative(src, file).split('/')[0]!.replace(/\.[jt]s$/, '');
+const folderOf = (file: string) =>
+  relative(src, file)
+    .split('/')[0]!
+    .replace(/\.[jt]s$/, '');
 const sources = (folder: string) =>
   readdirSync(folder, { recursive: true, encoding: 'utf8' })
     .filter((f) => f.endsWith('.ts'))
@@ -65,8 +68,14 @@ it('imports in src/ run down one layer at a time', () => {
  */
 const httpNames: [string, RegExp][] = [
   ['a header', /retry-after|x-should-retry|www-authenticate|content-type|\bheaders\s*:/i],
-  ['a status', /\bstatus(?:Code)?\s*(?:===?|!==?|[<>]=?|:)\s*\d{3}\b|\bstatusCode\b|\b(?:HTTP|an?)\s+[45]\d\d\b(?![-\w])/],
-  ['a route', /['"`(\s]\/(?:v\d|api|embed\w*|rerank|predict|similarity|tokenize|decode|info|health|metrics|search|read)\b/],
+  [
+    'a status',
+    /\bstatus(?:Code)?\s*(?:===?|!==?|[<>]=?|:)\s*\d{3}\b|\bstatusCode\b|\b(?:HTTP|an?)\s+[45]\d\d\b(?![-\w])/,
+  ],
+  [
+    'a route',
+    /['"`(\s]\/(?:v\d|api|embed\w*|rerank|predict|similarity|tokenize|decode|info|health|metrics|search|read)\b/,
+  ],
   ['the web framework', /\bfastify\b|\breply\.\w/i],
 ];
 
@@ -79,7 +88,8 @@ it('names no HTTP header, status or route under core/, search/, images/ and engi
     readFileSync(file, 'utf8')
       .split('\n')
       .forEach((line, i) => {
-        for (const [what, pattern] of httpNames) if (pattern.test(line)) found.push(`${relative(src, file)}:${i + 1} names ${what}: ${line.trim()}`);
+        for (const [what, pattern] of httpNames)
+          if (pattern.test(line)) found.push(`${relative(src, file)}:${i + 1} names ${what}: ${line.trim()}`);
       });
   }
   expect(found).toEqual([]);

@@ -13,7 +13,15 @@ const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-lock-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function lockWith(files: string[], variants: Record<string, string> = { fp32: 'onnx/model.onnx' }) {
-  const lock = { version: 1, repo: 'x/y', revision: 'main', commit: 'a'.repeat(40), variants, pulledAt: '2026-01-01T00:00:00Z', files: files.map((path) => ({ path, size: 1 })) };
+  const lock = {
+    version: 1,
+    repo: 'x/y',
+    revision: 'main',
+    commit: 'a'.repeat(40),
+    variants,
+    pulledAt: '2026-01-01T00:00:00Z',
+    files: files.map((path) => ({ path, size: 1 })),
+  };
   writeFileSync(join(dir, LOCK_FILE), JSON.stringify(lock));
 }
 
@@ -23,7 +31,14 @@ describe('readLock', () => {
     expect(readLock(dir)?.files.map((file) => file.path)).toEqual(['config.json', 'onnx/model.onnx']);
   });
 
-  it.each([['../../.ssh/authorized_keys'], ['/etc/passwd'], ['onnx/../../x'], ['C:\\Windows\\x'], ['a//b'], ['./config.json']])('refuses a file %j', (path) => {
+  it.each([
+    ['../../.ssh/authorized_keys'],
+    ['/etc/passwd'],
+    ['onnx/../../x'],
+    ['C:\\Windows\\x'],
+    ['a//b'],
+    ['./config.json'],
+  ])('refuses a file %j', (path) => {
     lockWith(['config.json', path]);
     expect(() => readLock(dir)).toThrow(LockFileError);
     expect(() => readLock(dir)).toThrow(/not a path inside the model folder/);

@@ -26,11 +26,29 @@ describe('metric families', () => {
     const ours = new Registry();
     const theirs = new Registry();
     const buckets = [0.5, 1, 2.5, 5];
-    const family = new HistogramFamily({ name: 'h_seconds', help: 'A histogram.', labelNames: ['route', 'phase'], buckets, registry: ours });
-    const reference = new Histogram({ name: 'h_seconds', help: 'A histogram.', labelNames: ['route', 'phase'], buckets, registers: [theirs] });
+    const family = new HistogramFamily({
+      name: 'h_seconds',
+      help: 'A histogram.',
+      labelNames: ['route', 'phase'],
+      buckets,
+      registry: ours,
+    });
+    const reference = new Histogram({
+      name: 'h_seconds',
+      help: 'A histogram.',
+      labelNames: ['route', 'phase'],
+      buckets,
+      registers: [theirs],
+    });
     const values: [string, string, number][] = [
-      ['/a', 'tokenize', 0.1], ['/a', 'tokenize', 0.5], ['/a', 'tokenize', 0.50001], ['/a', 'tokenize', 5], ['/a', 'tokenize', 7],
-      ['/b', 'queue', 2.5], ['/b', 'queue', 0], ['/a', 'queue', 1e6],
+      ['/a', 'tokenize', 0.1],
+      ['/a', 'tokenize', 0.5],
+      ['/a', 'tokenize', 0.50001],
+      ['/a', 'tokenize', 5],
+      ['/a', 'tokenize', 7],
+      ['/b', 'queue', 2.5],
+      ['/b', 'queue', 0],
+      ['/a', 'queue', 1e6],
     ];
     for (const [route, phase, value] of values) {
       family.labels({ route, phase }).observe(value);
@@ -48,8 +66,18 @@ describe('metric families', () => {
   it('write a counter as prom-client does, and bind a series once for every later count', async () => {
     const ours = new Registry();
     const theirs = new Registry();
-    const family = new CounterFamily({ name: 'c_total', help: 'A counter.', labelNames: ['method', 'status'], registry: ours });
-    const reference = new Counter({ name: 'c_total', help: 'A counter.', labelNames: ['method', 'status'], registers: [theirs] });
+    const family = new CounterFamily({
+      name: 'c_total',
+      help: 'A counter.',
+      labelNames: ['method', 'status'],
+      registry: ours,
+    });
+    const reference = new Counter({
+      name: 'c_total',
+      help: 'A counter.',
+      labelNames: ['method', 'status'],
+      registers: [theirs],
+    });
     const get = family.labels({ method: 'GET', status: '200' });
     expect(family.labels({ status: '200', method: 'GET' })).toBe(get);
     get.inc();
@@ -63,7 +91,13 @@ describe('metric families', () => {
   it('refuse a label the family does not have, and start again from zero on reset', async () => {
     const registry = new Registry();
     const counter = new CounterFamily({ name: 'c_total', help: 'A counter.', labelNames: ['model'], registry });
-    const histogram = new HistogramFamily({ name: 'h', help: 'A histogram.', labelNames: ['model'], buckets: [1], registry });
+    const histogram = new HistogramFamily({
+      name: 'h',
+      help: 'A histogram.',
+      labelNames: ['model'],
+      buckets: [1],
+      registry,
+    });
     expect(() => counter.labels({ modle: 'm' })).toThrow(/no label modle/);
     const held = counter.labels({ model: 'm' });
     held.inc(3);

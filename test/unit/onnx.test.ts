@@ -28,7 +28,10 @@ import { missing } from '../helpers/resources.js';
 // The package's type declarations re-export without file extensions, which NodeNext resolution
 // does not follow: its Tokenizer is typed here by the members this test calls.
 interface LibraryTokenizer {
-  encode(text: string, options?: { text_pair?: string; return_token_type_ids?: boolean }): { ids: number[]; token_type_ids?: number[] };
+  encode(
+    text: string,
+    options?: { text_pair?: string; return_token_type_ids?: boolean },
+  ): { ids: number[]; token_type_ids?: number[] };
   tokenize(text: string): string[];
   decode(ids: number[], options: { skip_special_tokens: boolean }): string;
 }
@@ -37,7 +40,10 @@ const { Tokenizer } = tokenizers as unknown as { Tokenizer: new (json: object, c
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const modelsDir = resolve(repoRoot, process.env.ONNX_GATEWAY_MODELS_DIR ?? '.data/models');
 const realModel = join(modelsDir, 'synthetic-all-MiniLM-L6-v2', 'onnx', 'model.onnx');
-const hasRealModel = !missing(existsSync(realModel), `${realModel} is missing: generate it with: python3 ../shared/models/synthetic/make_models.py --out .data/models`);
+const hasRealModel = !missing(
+  existsSync(realModel),
+  `${realModel} is missing: generate it with: python3 ../shared/models/synthetic/make_models.py --out .data/models`,
+);
 
 const H = TINY_BERT.hidden;
 const id = (token: string) => {
@@ -93,7 +99,19 @@ const row = (t: ort.Tensor, r: number) => {
 };
 
 const short = [CLS, id('hello'), id('world'), SEP];
-const long = [CLS, id('what'), id('is'), id('the'), id('capital'), id('of'), id('france'), id('?'), id('paris'), id('##s'), SEP];
+const long = [
+  CLS,
+  id('what'),
+  id('is'),
+  id('the'),
+  id('capital'),
+  id('of'),
+  id('france'),
+  id('?'),
+  id('paris'),
+  id('##s'),
+  SEP,
+];
 
 describe('tiny models', () => {
   let dir: string;
@@ -104,7 +122,11 @@ describe('tiny models', () => {
     dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-tiny-'));
     paths = await writeTinyModels(dir);
     const open = (kind: keyof TinyModelPaths) => ort.InferenceSession.create(join(paths[kind], 'onnx', 'model.onnx'));
-    sessions = { embedder: await open('embedder'), embedderSentence: await open('embedderSentence'), reranker: await open('reranker') };
+    sessions = {
+      embedder: await open('embedder'),
+      embedderSentence: await open('embedderSentence'),
+      reranker: await open('reranker'),
+    };
   });
 
   afterAll(async () => {
@@ -137,9 +159,14 @@ describe('tiny models', () => {
       max_position_embeddings: TINY_BERT.maxPositions,
       vocab_size: TINY_VOCAB.length,
     });
-    const reranker = JSON.parse(await readFile(join(paths.reranker, 'config.json'), 'utf8')) as { architectures?: string[] };
+    const reranker = JSON.parse(await readFile(join(paths.reranker, 'config.json'), 'utf8')) as {
+      architectures?: string[];
+    };
     expect(reranker.architectures).toEqual(['BertForSequenceClassification']);
-    const tokConfig = JSON.parse(await readFile(join(paths.embedder, 'tokenizer_config.json'), 'utf8')) as Record<string, unknown>;
+    const tokConfig = JSON.parse(await readFile(join(paths.embedder, 'tokenizer_config.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
     expect(tokConfig).toMatchObject({ model_max_length: 64, do_lower_case: true });
   });
 
@@ -157,7 +184,9 @@ describe('tiny models', () => {
     expect(hidden(batch).dims).toEqual([2, long.length, H]);
     const alone = await sessions.embedder.run(feeds([short]));
     expect(hidden(alone).dims).toEqual([1, short.length, H]);
-    expect(maxAbsDiff(tokens(hidden(alone), 0, short.length), tokens(hidden(batch), 0, short.length))).toBeLessThanOrEqual(1e-5);
+    expect(
+      maxAbsDiff(tokens(hidden(alone), 0, short.length), tokens(hidden(batch), 0, short.length)),
+    ).toBeLessThanOrEqual(1e-5);
     const longAlone = await sessions.embedder.run(feeds([long]));
     expect(maxAbsDiff(data(hidden(longAlone)), tokens(hidden(batch), 1, long.length))).toBeLessThanOrEqual(1e-5);
   });
@@ -188,7 +217,9 @@ describe('tiny models', () => {
       expect(maxAbsDiff(mean, row(output(out, 'sentence_embedding'), r))).toBeLessThanOrEqual(1e-5);
     });
     const alone = await sessions.embedderSentence.run(feeds([short], undefined, false));
-    expect(maxAbsDiff(row(output(alone, 'sentence_embedding'), 0), row(output(out, 'sentence_embedding'), 0))).toBeLessThanOrEqual(1e-5);
+    expect(
+      maxAbsDiff(row(output(alone, 'sentence_embedding'), 0), row(output(out, 'sentence_embedding'), 0)),
+    ).toBeLessThanOrEqual(1e-5);
   });
 
   it('reranker: logits per pair, independent of padding, sensitive to token types', async () => {
@@ -211,7 +242,16 @@ describe('tiny models', () => {
     const tokenizer = new Tokenizer(json, config);
     expect(tokenizer.encode('Hello, world!').ids).toEqual([CLS, id('hello'), id(','), id('world'), id('!'), SEP]);
     expect(tokenizer.tokenize('Zebra 42')).toEqual(['z', '##e', '##b', '##r', '##a', '4', '##2']);
-    expect(tokenizer.encode('naïve ☃').ids).toEqual([CLS, id('n'), id('##a'), id('##i'), id('##v'), id('##e'), id('[UNK]'), SEP]);
+    expect(tokenizer.encode('naïve ☃').ids).toEqual([
+      CLS,
+      id('n'),
+      id('##a'),
+      id('##i'),
+      id('##v'),
+      id('##e'),
+      id('[UNK]'),
+      SEP,
+    ]);
     const pair = tokenizer.encode('what is it', { text_pair: 'a dog', return_token_type_ids: true });
     expect(pair.ids).toEqual([CLS, id('what'), id('is'), id('it'), SEP, id('a'), id('dog'), SEP]);
     expect(pair.token_type_ids).toEqual([0, 0, 0, 0, 0, 1, 1, 1]);
@@ -241,7 +281,10 @@ describe('onnx model layer', () => {
     const model = createModel(
       createGraph({
         name: 'g',
-        nodes: [node('MatMul', ['x', 'w'], ['y0'], [], '', 'mm'), node('Softmax', ['y0'], ['y'], [attr.int('axis', -1)])],
+        nodes: [
+          node('MatMul', ['x', 'w'], ['y0'], [], '', 'mm'),
+          node('Softmax', ['y0'], ['y'], [attr.int('axis', -1)]),
+        ],
         inputs: [valueInfo('x', DataType.FLOAT, ['n', 2])],
         outputs: [valueInfo('y', DataType.FLOAT, ['n', 3])],
         initializers: [w],
@@ -253,7 +296,12 @@ describe('onnx model layer', () => {
     expect(y.dims).toEqual([2, 3]);
     const e = [Math.exp(1), Math.exp(2), Math.exp(3)];
     const sum = e[0]! + e[1]! + e[2]!;
-    expect(maxAbsDiff(data(y).subarray(0, 3), e.map((v) => v / sum))).toBeLessThan(1e-6);
+    expect(
+      maxAbsDiff(
+        data(y).subarray(0, 3),
+        e.map((v) => v / sum),
+      ),
+    ).toBeLessThan(1e-6);
     expect(Array.from(data(y).subarray(3))).toEqual([1 / 3, 1 / 3, 1 / 3].map(Math.fround));
   });
 
@@ -305,7 +353,10 @@ describe('onnx model layer', () => {
     const nodeField = Uint8Array.from([0x9a, 0x06, 2, 0x68, 0x69]);
     Object.assign(model.graph!.node![0]!, { [UNKNOWN_FIELDS]: [nodeField] });
     const bytes = writeModel(model);
-    const modelFields = [Uint8Array.from([0xa2, 0x01, 0]), Uint8Array.from([0x90, 0x06, ...Array<number>(9).fill(0xff), 0x01])];
+    const modelFields = [
+      Uint8Array.from([0xa2, 0x01, 0]),
+      Uint8Array.from([0x90, 0x06, ...Array<number>(9).fill(0xff), 0x01]),
+    ];
     const extended = Buffer.concat([bytes, ...modelFields]);
 
     const read = readModel(extended);

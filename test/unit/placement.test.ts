@@ -15,7 +15,10 @@ describe('placeModels', () => {
 
   it('gives a large model fewer sessions with more threads each, inside the budget', () => {
     const budgetBytes = 6 * GB;
-    const { placements } = placeModels([{ id: 'bge-m3', sessionBytes: 1.2 * GB, device: 'cpu' }], { ...eightCores, budgetBytes });
+    const { placements } = placeModels([{ id: 'bge-m3', sessionBytes: 1.2 * GB, device: 'cpu' }], {
+      ...eightCores,
+      budgetBytes,
+    });
     const placement = placements.get('bge-m3')!;
     // 8 sessions would hold 9.6 GB and 5 fit, but 5 single-threaded sessions leave 3 cores idle: 4 of 2
     // threads keep all 8 busy, and the session's worth left over holds the solo session.
@@ -24,16 +27,25 @@ describe('placeModels', () => {
   });
 
   it('keeps the solo session where memory allows one more session', () => {
-    const { placements } = placeModels([{ id: 'big', sessionBytes: 1 * GB, device: 'cpu' }], { ...eightCores, budgetBytes: 2.5 * GB });
+    const { placements } = placeModels([{ id: 'big', sessionBytes: 1 * GB, device: 'cpu' }], {
+      ...eightCores,
+      budgetBytes: 2.5 * GB,
+    });
     // 2 sessions of 4 threads, and the half GB left is not one more session: no solo.
     expect(placements.get('big')).toEqual({ device: 'cpu', sessions: 2, threadsPerSession: 4, soloThreads: 0 });
     // With 3 GB, 3 sessions would fit, but 3 x 2 threads leave 2 cores idle: 2 x 4 and a solo session.
-    const roomy = placeModels([{ id: 'big', sessionBytes: 1 * GB, device: 'cpu' }], { ...eightCores, budgetBytes: 3 * GB });
+    const roomy = placeModels([{ id: 'big', sessionBytes: 1 * GB, device: 'cpu' }], {
+      ...eightCores,
+      budgetBytes: 3 * GB,
+    });
     expect(roomy.placements.get('big')).toEqual({ device: 'cpu', sessions: 2, threadsPerSession: 4, soloThreads: 8 });
   });
 
   it('refuses a model that does not fit even as one session, naming its size and the budget', () => {
-    const { placements, refused } = placeModels([{ id: 'huge', sessionBytes: 3 * GB, device: 'cpu' }], { ...eightCores, budgetBytes: 2 * GB });
+    const { placements, refused } = placeModels([{ id: 'huge', sessionBytes: 3 * GB, device: 'cpu' }], {
+      ...eightCores,
+      budgetBytes: 2 * GB,
+    });
     expect(placements.size).toBe(0);
     expect(refused).toHaveLength(1);
     expect(refused[0]!.message).toMatch(/"huge" needs 3072 MB for one session, but the memory budget is 2048 MB/);
@@ -41,7 +53,11 @@ describe('placeModels', () => {
   });
 
   it('says what other models hold when the free part of the budget is too small', () => {
-    const { refused } = placeModels([{ id: 'b', sessionBytes: 2 * GB, device: 'cpu' }], { ...eightCores, budgetBytes: 4 * GB }, 1 * GB);
+    const { refused } = placeModels(
+      [{ id: 'b', sessionBytes: 2 * GB, device: 'cpu' }],
+      { ...eightCores, budgetBytes: 4 * GB },
+      1 * GB,
+    );
     expect(refused[0]!.message).toMatch(/with 3072 MB held by other loaded models/);
   });
 

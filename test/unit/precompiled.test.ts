@@ -63,23 +63,63 @@ describe('PrecompiledCharsmap', () => {
 describe('unigramSegmenter', () => {
   it('breaks ties as HF tokenizers does: a later path must score strictly higher', () => {
     // i i i, i ii and ii i all score -3; the first path found to each position stays.
-    const segment = unigramSegmenter([['<unk>', 0], ['i', -1], ['ii', -2]], 0);
+    const segment = unigramSegmenter(
+      [
+        ['<unk>', 0],
+        ['i', -1],
+        ['ii', -2],
+      ],
+      0,
+    );
     expect(segment('iii')).toEqual(['i', 'ii']);
     expect(segment('ii')).toEqual(['ii']);
   });
 
   it('fuses runs of unknown characters into one token', () => {
-    const segment = unigramSegmenter([['<unk>', 0], ['a', -1], ['b', -1]], 0);
+    const segment = unigramSegmenter(
+      [
+        ['<unk>', 0],
+        ['a', -1],
+        ['b', -1],
+      ],
+      0,
+    );
     expect(segment('a\u{13000}\u{13001}xb')).toEqual(['a', '\u{13000}\u{13001}x', 'b']);
     expect(segment('')).toEqual([]);
   });
 });
 
 describe('TextTokenizer with a SentencePiece Unigram tokenizer.json', () => {
-  const vocab: [string, number][] = [['<s>', 0], ['<pad>', 0], ['</s>', 0], ['<unk>', 0], ['\u2581', -2], ['\u2581fine', -3], ['a', -4], ['\u2581a', -3], ['b', -4], ['\u00c1', -5], ['<mask>', 0]];
+  const vocab: [string, number][] = [
+    ['<s>', 0],
+    ['<pad>', 0],
+    ['</s>', 0],
+    ['<unk>', 0],
+    ['\u2581', -2],
+    ['\u2581fine', -3],
+    ['a', -4],
+    ['\u2581a', -3],
+    ['b', -4],
+    ['\u00c1', -5],
+    ['<mask>', 0],
+  ];
   const tok = TextTokenizer.fromJson({
-    added_tokens: ['<s>', '<pad>', '</s>', '<unk>'].map((content, id) => ({ id, content, special: true, normalized: false, lstrip: false, rstrip: false, single_word: false })),
-    normalizer: { type: 'Sequence', normalizers: [{ type: 'Precompiled', precompiled_charsmap: RULES }, { type: 'Replace', pattern: { Regex: ' {2,}' }, content: ' ' }] },
+    added_tokens: ['<s>', '<pad>', '</s>', '<unk>'].map((content, id) => ({
+      id,
+      content,
+      special: true,
+      normalized: false,
+      lstrip: false,
+      rstrip: false,
+      single_word: false,
+    })),
+    normalizer: {
+      type: 'Sequence',
+      normalizers: [
+        { type: 'Precompiled', precompiled_charsmap: RULES },
+        { type: 'Replace', pattern: { Regex: ' {2,}' }, content: ' ' },
+      ],
+    },
     pre_tokenizer: { type: 'Metaspace', replacement: '\u2581', add_prefix_space: true, prepend_scheme: 'always' },
     model: { type: 'Unigram', unk_id: 3, vocab },
   });
@@ -104,14 +144,45 @@ describe('grapheme clusters a window at a time', () => {
   const whole = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
   let seed = 7;
   const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
-  const parts = ['a', ' ', '\r', '\n', '\u0301', '\u200d', '👩', '🇫', '🇷', 'क', '्', 'ष', '\u00a0', '中', '\ud83d', '\ude00', 'ᄀ', 'ᅡ', 'ᆨ'];
+  const parts = [
+    'a',
+    ' ',
+    '\r',
+    '\n',
+    '\u0301',
+    '\u200d',
+    '👩',
+    '🇫',
+    '🇷',
+    'क',
+    '्',
+    'ष',
+    '\u00a0',
+    '中',
+    '\ud83d',
+    '\ude00',
+    'ᄀ',
+    'ᅡ',
+    'ᆨ',
+  ];
   const texts = [
-    '🇫🇷🇩🇪🇮🇹x🇫🇷🇩🇪🇮🇹🇫', '\r\n'.repeat(40), 'e' + '\u0301'.repeat(100) + 'x', '👩‍👩‍👧‍👦'.repeat(10), 'क्षि'.repeat(20), '😀'.repeat(30) + 'a',
-    ...Array.from({ length: 40 }, () => Array.from({ length: 50 + Math.floor(random() * 400) }, () => parts[Math.floor(random() * parts.length)]).join('')),
+    '🇫🇷🇩🇪🇮🇹x🇫🇷🇩🇪🇮🇹🇫',
+    '\r\n'.repeat(40),
+    'e' + '\u0301'.repeat(100) + 'x',
+    '👩‍👩‍👧‍👦'.repeat(10),
+    'क्षि'.repeat(20),
+    '😀'.repeat(30) + 'a',
+    ...Array.from({ length: 40 }, () =>
+      Array.from({ length: 50 + Math.floor(random() * 400) }, () => parts[Math.floor(random() * parts.length)]).join(
+        '',
+      ),
+    ),
   ];
   it.each([3, 4, 7, 16, 256])('window %i gives the clusters of the whole text', (window) => {
     for (const text of texts) {
-      expect([...clusters(text, window)].map(({ segment, index }) => [segment, index])).toEqual([...whole.segment(text)].map(({ segment, index }) => [segment, index]));
+      expect([...clusters(text, window)].map(({ segment, index }) => [segment, index])).toEqual(
+        [...whole.segment(text)].map(({ segment, index }) => [segment, index]),
+      );
     }
   });
 });

@@ -58,7 +58,6 @@ async function run(m: OnnxModel, feeds: Record<string, ort.Tensor>): Promise<(na
   }
 }
 
-
 function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   expect(a.length).toBe(b.length);
   let d = 0;
@@ -79,7 +78,8 @@ function smallModel(nodes: NodeProto[], initializers: TensorProto[], outputs: [s
   );
 }
 
-const weight = (name: string, k: number, n: number, seed: number) => tensorFromFloat32(name, [k, n], floats(k * n, seed));
+const weight = (name: string, k: number, n: number, seed: number) =>
+  tensorFromFloat32(name, [k, n], floats(k * n, seed));
 const bias = (name: string, n: number, seed: number) => tensorFromFloat32(name, [n], floats(n, seed, 0.1));
 const xFeed = (rows: number, k = 4, seed = 7) => ({ x: new ort.Tensor('float32', floats(rows * k, seed), [rows, k]) });
 
@@ -125,7 +125,10 @@ function meanPool(hidden: Float32Array, lengths: number[]): Float32Array[] {
 
 describe('quantizeModel on the tiny BERT models', () => {
   const kinds: TinyModelKind[] = ['embedder', 'embedderSentence', 'reranker'];
-  const models = {} as Record<TinyModelKind, { fp32: OnnxModel; int8: OnnxModel; report: ReturnType<typeof quantizeModel>['report'] }>;
+  const models = {} as Record<
+    TinyModelKind,
+    { fp32: OnnxModel; int8: OnnxModel; report: ReturnType<typeof quantizeModel>['report'] }
+  >;
 
   beforeAll(() => {
     for (const kind of kinds) {
@@ -155,7 +158,12 @@ describe('quantizeModel on the tiny BERT models', () => {
       const dq = ops(int8, 'DynamicQuantizeMatMul').find((n) => n.name === `${c.name}_quant`)!;
       expect(dq.domain).toBe(MS_DOMAIN);
       expect(dq.input).toHaveLength(5);
-      const [values, scale, zeroPoint, b] = dq.input!.slice(1).map((name) => initializer(int8, name)!) as [TensorProto, TensorProto, TensorProto, TensorProto];
+      const [values, scale, zeroPoint, b] = dq.input!.slice(1).map((name) => initializer(int8, name)!) as [
+        TensorProto,
+        TensorProto,
+        TensorProto,
+        TensorProto,
+      ];
       expect(values.dataType).toBe(DataType.INT8);
       expect(values.dims!.map(toNumber)).toEqual(c.shape);
       expect(scale.dims!.map(toNumber)).toEqual([c.shape[1]]);
@@ -189,14 +197,21 @@ describe('quantizeModel on the tiny BERT models', () => {
       console.log(`tiny ${kind}: pooled cosine int8 vs fp32 min ${Math.min(...cosines).toFixed(5)}`);
       expect(Math.min(...cosines)).toBeGreaterThanOrEqual(0.999);
       if (kind === 'embedderSentence') {
-        const s = lengths.map((_, i) => cosine(a('sentence_embedding').subarray(i * 32, i * 32 + 32), b('sentence_embedding').subarray(i * 32, i * 32 + 32)));
+        const s = lengths.map((_, i) =>
+          cosine(
+            a('sentence_embedding').subarray(i * 32, i * 32 + 32),
+            b('sentence_embedding').subarray(i * 32, i * 32 + 32),
+          ),
+        );
         expect(Math.min(...s)).toBeGreaterThanOrEqual(0.999);
       }
     }
     const feeds = tokenFeeds(lengths, true);
     const [a, b] = [await run(models.reranker.fp32, feeds), await run(models.reranker.int8, feeds)];
     const diff = maxAbsDiff(a('logits'), b('logits'));
-    console.log(`tiny reranker: logits ${[...a('logits')].map((v) => v.toFixed(3)).join(',')}, max |int8 - fp32| ${diff.toFixed(4)}`);
+    console.log(
+      `tiny reranker: logits ${[...a('logits')].map((v) => v.toFixed(3)).join(',')}, max |int8 - fp32| ${diff.toFixed(4)}`,
+    );
     expect(diff).toBeLessThan(0.05);
   });
 
@@ -252,11 +267,14 @@ describe('DynamicQuantizeMatMul in onnxruntime', () => {
       k,
     );
     const { model: int8, report } = quantizeModel(model);
-    expect(report.converted).toEqual([{ name: 'mm', weight: 'w', shape: [k, n], biasFolded: true, rounding: 'nearest' }]);
+    expect(report.converted).toEqual([
+      { name: 'mm', weight: 'w', shape: [k, n], biasFolded: true, rounding: 'nearest' },
+    ]);
     const feeds = xFeed(5, k);
     const [a, b] = [await run(model, feeds), await run(int8, feeds)];
     for (let c = 0; c < n; c++) {
-      const col = (y: Float32Array) => Array.from({ length: 5 }, (_, r) => y[r * n + c]! - initializerToFloat32(initializer(model, 'b')!)[c]!);
+      const col = (y: Float32Array) =>
+        Array.from({ length: 5 }, (_, r) => y[r * n + c]! - initializerToFloat32(initializer(model, 'b')!)[c]!);
       const [ya, yb] = [col(a('y')), col(b('y'))];
       const size = Math.max(...ya.map(Math.abs));
       expect(maxAbsDiff(ya, yb) / size, `column ${c}`).toBeLessThan(0.03);
@@ -282,8 +300,12 @@ describe('quantizeModel on edge cases', () => {
       ],
     );
     const { model: int8, report } = quantizeModel(model);
-    expect(report.converted).toEqual([{ name: 'mm_a', weight: 'wa', shape: [4, 8], biasFolded: true, rounding: 'nearest' }]);
-    expect(report.skipped).toEqual([{ name: 'mm_shared', weight: 'ws', reason: 'B is also used by Transpose node transpose' }]);
+    expect(report.converted).toEqual([
+      { name: 'mm_a', weight: 'wa', shape: [4, 8], biasFolded: true, rounding: 'nearest' },
+    ]);
+    expect(report.skipped).toEqual([
+      { name: 'mm_shared', weight: 'ws', reason: 'B is also used by Transpose node transpose' },
+    ]);
     expect(initializer(int8, 'ws')).toBe(initializer(model, 'ws'));
     expect(ops(int8, 'MatMul').map((n) => n.name)).toEqual(['mm_shared']);
 
@@ -295,7 +317,11 @@ describe('quantizeModel on edge cases', () => {
 
   it('quantizes a weight used by two MatMuls once', async () => {
     const model = smallModel(
-      [node('MatMul', ['x', 'w'], ['y1'], [], '', 'mm1'), node('Relu', ['x'], ['r']), node('MatMul', ['r', 'w'], ['y2'], [], '', 'mm2')],
+      [
+        node('MatMul', ['x', 'w'], ['y1'], [], '', 'mm1'),
+        node('Relu', ['x'], ['r']),
+        node('MatMul', ['r', 'w'], ['y2'], [], '', 'mm2'),
+      ],
       [weight('w', 4, 6, 5)],
       [
         ['y1', [6]],
@@ -331,7 +357,16 @@ describe('quantizeModel on edge cases', () => {
         node('MatMul', ['x', 'w4'], ['m4'], [], '', 'mm4'),
         node('Add', ['b4', 'm4'], ['y4']),
       ],
-      [weight('w1', 4, 5, 1), bias('b1', 5, 2), weight('w2', 4, 5, 3), bias('b2', 5, 4), weight('w3', 4, 5, 5), bias('b3', 1, 6), weight('w4', 4, 5, 7), bias('b4', 5, 8)],
+      [
+        weight('w1', 4, 5, 1),
+        bias('b1', 5, 2),
+        weight('w2', 4, 5, 3),
+        bias('b2', 5, 4),
+        weight('w3', 4, 5, 5),
+        bias('b3', 1, 6),
+        weight('w4', 4, 5, 7),
+        bias('b4', 5, 8),
+      ],
       [
         ['y1', [5]],
         ['r1', [5]],
@@ -349,10 +384,17 @@ describe('quantizeModel on edge cases', () => {
       ['mm4', true],
     ]);
     expect(ops(int8, 'Add')).toHaveLength(3);
-    expect(ops(int8, 'DynamicQuantizeMatMul').at(-1)!.input).toEqual(['x', 'w4_quantized', 'w4_scale', 'w4_zero_point', 'b4']);
+    expect(ops(int8, 'DynamicQuantizeMatMul').at(-1)!.input).toEqual([
+      'x',
+      'w4_quantized',
+      'w4_scale',
+      'w4_zero_point',
+      'b4',
+    ]);
     const feeds = xFeed(3);
     const [a, b] = [await run(model, feeds), await run(int8, feeds)];
-    for (const name of ['y1', 'r1', 'm2', 'y2', 'y3', 'y4']) expect(cosine(a(name), b(name)), name).toBeGreaterThan(0.999);
+    for (const name of ['y1', 'r1', 'm2', 'y2', 'y3', 'y4'])
+      expect(cosine(a(name), b(name)), name).toBeGreaterThan(0.999);
   });
 
   it('skips weights that are not 2-D float32 matrices', () => {
@@ -398,7 +440,11 @@ describe('quantizeModel on edge cases', () => {
   it('refuses a graph with external-data initializers', () => {
     const model = smallModel([node('MatMul', ['x', 'w'], ['y'])], [weight('w', 4, 2, 1)], [['y', [2]]]);
     const w = model.graph!.initializer![0]!;
-    Object.assign(w, { rawData: undefined, dataLocation: DataLocation.EXTERNAL, externalData: [{ key: 'location', value: 'model.onnx.data' }] });
+    Object.assign(w, {
+      rawData: undefined,
+      dataLocation: DataLocation.EXTERNAL,
+      externalData: [{ key: 'location', value: 'model.onnx.data' }],
+    });
     expect(() => quantizeModel(model)).toThrow(/external file/);
   });
 });
@@ -425,7 +471,9 @@ describe('quantizeFile', () => {
     expect((await readdir(dir)).sort()).toEqual(['model.onnx', 'model_int8.onnx']); // no temp file left
 
     // Refusing (already quantized) names the file and leaves nothing behind.
-    await expect(quantizeFile(output, join(dir, 'again.onnx'))).rejects.toThrow(`${output}: the graph is already quantized`);
+    await expect(quantizeFile(output, join(dir, 'again.onnx'))).rejects.toThrow(
+      `${output}: the graph is already quantized`,
+    );
     expect((await readdir(dir)).sort()).toEqual(['model.onnx', 'model_int8.onnx']);
   });
 });

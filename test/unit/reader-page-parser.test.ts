@@ -5,8 +5,10 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { PageParser } from '../../src/search/reader/page-parser.js';
 
-const page = (title: string, body: string) => `<!doctype html><html><head><title>${title}</title></head><body><article>${body}</article></body></html>`;
-const paragraph = '<p>A paragraph long enough for Readability to take this for the article it is, with a few words more.</p>';
+const page = (title: string, body: string) =>
+  `<!doctype html><html><head><title>${title}</title></head><body><article>${body}</article></body></html>`;
+const paragraph =
+  '<p>A paragraph long enough for Readability to take this for the article it is, with a few words more.</p>';
 const crowded = page('crowded', '<div><p>a b c</p></div>'.repeat(100_000));
 
 describe('PageParser', () => {
@@ -30,14 +32,20 @@ describe('PageParser', () => {
     setTimeout(() => controller.abort(), 100);
     await expect(reading).rejects.toMatchObject({ code: 'client_closed' });
     expect(parser.replaced).toBe(1);
-    expect((await parser.convert({ html: page('Next', paragraph), url: 'http://pages.test/', format: 'markdown' })).title).toBe('Next');
+    expect(
+      (await parser.convert({ html: page('Next', paragraph), url: 'http://pages.test/', format: 'markdown' })).title,
+    ).toBe('Next');
   });
 
   it('refuses pages once closed', async () => {
     const closing = new PageParser({ threads: 1, timeoutMs: 60_000 });
-    const waiting = closing.convert({ html: crowded, url: 'http://pages.test/', format: 'markdown' }).catch((error: unknown) => error);
+    const waiting = closing
+      .convert({ html: crowded, url: 'http://pages.test/', format: 'markdown' })
+      .catch((error: unknown) => error);
     await closing.close();
     expect(await waiting).toMatchObject({ code: 'shutting_down' });
-    await expect(closing.convert({ html: page('Late', paragraph), url: 'http://pages.test/', format: 'html' })).rejects.toMatchObject({ code: 'shutting_down' });
+    await expect(
+      closing.convert({ html: page('Late', paragraph), url: 'http://pages.test/', format: 'html' }),
+    ).rejects.toMatchObject({ code: 'shutting_down' });
   });
 });

@@ -7,7 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { convertPage } from '../../src/search/reader/convert.js';
 import { capWhitespaceRuns, maxWhitespaceRun } from '../../src/search/reader/whitespace.js';
 
-const longestRun = (text: string) => (text.match(/\s+/g) ?? []).reduce((longest, run) => Math.max(longest, run.length), 0);
+const longestRun = (text: string) =>
+  (text.match(/\s+/g) ?? []).reduce((longest, run) => Math.max(longest, run.length), 0);
 
 describe('capWhitespaceRuns', () => {
   it('cuts runs over the cap and leaves shorter ones', () => {
@@ -44,7 +45,11 @@ describe('convertPage', () => {
 
   it('keeps the whitespace a page means: indentation in code, line breaks', () => {
     const code = 'def f():\n        return 1\n';
-    const { content } = convertPage(page(`<pre><code>${code}</code></pre><p>one<br>two</p>`), 'http://pages.test/', 'markdown');
+    const { content } = convertPage(
+      page(`<pre><code>${code}</code></pre><p>one<br>two</p>`),
+      'http://pages.test/',
+      'markdown',
+    );
     expect(content).toContain('```\ndef f():\n        return 1\n```');
     expect(content).toContain('one  \ntwo');
   });

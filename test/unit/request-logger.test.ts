@@ -40,7 +40,7 @@ describe('request logger', () => {
     await app.close();
   });
 
-  it('writes what a request logs with its request id, its own fields and a child\'s bindings', async () => {
+  it("writes what a request logs with its request id, its own fields and a child's bindings", async () => {
     const { app, lines } = await serverAt('warn');
     expect((await app.inject({ url: '/warns' })).statusCode).toBe(200);
     expect(lines).toMatchObject([
@@ -50,7 +50,7 @@ describe('request logger', () => {
     await app.close();
   });
 
-  it('writes fastify\'s request lines at level info', async () => {
+  it("writes fastify's request lines at level info", async () => {
     const { app, lines } = await serverAt('info');
     await app.inject({ url: '/ok' });
     const messages = lines.filter((line) => line.reqId === 'req-1').map((line) => line.msg);

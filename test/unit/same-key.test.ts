@@ -9,7 +9,17 @@ describe('sameKey', () => {
     const key = 'sk-3f9a2c7e1b';
     expect(sameKey(key, key)).toBe(true);
     expect(sameKey(`${key}`.slice(0), key)).toBe(true);
-    for (const presented of ['', 's', 'sk-3f9a2c7e1', 'sk-3f9a2c7e1b0', 'sk-3f9a2c7e1B', 'Sk-3f9a2c7e1b', 'sk-3f9a2c7e1bsk-3f9a2c7e1b', 'ßk-3f9a2c7e1b', key.repeat(3)]) {
+    for (const presented of [
+      '',
+      's',
+      'sk-3f9a2c7e1',
+      'sk-3f9a2c7e1b0',
+      'sk-3f9a2c7e1B',
+      'Sk-3f9a2c7e1b',
+      'sk-3f9a2c7e1bsk-3f9a2c7e1b',
+      'ßk-3f9a2c7e1b',
+      key.repeat(3),
+    ]) {
       expect(sameKey(presented, key), presented).toBe(false);
     }
   });

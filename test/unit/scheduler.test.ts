@@ -104,7 +104,10 @@ describe('Scheduler', () => {
     const scheduler = new Scheduler(runner, { ...options, maxBatchTokens: 300 }, [{ id: 'm' }]);
     const blocker = scheduler.submit('m', [seq(1)]);
     const lengths = [100, 5, 98, 6, 97, 7, 8];
-    const job = scheduler.submit('m', lengths.map((n) => seq(n)));
+    const job = scheduler.submit(
+      'm',
+      lengths.map((n) => seq(n)),
+    );
     for (let i = 0; i < 6; i++) {
       runner.release();
       await new Promise((r) => setTimeout(r, 0));
@@ -125,7 +128,10 @@ describe('Scheduler', () => {
     cpu.auto = false;
     gpu.auto = false;
     const lanes: Lanes = { lane: (model) => (model === 'on-gpu' ? gpu : cpu) };
-    const scheduler = new Scheduler(lanes, { ...options, maxBatchTokens: 256, maxBatchSize: 32, maxInFlight: 64 }, [{ id: 'on-cpu' }, { id: 'on-gpu' }]);
+    const scheduler = new Scheduler(lanes, { ...options, maxBatchTokens: 256, maxBatchSize: 32, maxInFlight: 64 }, [
+      { id: 'on-cpu' },
+      { id: 'on-gpu' },
+    ]);
     // A lone item goes at once: one in flight each, then 40 inputs of similar length wait in each queue.
     const firsts = [scheduler.submit('on-cpu', [seq(100)]), scheduler.submit('on-gpu', [seq(100)])];
     const inputs = Array.from({ length: 40 }, (_, i) => seq(100 + (i % 5)));
@@ -145,9 +151,14 @@ describe('Scheduler', () => {
   it('splits a client batch larger than one model batch', async () => {
     const runner = new FakeRunner();
     const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 4, maxInFlight: 1 }, [{ id: 'm' }]);
-    const result = await scheduler.submit('m', Array.from({ length: 10 }, (_, i) => seq(3, i)));
+    const result = await scheduler.submit(
+      'm',
+      Array.from({ length: 10 }, (_, i) => seq(3, i)),
+    );
     expect(result.output.length).toBe(20);
-    expect(Array.from(result.output).filter((_, i) => i % 2 === 0)).toEqual(Array.from({ length: 10 }, (_, i) => 3 * i));
+    expect(Array.from(result.output).filter((_, i) => i % 2 === 0)).toEqual(
+      Array.from({ length: 10 }, (_, i) => 3 * i),
+    );
     expect(runner.batches.every((b) => b.length <= 4)).toBe(true);
   });
 
@@ -188,7 +199,9 @@ describe('Scheduler', () => {
     const queued = scheduler.submit('m', [seq(2), seq(2), seq(2)]);
     const refused = scheduler.submit('m', [seq(2)]);
     await expect(refused).rejects.toMatchObject({ code: 'overloaded', status: 429 });
-    await refused.catch((error: { retryAfterSeconds?: number }) => expect(error.retryAfterSeconds).toBeGreaterThanOrEqual(1));
+    await refused.catch((error: { retryAfterSeconds?: number }) =>
+      expect(error.retryAfterSeconds).toBeGreaterThanOrEqual(1),
+    );
     for (let i = 0; i < 4; i++) {
       runner.release();
       await new Promise((r) => setTimeout(r, 0));
@@ -210,7 +223,10 @@ describe('Scheduler', () => {
     const runner = new FakeRunner();
     const scheduler = new Scheduler(runner, { ...options, queueCapacity: 10_000, maxInFlight: 2 }, [{ id: 'm' }]);
     const jobs = Array.from({ length: 200 }, (_, r) =>
-      scheduler.submit('m', Array.from({ length: 1 + (r % 5) }, (_, i) => seq(1 + ((r * 7 + i) % 40), r * 10 + i))),
+      scheduler.submit(
+        'm',
+        Array.from({ length: 1 + (r % 5) }, (_, i) => seq(1 + ((r * 7 + i) % 40), r * 10 + i)),
+      ),
     );
     const results = await Promise.all(jobs);
     results.forEach((result, r) => {

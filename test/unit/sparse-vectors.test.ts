@@ -90,7 +90,7 @@ describe('topKSparse and sparseDot', () => {
 });
 
 describe('tokenRows and maxSim', () => {
-  it('keeps each row\'s real tokens, concatenated', () => {
+  it("keeps each row's real tokens, concatenated", () => {
     const hidden = Float32Array.from({ length: 2 * 3 * 2 }, (_, i) => i);
     expect(Array.from(tokenRows(hidden, [2, 3], 3, 2))).toEqual([0, 1, 2, 3, 6, 7, 8, 9, 10, 11]);
   });
@@ -121,8 +121,17 @@ class KindRunner implements Lanes, Lane {
     // Row r gives `length` entries of value r + 1 (tokens: vectors of width 2).
     const width = task.kind === 'tokens' ? 2 : 1;
     const output = Float32Array.from(lengths.flatMap((length) => new Array<number>(length * width).fill(length)));
-    const indices = task.kind === 'sparse' ? Int32Array.from(lengths.flatMap((length) => Array.from({ length }, (_, i) => i))) : undefined;
-    return Promise.resolve({ output, width: task.kind === 'sparse' ? 100 : width, counts: Int32Array.from(lengths), indices, inferenceMs: 1 });
+    const indices =
+      task.kind === 'sparse'
+        ? Int32Array.from(lengths.flatMap((length) => Array.from({ length }, (_, i) => i)))
+        : undefined;
+    return Promise.resolve({
+      output,
+      width: task.kind === 'sparse' ? 100 : width,
+      counts: Int32Array.from(lengths),
+      indices,
+      inferenceMs: 1,
+    });
   }
 }
 
@@ -151,10 +160,27 @@ describe('Scheduler output kinds', () => {
 
   it('hands the attended lengths of a batch to the worker, the others attending all their tokens', async () => {
     const tasks: BatchTask[] = [];
-    const lane: Lane = { sessions: 1, threadsPerSession: 1, solo: false, device: 'cpu', run: (task) => (tasks.push(task), Promise.resolve({ output: new Float32Array(task.ids.length * 2), width: 2, counts: Int32Array.from(task.lengths), inferenceMs: 1 })) };
+    const lane: Lane = {
+      sessions: 1,
+      threadsPerSession: 1,
+      solo: false,
+      device: 'cpu',
+      run: (task) => (
+        tasks.push(task),
+        Promise.resolve({
+          output: new Float32Array(task.ids.length * 2),
+          width: 2,
+          counts: Int32Array.from(task.lengths),
+          inferenceMs: 1,
+        })
+      ),
+    };
     const scheduler = new Scheduler({ lane: () => lane }, { ...options, maxInFlight: 1 }, [{ id: 'm' }]);
     const blocker = scheduler.submit('m', [seq(2)]);
-    await Promise.all([blocker, scheduler.submit('m', [{ ids: new Int32Array(6), attended: 4 }, seq(6)], undefined, 'tokens')]);
+    await Promise.all([
+      blocker,
+      scheduler.submit('m', [{ ids: new Int32Array(6), attended: 4 }, seq(6)], undefined, 'tokens'),
+    ]);
     const batch = tasks.find((task) => task.kind === 'tokens')!;
     expect(Array.from(batch.attended!)).toEqual([4, 6]);
     expect(tasks.find((task) => !task.kind)!.attended).toBeUndefined();

@@ -3,7 +3,15 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as tokenizers from '@huggingface/tokenizers';
 import { describe, expect, it } from 'vitest';
-import { bertNormalizer, checkLibraryPatches, chunkPair, loadLibraryTokenizer, longestFirst, readTemplate, TextTokenizer } from '../../src/text/index.js';
+import {
+  bertNormalizer,
+  checkLibraryPatches,
+  chunkPair,
+  loadLibraryTokenizer,
+  longestFirst,
+  readTemplate,
+  TextTokenizer,
+} from '../../src/text/index.js';
 import { missing } from '../helpers/resources.js';
 
 // The package's type declarations re-export without file extensions, which NodeNext resolution
@@ -50,7 +58,9 @@ interface RerankerGolden {
 const embedder = modelSuite(EMBEDDER);
 describe.skipIf(embedder.missing)(`TextTokenizer on golden ${embedder.title}`, async () => {
   const tok = embedder.missing ? undefined! : await TextTokenizer.fromDirectory(resolve(modelsDir, EMBEDDER));
-  const { items, max_length_256_variant }: EmbedderGolden = embedder.missing ? { items: [], max_length_256_variant: [] } : golden<EmbedderGolden>(EMBEDDER);
+  const { items, max_length_256_variant }: EmbedderGolden = embedder.missing
+    ? { items: [], max_length_256_variant: [] }
+    : golden<EmbedderGolden>(EMBEDDER);
 
   it('reads the BERT template from tokenizer.json', () => {
     expect(tok.singleSpecials).toBe(2);
@@ -60,9 +70,12 @@ describe.skipIf(embedder.missing)(`TextTokenizer on golden ${embedder.title}`, a
     expect(tok.template.single.after.ids).toEqual([102]);
   });
 
-  it.each(items.map((item, i) => [i, JSON.stringify(item.text).slice(0, 40), item] as const))('item %i %s: single(encode(text), 512) == golden input_ids', (_i, _title, item) => {
-    expect(Array.from(tok.single(tok.encode(item.text), 512))).toEqual(item.input_ids);
-  });
+  it.each(items.map((item, i) => [i, JSON.stringify(item.text).slice(0, 40), item] as const))(
+    'item %i %s: single(encode(text), 512) == golden input_ids',
+    (_i, _title, item) => {
+      expect(Array.from(tok.single(tok.encode(item.text), 512))).toEqual(item.input_ids);
+    },
+  );
 
   it('cuts the 843-token text to 512 keeping the final [SEP]', () => {
     const long = items.find((item) => item.truncated)!;
@@ -102,10 +115,18 @@ describe.skipIf(embedder.missing)(`TextTokenizer on golden ${embedder.title}`, a
   // (it departs from the library's where the library departs from HF tokenizers).
   it("gives the same ids as the library's own WordPiece", () => {
     const dir = resolve(modelsDir, EMBEDDER);
-    const reference = new Tokenizer(JSON.parse(readFileSync(resolve(dir, 'tokenizer.json'), 'utf8')) as object, JSON.parse(readFileSync(resolve(dir, 'tokenizer_config.json'), 'utf8')) as object);
+    const reference = new Tokenizer(
+      JSON.parse(readFileSync(resolve(dir, 'tokenizer.json'), 'utf8')) as object,
+      JSON.parse(readFileSync(resolve(dir, 'tokenizer_config.json'), 'utf8')) as object,
+    );
     // The library's WordPiece after our BertNormalizer (the BERT normalizer of this tokenizer.json).
     expect(reference.normalizer.constructor.name).toBe('BertNormalizer');
-    reference.normalizer.normalize = bertNormalizer({ clean: true, chinese: true, stripAccents: true, lowercase: true });
+    reference.normalizer.normalize = bertNormalizer({
+      clean: true,
+      chinese: true,
+      stripAccents: true,
+      lowercase: true,
+    });
     const texts = [
       ...items.map((item) => item.text),
       'unaffable pneumonoultramicroscopicsilicovolcanoconiosis ##ing [CLS] [SEP]x [unused1]',
@@ -121,10 +142,18 @@ describe.skipIf(embedder.missing)(`TextTokenizer on golden ${embedder.title}`, a
     ];
     for (const file of ['mixed.jsonl', 'passages.jsonl']) {
       const path = resolve(root, '../shared/eval/texts', file);
-      if (!missing(existsSync(path), `${path} is missing: the shared eval texts, in ../shared beside the checkout`)) texts.push(...readFileSync(path, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { text: string }).text));
+      if (!missing(existsSync(path), `${path} is missing: the shared eval texts, in ../shared beside the checkout`))
+        texts.push(
+          ...readFileSync(path, 'utf8')
+            .trim()
+            .split('\n')
+            .map((line) => (JSON.parse(line) as { text: string }).text),
+        );
     }
     for (const text of texts) {
-      expect(Array.from(tok.encode(text)), JSON.stringify(text).slice(0, 80)).toEqual(reference.encode(text, { add_special_tokens: false }).ids);
+      expect(Array.from(tok.encode(text)), JSON.stringify(text).slice(0, 80)).toEqual(
+        reference.encode(text, { add_special_tokens: false }).ids,
+      );
     }
   });
 });
@@ -135,11 +164,14 @@ describe.skipIf(reranker.missing)(`TextTokenizer pairs and chunking on golden ${
   const { items }: RerankerGolden = reranker.missing ? { items: [] } : golden<RerankerGolden>(RERANKER);
   const long = items.find((item) => item.truncated);
 
-  it.each(items.map((item, i) => [i, JSON.stringify(item.query).slice(0, 40), item] as const))('pair %i %s: ids and type ids == golden', (_i, _title, item) => {
-    const { ids, typeIds } = tok.pair(tok.encode(item.query), tok.encode(item.document), 512);
-    expect(Array.from(ids)).toEqual(item.input_ids);
-    expect(Array.from(typeIds)).toEqual(item.token_type_ids);
-  });
+  it.each(items.map((item, i) => [i, JSON.stringify(item.query).slice(0, 40), item] as const))(
+    'pair %i %s: ids and type ids == golden',
+    (_i, _title, item) => {
+      const { ids, typeIds } = tok.pair(tok.encode(item.query), tok.encode(item.document), 512);
+      expect(Array.from(ids)).toEqual(item.input_ids);
+      expect(Array.from(typeIds)).toEqual(item.token_type_ids);
+    },
+  );
 
   it('cuts the 843-token document to 501 by longest_first, keeping the query', () => {
     const query = tok.encode(long!.query);
@@ -175,7 +207,8 @@ describe.skipIf(reranker.missing)(`TextTokenizer pairs and chunking on golden ${
       expect(windows.map((w) => w.length)).toEqual([size, doc.length - (size - 32)]);
       expect(Array.from(windows[1]!.subarray(0, 32))).toEqual(Array.from(windows[0]!.subarray(size - 32)));
       expect(windows[1]![windows[1]!.length - 1]).toBe(doc[doc.length - 1]);
-      for (const window of windows) expect(tok.pair(query, window, 512).ids.length).toBe(query.length + window.length + 3);
+      for (const window of windows)
+        expect(tok.pair(query, window, 512).ids.length).toBe(query.length + window.length + 3);
     });
 
     it('returns a document that fits as its only window', () => {
@@ -209,7 +242,9 @@ describe('chunkPair', () => {
     expect(all).toHaveLength(13);
     expect(all[12]![all[12]!.length - 1]).toBe(999);
     expect(all[11]![all[11]!.length - 1]).toBeLessThan(999);
-    expect(chunkPair(query, doc, 100, 3, { overlap: 0, maxChunks: 100 }).map((w) => w[0])).toEqual(Array.from({ length: 12 }, (_, i) => i * 87));
+    expect(chunkPair(query, doc, 100, 3, { overlap: 0, maxChunks: 100 }).map((w) => w[0])).toEqual(
+      Array.from({ length: 12 }, (_, i) => i * 87),
+    );
   });
 
   it('caps a long query at half the room (rounded up), so that pair() keeps every window whole', () => {
@@ -237,10 +272,22 @@ describe('longestFirst', () => {
   it('matches HF tokenizers truncate_encodings (max_length 7)', () => {
     // The cases of tokenizers/src/utils/truncation.rs, lengths 0, 2, 4 and 8.
     const cases: [number, number, number, number][] = [
-      [0, 0, 0, 0], [0, 2, 0, 2], [0, 4, 0, 4], [0, 8, 0, 7],
-      [2, 0, 2, 0], [2, 2, 2, 2], [2, 4, 2, 4], [2, 8, 2, 5],
-      [4, 0, 4, 0], [4, 2, 4, 2], [4, 4, 3, 4], [4, 8, 3, 4],
-      [8, 0, 7, 0], [8, 2, 5, 2], [8, 4, 4, 3], [8, 8, 3, 4],
+      [0, 0, 0, 0],
+      [0, 2, 0, 2],
+      [0, 4, 0, 4],
+      [0, 8, 0, 7],
+      [2, 0, 2, 0],
+      [2, 2, 2, 2],
+      [2, 4, 2, 4],
+      [2, 8, 2, 5],
+      [4, 0, 4, 0],
+      [4, 2, 4, 2],
+      [4, 4, 3, 4],
+      [4, 8, 3, 4],
+      [8, 0, 7, 0],
+      [8, 2, 5, 2],
+      [8, 4, 4, 3],
+      [8, 8, 3, 4],
     ];
     for (const [a, b, keptA, keptB] of cases) expect(longestFirst(a, b, 7), `${a}, ${b}`).toEqual([keptA, keptB]);
   });
@@ -257,18 +304,47 @@ function wordPieceJson(postProcessor: unknown): object {
   const vocab = ['<s>', '<pad>', '</s>', '<unk>', 'hello', 'world', '##s', '[CLS]', '[SEP]'];
   return {
     version: '1.0',
-    added_tokens: ['<s>', '<pad>', '</s>', '<unk>'].map((content, id) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true })),
-    normalizer: { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
+    added_tokens: ['<s>', '<pad>', '</s>', '<unk>'].map((content, id) => ({
+      id,
+      content,
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+      special: true,
+    })),
+    normalizer: {
+      type: 'BertNormalizer',
+      clean_text: true,
+      handle_chinese_chars: true,
+      strip_accents: null,
+      lowercase: true,
+    },
     pre_tokenizer: { type: 'BertPreTokenizer' },
     post_processor: postProcessor,
     decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
-    model: { type: 'WordPiece', unk_token: '<unk>', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: Object.fromEntries(vocab.map((token, id) => [token, id])) },
+    model: {
+      type: 'WordPiece',
+      unk_token: '<unk>',
+      continuing_subword_prefix: '##',
+      max_input_chars_per_word: 100,
+      vocab: Object.fromEntries(vocab.map((token, id) => [token, id])),
+    },
   };
 }
 
 describe('special-token templates', () => {
   it('reads RobertaProcessing: <s> A </s></s> B </s>, every type id 0', () => {
-    const tok = TextTokenizer.fromJson(wordPieceJson({ type: 'RobertaProcessing', sep: ['</s>', 2], cls: ['<s>', 0], trim_offsets: true, add_prefix_space: false }), { pad_token: '<pad>' });
+    const tok = TextTokenizer.fromJson(
+      wordPieceJson({
+        type: 'RobertaProcessing',
+        sep: ['</s>', 2],
+        cls: ['<s>', 0],
+        trim_offsets: true,
+        add_prefix_space: false,
+      }),
+      { pad_token: '<pad>' },
+    );
     expect(tok.singleSpecials).toBe(2);
     expect(tok.pairSpecials).toBe(4);
     expect(tok.padId).toBe(1);
@@ -296,7 +372,10 @@ describe('special-token templates', () => {
   });
 
   it('reads BertProcessing, a Sequence holding one template, and padding.pad_id', () => {
-    const bert = TextTokenizer.fromJson({ ...wordPieceJson({ type: 'BertProcessing', sep: ['[SEP]', 8], cls: ['[CLS]', 7] }), padding: { pad_id: 1 } });
+    const bert = TextTokenizer.fromJson({
+      ...wordPieceJson({ type: 'BertProcessing', sep: ['[SEP]', 8], cls: ['[CLS]', 7] }),
+      padding: { pad_id: 1 },
+    });
     expect(bert.padId).toBe(1);
     const { ids, typeIds } = bert.pair(bert.encode('hello'), bert.encode('world'), 512);
     expect(Array.from(ids)).toEqual([7, 4, 8, 5, 8]);
@@ -304,11 +383,25 @@ describe('special-token templates', () => {
 
     const template = {
       type: 'TemplateProcessing',
-      single: [{ SpecialToken: { id: '<s>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '</s>', type_id: 0 } }],
-      pair: [{ Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '</s>', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }, { SpecialToken: { id: '</s>', type_id: 1 } }],
-      special_tokens: { '<s>': { id: '<s>', ids: [0], tokens: ['<s>'] }, '</s>': { id: '</s>', ids: [2], tokens: ['</s>'] } },
+      single: [
+        { SpecialToken: { id: '<s>', type_id: 0 } },
+        { Sequence: { id: 'A', type_id: 0 } },
+        { SpecialToken: { id: '</s>', type_id: 0 } },
+      ],
+      pair: [
+        { Sequence: { id: 'A', type_id: 0 } },
+        { SpecialToken: { id: '</s>', type_id: 0 } },
+        { Sequence: { id: 'B', type_id: 1 } },
+        { SpecialToken: { id: '</s>', type_id: 1 } },
+      ],
+      special_tokens: {
+        '<s>': { id: '<s>', ids: [0], tokens: ['<s>'] },
+        '</s>': { id: '</s>', ids: [2], tokens: ['</s>'] },
+      },
     };
-    const seq = TextTokenizer.fromJson(wordPieceJson({ type: 'Sequence', processors: [{ type: 'ByteLevel', trim_offsets: false }, template] }));
+    const seq = TextTokenizer.fromJson(
+      wordPieceJson({ type: 'Sequence', processors: [{ type: 'ByteLevel', trim_offsets: false }, template] }),
+    );
     expect([seq.singleSpecials, seq.pairSpecials]).toEqual([2, 2]);
     expect(Array.from(seq.single(seq.encode('hello'), 512))).toEqual([0, 4, 2]);
     const pair = seq.pair(seq.encode('hello'), seq.encode('world'), 512);
@@ -318,8 +411,20 @@ describe('special-token templates', () => {
 
   it('rejects post-processors it cannot read', () => {
     expect(() => readTemplate({ type: 'Unknown' })).toThrow(/unsupported/);
-    expect(() => readTemplate({ type: 'TemplateProcessing', single: [{ Sequence: { id: 'A', type_id: 0 } }], pair: [{ Sequence: { id: 'B', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }] })).toThrow(/order/);
-    expect(() => readTemplate({ type: 'TemplateProcessing', single: [{ SpecialToken: { id: 'X', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }], pair: [] })).toThrow(/X/);
+    expect(() =>
+      readTemplate({
+        type: 'TemplateProcessing',
+        single: [{ Sequence: { id: 'A', type_id: 0 } }],
+        pair: [{ Sequence: { id: 'B', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+      }),
+    ).toThrow(/order/);
+    expect(() =>
+      readTemplate({
+        type: 'TemplateProcessing',
+        single: [{ SpecialToken: { id: 'X', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+        pair: [],
+      }),
+    ).toThrow(/X/);
   });
 });
 
@@ -329,9 +434,40 @@ describe('patches of @huggingface/tokenizers', () => {
   });
 
   it('patch a BERT tokenizer.json: its normalizer and WordPiece', () => {
-    const json = { model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: { '[UNK]': 0, a: 1 } } };
-    const bert = { ...json, normalizer: { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true }, pre_tokenizer: { type: 'BertPreTokenizer' } };
-    const base = { version: '1.0', added_tokens: [], normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null };
-    expect(loadLibraryTokenizer({ ...base, ...bert }, {}).patched).toEqual({ bertNormalizer: 1, precompiled: 0, byteLevel: 0, wordPiece: 1, unigram: 0 });
+    const json = {
+      model: {
+        type: 'WordPiece',
+        unk_token: '[UNK]',
+        continuing_subword_prefix: '##',
+        max_input_chars_per_word: 100,
+        vocab: { '[UNK]': 0, a: 1 },
+      },
+    };
+    const bert = {
+      ...json,
+      normalizer: {
+        type: 'BertNormalizer',
+        clean_text: true,
+        handle_chinese_chars: true,
+        strip_accents: null,
+        lowercase: true,
+      },
+      pre_tokenizer: { type: 'BertPreTokenizer' },
+    };
+    const base = {
+      version: '1.0',
+      added_tokens: [],
+      normalizer: null,
+      pre_tokenizer: null,
+      post_processor: null,
+      decoder: null,
+    };
+    expect(loadLibraryTokenizer({ ...base, ...bert }, {}).patched).toEqual({
+      bertNormalizer: 1,
+      precompiled: 0,
+      byteLevel: 0,
+      wordPiece: 1,
+      unigram: 0,
+    });
   });
 });

@@ -24,7 +24,9 @@ describe('V8 flags of a serving process', () => {
   });
 
   it('npm start and the image start node with every command-line-only flag', () => {
-    const start = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts['start']!;
+    const start = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts[
+      'start'
+    ]!;
     const entrypoint = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(readFileSync('Dockerfile', 'utf8'))?.[1];
     expect(entrypoint).toBeDefined();
     const imageArgs = JSON.parse(entrypoint!) as string[];

@@ -8,7 +8,14 @@ import { arch } from 'node:process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Catalogue } from '../../src/models/catalogue.js';
 import { isRepoId, modelDir, stagingDirOf } from '../../src/models/paths.js';
-import { externalDataFiles, findVariantGraph, parseServedId, parseVariant, variantCandidates, variantsIn } from '../../src/models/variants.js';
+import {
+  externalDataFiles,
+  findVariantGraph,
+  parseServedId,
+  parseVariant,
+  variantCandidates,
+  variantsIn,
+} from '../../src/models/variants.js';
 
 /** The ONNX files of sentence-transformers/all-MiniLM-L6-v2 and of a transformers.js repository, side by side. */
 const SENTENCE_TRANSFORMERS = [
@@ -23,7 +30,14 @@ const SENTENCE_TRANSFORMERS = [
   'onnx/model_quint8_avx2.onnx',
   'openvino/openvino_model.xml',
 ];
-const TRANSFORMERS_JS = ['onnx/model.onnx', 'onnx/model_fp16.onnx', 'onnx/model_int8.onnx', 'onnx/model_quantized.onnx', 'onnx/model_q4.onnx', 'onnx/model_uint8.onnx'];
+const TRANSFORMERS_JS = [
+  'onnx/model.onnx',
+  'onnx/model_fp16.onnx',
+  'onnx/model_int8.onnx',
+  'onnx/model_quantized.onnx',
+  'onnx/model_q4.onnx',
+  'onnx/model_uint8.onnx',
+];
 
 describe('variants', () => {
   it('finds each variant by its candidate names, in order of preference', () => {
@@ -31,16 +45,24 @@ describe('variants', () => {
     expect(findVariantGraph('fp32', ['model.onnx', 'onnx/model_fp16.onnx'])).toBe('model.onnx');
     expect(findVariantGraph('fp16', TRANSFORMERS_JS)).toBe('onnx/model_fp16.onnx');
     expect(findVariantGraph('int8', TRANSFORMERS_JS)).toBe('onnx/model_int8.onnx');
-    expect(findVariantGraph('int8', ['onnx/model.onnx', 'onnx/model_quantized.onnx'])).toBe('onnx/model_quantized.onnx');
+    expect(findVariantGraph('int8', ['onnx/model.onnx', 'onnx/model_quantized.onnx'])).toBe(
+      'onnx/model_quantized.onnx',
+    );
     expect(findVariantGraph('O3', SENTENCE_TRANSFORMERS)).toBe('onnx/model_O3.onnx');
     expect(findVariantGraph('fp16', SENTENCE_TRANSFORMERS)).toBeUndefined();
   });
 
   it('takes the int8 graph built for this machine among the instruction-set ones', () => {
     // model_quint8_avx2 is not a qint8 graph (unsigned weights): it is left alone.
-    expect(findVariantGraph('int8', SENTENCE_TRANSFORMERS)).toBe(arch === 'arm64' ? 'onnx/model_qint8_arm64.onnx' : 'onnx/model_qint8_avx512.onnx');
+    expect(findVariantGraph('int8', SENTENCE_TRANSFORMERS)).toBe(
+      arch === 'arm64' ? 'onnx/model_qint8_arm64.onnx' : 'onnx/model_qint8_avx512.onnx',
+    );
     expect(findVariantGraph('int8', ['onnx/model_qint8_arm64.onnx'])).toBe('onnx/model_qint8_arm64.onnx');
-    expect(variantCandidates('int8')).toEqual(['onnx/model_int8.onnx', 'onnx/model_quantized.onnx', 'onnx/model_qint8*.onnx']);
+    expect(variantCandidates('int8')).toEqual([
+      'onnx/model_int8.onnx',
+      'onnx/model_quantized.onnx',
+      'onnx/model_qint8*.onnx',
+    ]);
   });
 
   it('lists the variants a listing has', () => {
@@ -71,9 +93,14 @@ describe('variants', () => {
     expect(parseVariant('FP16')).toBe('fp16');
     expect(parseVariant('o2')).toBe('O2');
     expect(parseVariant('quantized')).toBe('int8');
-    expect(() => parseVariant('q4')).toThrow(/"q4" is not an ONNX variant: use one of fp32, fp16, int8, O1, O2, O3, O4/);
+    expect(() => parseVariant('q4')).toThrow(
+      /"q4" is not an ONNX variant: use one of fp32, fp16, int8, O1, O2, O3, O4/,
+    );
     expect(parseServedId('BAAI/bge-small-en-v1.5')).toEqual({ baseId: 'BAAI/bge-small-en-v1.5', variant: 'fp32' });
-    expect(parseServedId('BAAI/bge-small-en-v1.5', 'fp16')).toEqual({ baseId: 'BAAI/bge-small-en-v1.5', variant: 'fp16' });
+    expect(parseServedId('BAAI/bge-small-en-v1.5', 'fp16')).toEqual({
+      baseId: 'BAAI/bge-small-en-v1.5',
+      variant: 'fp16',
+    });
     expect(parseServedId('all-MiniLM-L6-v2:int8', 'fp16')).toEqual({ baseId: 'all-MiniLM-L6-v2', variant: 'int8' });
   });
 });
@@ -86,26 +113,39 @@ describe('model folders', () => {
   afterAll(() => rm(modelsDir, { recursive: true, force: true }));
 
   const catalogue = new Catalogue([
-    { id: 'all-MiniLM-L6-v2', task: 'embedding', source: { kind: 'hub', repo: 'sentence-transformers/all-MiniLM-L6-v2', revision: 'c'.repeat(40) } },
+    {
+      id: 'all-MiniLM-L6-v2',
+      task: 'embedding',
+      source: { kind: 'hub', repo: 'sentence-transformers/all-MiniLM-L6-v2', revision: 'c'.repeat(40) },
+    },
     { id: 'synthetic-model', task: 'embedding', source: { kind: 'generated', command: 'make it' } },
   ]);
 
   it('puts a repository in <owner>/<name>, and a catalogue id in its repository folder unless a folder of that id exists', async () => {
     expect(modelDir(modelsDir, 'BAAI/bge-small-en-v1.5')).toBe(join(modelsDir, 'BAAI', 'bge-small-en-v1.5'));
-    expect(modelDir(modelsDir, 'all-MiniLM-L6-v2', catalogue)).toBe(join(modelsDir, 'sentence-transformers', 'all-MiniLM-L6-v2'));
-    expect(modelDir(modelsDir, 'sentence-transformers/all-MiniLM-L6-v2', catalogue)).toBe(join(modelsDir, 'sentence-transformers', 'all-MiniLM-L6-v2'));
+    expect(modelDir(modelsDir, 'all-MiniLM-L6-v2', catalogue)).toBe(
+      join(modelsDir, 'sentence-transformers', 'all-MiniLM-L6-v2'),
+    );
+    expect(modelDir(modelsDir, 'sentence-transformers/all-MiniLM-L6-v2', catalogue)).toBe(
+      join(modelsDir, 'sentence-transformers', 'all-MiniLM-L6-v2'),
+    );
     expect(modelDir(modelsDir, 'synthetic-model', catalogue)).toBe(join(modelsDir, 'synthetic-model'));
     expect(modelDir(modelsDir, 'my-folder', catalogue)).toBe(join(modelsDir, 'my-folder'));
     // A folder an earlier version pulled the catalogue model into stays in use.
     await mkdir(join(modelsDir, 'all-MiniLM-L6-v2'));
     expect(modelDir(modelsDir, 'all-MiniLM-L6-v2', catalogue)).toBe(join(modelsDir, 'all-MiniLM-L6-v2'));
-    expect(modelDir(modelsDir, 'sentence-transformers/all-MiniLM-L6-v2', catalogue)).toBe(join(modelsDir, 'all-MiniLM-L6-v2'));
-    expect(stagingDirOf(join(modelsDir, 'BAAI', 'bge-small-en-v1.5'))).toBe(join(modelsDir, 'BAAI', '.bge-small-en-v1.5.download'));
+    expect(modelDir(modelsDir, 'sentence-transformers/all-MiniLM-L6-v2', catalogue)).toBe(
+      join(modelsDir, 'all-MiniLM-L6-v2'),
+    );
+    expect(stagingDirOf(join(modelsDir, 'BAAI', 'bge-small-en-v1.5'))).toBe(
+      join(modelsDir, 'BAAI', '.bge-small-en-v1.5.download'),
+    );
   });
 
   it('tells repository ids from paths that would leave the models dir', () => {
     expect(isRepoId('BAAI/bge-small-en-v1.5')).toBe(true);
     expect(isRepoId('intfloat/multilingual-e5-small')).toBe(true);
-    for (const id of ['bge-small-en-v1.5', '../etc', 'a/..', './a', 'a/b/c', 'a/', '/a', 'a/.hidden']) expect(isRepoId(id), id).toBe(false);
+    for (const id of ['bge-small-en-v1.5', '../etc', 'a/..', './a', 'a/b/c', 'a/', '/a', 'a/.hidden'])
+      expect(isRepoId(id), id).toBe(false);
   });
 });

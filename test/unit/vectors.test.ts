@@ -2,7 +2,21 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { calibrationRanges, clsPool, cosine, cutDimensions, packSignBits, quantize, quantizedWidth, float32ToBase64, float32ToJson, l2NormalizeRows, meanPool, pool, sigmoid } from '../../src/vectors/index.js';
+import {
+  calibrationRanges,
+  clsPool,
+  cosine,
+  cutDimensions,
+  packSignBits,
+  quantize,
+  quantizedWidth,
+  float32ToBase64,
+  float32ToJson,
+  l2NormalizeRows,
+  meanPool,
+  pool,
+  sigmoid,
+} from '../../src/vectors/index.js';
 import { missing } from '../helpers/resources.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -32,7 +46,11 @@ interface RerankerGolden {
 
 const embedder = modelSuite('synthetic-all-MiniLM-L6-v2');
 describe.skipIf(embedder.missing)(`vectors against golden ${embedder.title}`, () => {
-  const g = embedder.missing ? undefined! : (JSON.parse(readFileSync(resolve(modelsDir, 'synthetic-all-MiniLM-L6-v2', 'golden.json'), 'utf8')) as EmbedderGolden);
+  const g = embedder.missing
+    ? undefined!
+    : (JSON.parse(
+        readFileSync(resolve(modelsDir, 'synthetic-all-MiniLM-L6-v2', 'golden.json'), 'utf8'),
+      ) as EmbedderGolden);
   const dim = 384;
 
   it('meanPool of last_hidden_state_example gives mean_pooled, padding or not', () => {
@@ -59,9 +77,18 @@ describe.skipIf(embedder.missing)(`vectors against golden ${embedder.title}`, ()
   it('l2NormalizeRows and cutDimensions give normalized, normalized_128 and normalized_64', () => {
     const rows = Float32Array.from(g.items.flatMap((item) => item.mean_pooled));
     expect(l2NormalizeRows(rows, dim)).toBe(rows);
-    expectClose(rows, g.items.flatMap((item) => item.normalized));
-    expectClose(cutDimensions(rows, dim, 128), g.items.flatMap((item) => item.normalized_128));
-    expectClose(cutDimensions(rows, dim, 64), g.items.flatMap((item) => item.normalized_64));
+    expectClose(
+      rows,
+      g.items.flatMap((item) => item.normalized),
+    );
+    expectClose(
+      cutDimensions(rows, dim, 128),
+      g.items.flatMap((item) => item.normalized_128),
+    );
+    expectClose(
+      cutDimensions(rows, dim, 64),
+      g.items.flatMap((item) => item.normalized_64),
+    );
     expect(cutDimensions(rows, dim, dim)).toEqual(rows);
   });
 });
@@ -69,7 +96,9 @@ describe.skipIf(embedder.missing)(`vectors against golden ${embedder.title}`, ()
 const reranker = modelSuite('synthetic-ms-marco-MiniLM-L-6-v2');
 describe.skipIf(reranker.missing)(`sigmoid against golden ${reranker.title}`, () => {
   it('turns logits into the golden scores', () => {
-    const g = JSON.parse(readFileSync(resolve(modelsDir, 'synthetic-ms-marco-MiniLM-L-6-v2', 'golden.json'), 'utf8')) as RerankerGolden;
+    const g = JSON.parse(
+      readFileSync(resolve(modelsDir, 'synthetic-ms-marco-MiniLM-L-6-v2', 'golden.json'), 'utf8'),
+    ) as RerankerGolden;
     for (const item of g.items) expect(Math.abs(sigmoid(item.logit) - item.score)).toBeLessThan(1e-6);
   });
 });
@@ -87,15 +116,19 @@ describe('pooling', () => {
     expect(Array.from(clsPool(hidden, 2, 2, 2))).toEqual([1, 2, 5, 6]);
   });
 
-  it('max, last-token, weighted-mean and mean/sqrt(len) pooling see only each row\'s real tokens', () => {
+  it("max, last-token, weighted-mean and mean/sqrt(len) pooling see only each row's real tokens", () => {
     // 2 rows x 3 tokens x 2 dims; row 0 has 2 real tokens, row 1 has 3.
     const hidden = Float32Array.from([1, 8, 3, 4, 100, 100, 5, 6, -1, 9, 2, -7]);
     const lengths = [2, 3];
     expect(Array.from(pool('max', hidden, lengths, 3, 2))).toEqual([3, 8, 5, 9]);
     expect(Array.from(pool('lasttoken', hidden, lengths, 3, 2))).toEqual([3, 4, 2, -7]);
     // weights 1, 2, 3 over the positions, divided by their sum.
-    expect(Array.from(pool('weightedmean', hidden, lengths, 3, 2))).toEqual([(1 + 6) / 3, (8 + 8) / 3, (5 - 2 + 6) / 6, (6 + 18 - 21) / 6].map(Math.fround));
-    expect(Array.from(pool('mean_sqrt_len', hidden, lengths, 3, 2))).toEqual([4 / Math.SQRT2, 12 / Math.SQRT2, 6 / Math.sqrt(3), 8 / Math.sqrt(3)].map(Math.fround));
+    expect(Array.from(pool('weightedmean', hidden, lengths, 3, 2))).toEqual(
+      [(1 + 6) / 3, (8 + 8) / 3, (5 - 2 + 6) / 6, (6 + 18 - 21) / 6].map(Math.fround),
+    );
+    expect(Array.from(pool('mean_sqrt_len', hidden, lengths, 3, 2))).toEqual(
+      [4 / Math.SQRT2, 12 / Math.SQRT2, 6 / Math.sqrt(3), 8 / Math.sqrt(3)].map(Math.fround),
+    );
     expect(Array.from(pool('mean', hidden, [0, 1], 3, 2))).toEqual([0, 0, 5, 6]);
     expect(Array.from(pool('lasttoken', hidden, [0, 1], 3, 2))).toEqual([0, 0, 5, 6]);
   });
@@ -112,7 +145,14 @@ describe('normalize', () => {
   it('keeps zero rows zero and scales others to unit length', () => {
     const rows = Float32Array.from([3, 4, 0, 0, -1e-20, 0]);
     l2NormalizeRows(rows, 2);
-    expect(Array.from(rows)).toEqual([Math.fround(0.6), Math.fround(0.8), 0, 0, Math.fround(Math.fround(-1e-20) / 1e-12), 0]);
+    expect(Array.from(rows)).toEqual([
+      Math.fround(0.6),
+      Math.fround(0.8),
+      0,
+      0,
+      Math.fround(Math.fround(-1e-20) / 1e-12),
+      0,
+    ]);
   });
 
   it('cutDimensions keeps the first components, renormalised, in a new matrix', () => {
@@ -149,10 +189,12 @@ describe('cosine', () => {
   });
 });
 
-describe('quantize (as sentence-transformers\' quantize_embeddings)', () => {
+describe("quantize (as sentence-transformers' quantize_embeddings)", () => {
   it('packs sign bits big-endian, 8 to a byte, the last byte padded with 0 bits; binary is the byte minus 128', () => {
     // > 0 sets the bit: 0 and negative values do not.
-    const rows = Float32Array.from([1, -1, 0, 2, 0.5, -0.1, 3, 1e-9, /* byte 2: */ 7, -2, /* row 2 */ -1, -1, -1, -1, -1, -1, -1, -1, -1, 4]);
+    const rows = Float32Array.from([
+      1, -1, 0, 2, 0.5, -0.1, 3, 1e-9, /* byte 2: */ 7, -2, /* row 2 */ -1, -1, -1, -1, -1, -1, -1, -1, -1, 4,
+    ]);
     const packed = packSignBits(rows, 10);
     expect(Array.from(packed)).toEqual([0b10011011, 0b10000000, 0b00000000, 0b01000000]);
     expect(quantizedWidth('ubinary', 10)).toBe(2);
@@ -160,7 +202,7 @@ describe('quantize (as sentence-transformers\' quantize_embeddings)', () => {
     expect(Array.from(quantize(rows, 10, 'binary'))).toEqual([0b10011011 - 128, 0, -128, 64 - 128]);
   });
 
-  it('maps each dimension\'s calibrated range onto 256 levels, truncating toward zero, clamping outside the range', () => {
+  it("maps each dimension's calibrated range onto 256 levels, truncating toward zero, clamping outside the range", () => {
     // Calibration: dimension 0 spans [0, 1], dimension 1 [-1, 1], dimension 2 is constant.
     const ranges = calibrationRanges(Float32Array.from([0, -1, 5, 1, 1, 5, 0.5, 0, 5]), 3);
     expect(Array.from(ranges.starts)).toEqual([0, -1, 5]);
@@ -170,7 +212,9 @@ describe('quantize (as sentence-transformers\' quantize_embeddings)', () => {
     // In the range, numpy's values (its float32 arithmetic: the top of the range is 254.99998, so 254; 127.49999 - 128
     // truncates toward zero, to 0); outside it, clamped (numpy wraps), and a constant dimension at the bottom (numpy: NaN).
     expect(Array.from(quantize(rows, 3, 'uint8', ranges))).toEqual([127, 127, 0, 254, 254, 0, 255, 0, 0, 0, 1, 0]);
-    expect(Array.from(quantize(rows, 3, 'int8', ranges))).toEqual([0, 0, -128, 126, 126, -128, 127, -128, -128, -127, -126, -128]);
+    expect(Array.from(quantize(rows, 3, 'int8', ranges))).toEqual([
+      0, 0, -128, 126, 126, -128, 127, -128, -128, -127, -126, -128,
+    ]);
     expect(() => quantize(rows, 3, 'int8')).toThrow(RangeError);
   });
 });
@@ -197,18 +241,49 @@ describe('float32ToJson', () => {
     const back = JSON.parse(text) as number[];
     expect(back).toHaveLength(v.length);
     for (let i = 0; i < v.length; i++) {
-      if (!Object.is(Math.fround(back[i]!), v[i])) expect.fail(`element ${i}: ${v[i]} came back as ${back[i]} from ${text.split(',')[i]}`);
+      if (!Object.is(Math.fround(back[i]!), v[i]))
+        expect.fail(`element ${i}: ${v[i]} came back as ${back[i]} from ${text.split(',')[i]}`);
     }
     return text;
   }
 
   const edges = [
-    0, -0, 1, -1, 2, 0.5, 0.1, -0.1, 1 / 3, 2 / 3, 100, 1e-4, 9.99999e-5, 1e-5, 1e-7, 1e-38, 1e-45,
+    0,
+    -0,
+    1,
+    -1,
+    2,
+    0.5,
+    0.1,
+    -0.1,
+    1 / 3,
+    2 / 3,
+    100,
+    1e-4,
+    9.99999e-5,
+    1e-5,
+    1e-7,
+    1e-38,
+    1e-45,
     1.401298464324817e-45, // smallest subnormal
     1.1754942106924411e-38, // largest subnormal
     1.1754943508222875e-38, // smallest normal
-    3.4e38, 3.4028234663852886e38, -3.4028234663852886e38, // largest
-    16777216, 16777217, 123456789, 1e9, 1e10, 1e21, 1e22, 4294967296, -7, 42, 0.001, 0.0123, 123.456,
+    3.4e38,
+    3.4028234663852886e38,
+    -3.4028234663852886e38, // largest
+    16777216,
+    16777217,
+    123456789,
+    1e9,
+    1e10,
+    1e21,
+    1e22,
+    4294967296,
+    -7,
+    42,
+    0.001,
+    0.0123,
+    123.456,
   ];
 
   it('round-trips edge values exactly and stays short', () => {
@@ -258,6 +333,7 @@ describe('float32ToJson', () => {
   });
 
   it('throws on NaN and infinities rather than write invalid JSON', () => {
-    for (const bad of [NaN, Infinity, -Infinity]) expect(() => float32ToJson(Float32Array.of(0.5, bad))).toThrow(/element 1/);
+    for (const bad of [NaN, Infinity, -Infinity])
+      expect(() => float32ToJson(Float32Array.of(0.5, bad))).toThrow(/element 1/);
   });
 });

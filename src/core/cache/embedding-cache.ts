@@ -50,7 +50,10 @@ export class EmbeddingCache {
   private misses = 0;
 
   /** `maxBytes` 0 keeps no local tier; `shared` adds the Redis one. */
-  constructor(maxBytes: number, private readonly shared?: SharedTier) {
+  constructor(
+    maxBytes: number,
+    private readonly shared?: SharedTier,
+  ) {
     this.local = maxBytes > 0 ? new VectorLru(maxBytes) : undefined;
   }
 
@@ -99,7 +102,10 @@ export class EmbeddingCache {
       const awaited = [...missing.keys()].filter((key) => this.pending.has(key));
       const waits = awaited.map((key) => this.pending.get(key)!);
       const own = [...missing.keys()].filter((key) => !this.pending.has(key));
-      const [, shared] = await Promise.all([this.computeRows(own, missing, sequences, rows, width, compute, timings), Promise.all(waits)]);
+      const [, shared] = await Promise.all([
+        this.computeRows(own, missing, sequences, rows, width, compute, timings),
+        Promise.all(waits),
+      ]);
       awaited.forEach((key, j) => {
         const row = shared[j];
         if (row === undefined) return;
@@ -190,8 +196,12 @@ export class EmbeddingCache {
 }
 
 /** The cache the settings ask for: none when both tiers are off. */
-export function createEmbeddingCache(config: Pick<Config, 'cacheMaxMb' | 'cacheShared' | 'cacheTtl' | 'redisUrl'>, log: CacheLog): EmbeddingCache | undefined {
-  const shared = config.cacheShared && config.redisUrl ? new SharedTier(config.redisUrl, config.cacheTtl, log) : undefined;
+export function createEmbeddingCache(
+  config: Pick<Config, 'cacheMaxMb' | 'cacheShared' | 'cacheTtl' | 'redisUrl'>,
+  log: CacheLog,
+): EmbeddingCache | undefined {
+  const shared =
+    config.cacheShared && config.redisUrl ? new SharedTier(config.redisUrl, config.cacheTtl, log) : undefined;
   if (config.cacheMaxMb === 0 && !shared) return undefined;
   return new EmbeddingCache(config.cacheMaxMb * 1024 * 1024, shared);
 }

@@ -32,7 +32,12 @@ export class SharedTier {
   ) {
     // No offline queue: while Redis is unreachable a command fails at once instead of waiting for
     // the reconnect, and the request is computed instead. Reconnects go on in the background.
-    this.redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: commandTimeoutMs, connectTimeout: 5000 });
+    this.redis = new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: commandTimeoutMs,
+      connectTimeout: 5000,
+    });
     // Connection errors repeat on every reconnect attempt: logged once, not counted (failed commands are).
     this.redis.on('error', (error: Error) => this.report(error));
     this.redis.on('ready', () => {
@@ -64,7 +69,13 @@ export class SharedTier {
   set(entries: [key: string, vector: Float32Array][]): Promise<void> {
     if (entries.length === 0) return Promise.resolve();
     const pipeline = this.redis.pipeline();
-    for (const [key, vector] of entries) pipeline.set(keyPrefix + key, Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength), 'EX', this.ttlSeconds);
+    for (const [key, vector] of entries)
+      pipeline.set(
+        keyPrefix + key,
+        Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength),
+        'EX',
+        this.ttlSeconds,
+      );
     return pipeline.exec().then(
       (results) => {
         const failure = results?.find(([error]) => error !== null)?.[0];
@@ -90,6 +101,8 @@ export class SharedTier {
   private report(error: Error): void {
     if (this.failing) return;
     this.failing = true;
-    this.log.warn(`embedding cache: Redis is failing (${error.message}); computing without the shared tier until it is back`);
+    this.log.warn(
+      `embedding cache: Redis is failing (${error.message}); computing without the shared tier until it is back`,
+    );
   }
 }

@@ -18,7 +18,14 @@ import { Type } from 'typebox';
 import { ApiError, invalid } from '../../errors.js';
 import { loadCatalogue } from '../../models/catalogue.js';
 import type { DownloadProgress, FileOutcome } from '../../models/download-progress.js';
-import { DownloadError, parsePullSpec, pullModel, PullRefusal, PullSpecError, type PullTarget } from '../../models/download.js';
+import {
+  DownloadError,
+  parsePullSpec,
+  pullModel,
+  PullRefusal,
+  PullSpecError,
+  type PullTarget,
+} from '../../models/download.js';
 import { Hub, HubError, hubOptions, type Checksum } from '../../models/hub.js';
 import { parseVariant, type Variant } from '../../models/variants.js';
 import { requireAdmin } from '../auth.js';
@@ -41,19 +48,29 @@ const PullBody = Type.Object(
           'and a `:variant` tag (`:latest` or none: the onnxVariant setting).',
       }),
     ),
-    name: Type.Optional(Type.String({ minLength: 1, description: 'The older name of `model`, which the ollama npm client sends.' })),
-    insecure: Type.Optional(Type.Boolean({ description: 'Accepted and ignored: the Hub is reached at the hfEndpoint setting.' })),
-    stream: Type.Optional(Type.Boolean({ description: 'false: one answer once the pull is done, not a line per step (default true).' })),
+    name: Type.Optional(
+      Type.String({ minLength: 1, description: 'The older name of `model`, which the ollama npm client sends.' }),
+    ),
+    insecure: Type.Optional(
+      Type.Boolean({ description: 'Accepted and ignored: the Hub is reached at the hfEndpoint setting.' }),
+    ),
+    stream: Type.Optional(
+      Type.Boolean({ description: 'false: one answer once the pull is done, not a line per step (default true).' }),
+    ),
   },
   { additionalProperties: true },
 );
 
 const PullStatus = Type.Object({
   status: Type.String({
-    description: '`pulling manifest`, `pulling <digest>` for each file, `verifying sha256 digest`, `writing manifest`, `success`.',
+    description:
+      '`pulling manifest`, `pulling <digest>` for each file, `verifying sha256 digest`, `writing manifest`, `success`.',
   }),
   digest: Type.Optional(
-    Type.String({ description: "The file's checksum: `sha256:<hex>` for files stored with Git LFS, `git-sha1:<hex>` (its git blob) for the others." }),
+    Type.String({
+      description:
+        "The file's checksum: `sha256:<hex>` for files stored with Git LFS, `git-sha1:<hex>` (its git blob) for the others.",
+    }),
   ),
   total: Type.Optional(Type.Integer({ description: 'Bytes of the file.' })),
   completed: Type.Optional(Type.Integer({ description: 'Bytes of it on disk so far.' })),
@@ -61,14 +78,17 @@ const PullStatus = Type.Object({
 type PullStatus = { status: string; digest?: string; total?: number; completed?: number };
 
 const PullResponse = {
-  description: 'A line per step (application/x-ndjson; the last is `success` or an error), or with `stream: false` one `success`.',
+  description:
+    'A line per step (application/x-ndjson; the last is `success` or an error), or with `stream: false` one `success`.',
   content: {
     'application/x-ndjson': { schema: Type.Union([PullStatus, OllamaError]) },
     'application/json': { schema: PullStatus },
   },
 };
 
-const errorResponses = Object.fromEntries([400, 401, 403, 404, 413, 415, 502, 503].map((status) => [status, OllamaError]));
+const errorResponses = Object.fromEntries(
+  [400, 401, 403, 404, 413, 415, 502, 503].map((status) => [status, OllamaError]),
+);
 
 export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { config, onModelPulled }) => {
   const catalogue = loadCatalogue(config.manifestsDir);
@@ -80,7 +100,10 @@ export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
     done();
   });
   const stopped = () =>
-    new ApiError('shutting_down', 'The server is shutting down: the pull stopped; its partial files are kept, and the next pull resumes them.');
+    new ApiError(
+      'shutting_down',
+      'The server is shutting down: the pull stopped; its partial files are kept, and the next pull resumes them.',
+    );
 
   /** What to pull: the repository, checked against pullAllow, and the id the model will be served by. */
   const planPull = (name: string): { target: PullTarget; servedId: string; variant: Variant } => {
@@ -100,7 +123,11 @@ export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
           : `ONNX_GATEWAY_PULL_ALLOW (${config.pullAllow.join(', ')}) does not name it or its owner`;
       throw new ApiError('forbidden', `${target.repo} can not be pulled here: ${why}.`, { param: 'model' });
     }
-    return { target, servedId: variant ? `${target.id}:${variant}` : target.id, variant: variant ?? parseVariant(config.onnxVariant) };
+    return {
+      target,
+      servedId: variant ? `${target.id}:${variant}` : target.id,
+      variant: variant ?? parseVariant(config.onnxVariant),
+    };
   };
 
   app.post(
@@ -173,7 +200,10 @@ export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
  * and its default tag `:latest` too (the onnxVariant setting's variant is pulled then).
  */
 function ollamaToSpec(name: string): string {
-  return name.trim().replace(/^(https?:\/\/)?(hf\.co|huggingface\.co)\//i, '').replace(/:latest$/, '');
+  return name
+    .trim()
+    .replace(/^(https?:\/\/)?(hf\.co|huggingface\.co)\//i, '')
+    .replace(/:latest$/, '');
 }
 
 /** Whether pullAllow names the repository, its owner, or `*` (the Hub's ids are case-insensitive). */
@@ -189,7 +219,8 @@ function asApiError(error: unknown): ApiError {
   if (error instanceof PullRefusal) return invalid('model', error.message);
   if (error instanceof DownloadError) {
     let status: number | undefined;
-    for (let cause = error.cause; cause instanceof Error; cause = cause.cause) if (cause instanceof HubError) status = cause.status;
+    for (let cause = error.cause; cause instanceof Error; cause = cause.cause)
+      if (cause instanceof HubError) status = cause.status;
     // The Hub answers 401 for a repository it does not show to this client, whether or not it exists.
     const code = status === 401 || status === 403 || status === 404 ? 'model_not_found' : 'upstream_error';
     return new ApiError(code, error.message, { param: code === 'model_not_found' ? 'model' : null, cause: error });
@@ -206,7 +237,10 @@ const digestOf = (checksum: Checksum) => `${checksum.algorithm}:${checksum.hex}`
  * included.
  */
 class NdjsonProgress implements DownloadProgress {
-  private readonly files = new Map<string, { status: string; digest?: string; total?: number; completed: number; reported: number }>();
+  private readonly files = new Map<
+    string,
+    { status: string; digest?: string; total?: number; completed: number; reported: number }
+  >();
 
   constructor(private readonly send: (line: PullStatus) => void) {}
 
@@ -239,10 +273,18 @@ class NdjsonProgress implements DownloadProgress {
 
   /** Ollama's `pulling <first 12 digits of the digest>`; the path when the Hub gave no checksum. */
   private describe(file: string, checksum?: Checksum): { status: string; digest?: string } {
-    return checksum ? { status: `pulling ${checksum.hex.slice(0, 12)}`, digest: digestOf(checksum) } : { status: `pulling ${file}` };
+    return checksum
+      ? { status: `pulling ${checksum.hex.slice(0, 12)}`, digest: digestOf(checksum) }
+      : { status: `pulling ${file}` };
   }
 
-  private report(state: { status: string; digest?: string; total?: number; completed: number; reported: number }): void {
+  private report(state: {
+    status: string;
+    digest?: string;
+    total?: number;
+    completed: number;
+    reported: number;
+  }): void {
     state.reported = state.completed;
     const { status, digest, total, completed } = state;
     this.send({ status, ...(digest ? { digest } : {}), ...(total !== undefined ? { total } : {}), completed });

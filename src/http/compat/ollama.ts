@@ -32,12 +32,15 @@ const OllamaError = Type.Object(
 const errorResponses = errorResponsesOf(OllamaError);
 const ollamaError: ErrorRenderer = (error) => ({ error: error.message, code: error.code });
 
-
 const EmbedBody = Type.Object(
   {
     model: Type.String({ description: 'A served embedding model id; `id:latest` names it too (GET /api/tags).' }),
     input: Type.Union([Type.String(), Type.Array(Type.String())]),
-    truncate: Type.Optional(Type.Boolean({ description: "Cut inputs longer than the model's window (absent: the server's truncate setting)." })),
+    truncate: Type.Optional(
+      Type.Boolean({
+        description: "Cut inputs longer than the model's window (absent: the server's truncate setting).",
+      }),
+    ),
     dimensions: Type.Optional(Type.Integer({ minimum: 0, description: 'Keep the first N components, renormalised.' })),
     keep_alive: Type.Optional(keepAliveSchema),
     options: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Accepted and ignored.' })),
@@ -93,8 +96,12 @@ const PsResponse = Type.Object({
       size: Type.Integer({ description: 'Resident bytes the loaded model holds' }),
       digest: Type.String(),
       details: ModelDetails,
-      expires_at: Type.String({ description: 'When the idle model unloads (keep-alive); far ahead when it never does, or while it is in use' }),
-      size_vram: Type.Integer({ description: 'Bytes held on an accelerator: the resident size of a model on a GPU, 0 on the CPU' }),
+      expires_at: Type.String({
+        description: 'When the idle model unloads (keep-alive); far ahead when it never does, or while it is in use',
+      }),
+      size_vram: Type.Integer({
+        description: 'Bytes held on an accelerator: the resident size of a model on a GPU, 0 on the CPU',
+      }),
     }),
   ),
 });
@@ -112,18 +119,33 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
 
   /** The served id an Ollama name means: the name itself, or without its `:latest` tag. */
   const servedId = (name: string) => {
-    if (name.endsWith(':latest') && !registry.list().some((m) => m.id === name)) return name.slice(0, -':latest'.length);
+    if (name.endsWith(':latest') && !registry.list().some((m) => m.id === name))
+      return name.slice(0, -':latest'.length);
     return name;
   };
 
   app.post(
     '/api/embed',
-    { schema: { tags, summary: 'Embed (Ollama)', body: EmbedBody, response: { 200: withHeaders(EmbedResponse, responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses } } },
+    {
+      schema: {
+        tags,
+        summary: 'Embed (Ollama)',
+        body: EmbedBody,
+        response: {
+          200: withHeaders(EmbedResponse, responseHeaders.timing, responseHeaders.cacheHits),
+          ...errorResponses,
+        },
+      },
+    },
     async (request, reply) => {
       const started = performance.now();
       const { model, input, truncate, dimensions, keep_alive } = request.body;
       const keepAliveMs = keepAliveOf(keep_alive);
-      const result = await embed(core, { model: servedId(model), input, truncate, dimensions, keepAliveMs }, request.clientSignal);
+      const result = await embed(
+        core,
+        { model: servedId(model), input, truncate, dimensions, keepAliveMs },
+        request.clientSignal,
+      );
       reportTimings(reply, operationPhases(result.timings));
       reportCacheHits(reply, result);
       const totalNs = Math.round((performance.now() - started) * 1e6);
@@ -139,7 +161,14 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         tags,
         summary: 'Embed one prompt (Ollama, older route)',
         body: EmbeddingsBody,
-        response: { 200: withHeaders(Type.Object({ embedding: Type.Array(Type.Number()) }), responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses },
+        response: {
+          200: withHeaders(
+            Type.Object({ embedding: Type.Array(Type.Number()) }),
+            responseHeaders.timing,
+            responseHeaders.cacheHits,
+          ),
+          ...errorResponses,
+        },
       },
     },
     async (request, reply) => {
@@ -173,22 +202,51 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
   // Ollama's generation routes: a clear 501 rather than a 404 that looks like a wrong host.
   for (const path of ['/api/generate', '/api/chat']) {
     app.post(path, { schema: { hide: true } }, async () => {
-      throw new ApiError('unsupported_operation', `${path} is not supported by this server; it serves embeddings: /api/embed, /api/embeddings and /api/tags.`);
+      throw new ApiError(
+        'unsupported_operation',
+        `${path} is not supported by this server; it serves embeddings: /api/embed, /api/embeddings and /api/tags.`,
+      );
     });
   }
 
-  app.get('/api/tags', { schema: { tags, summary: 'List the embedding models (Ollama)', response: { 200: TagsResponse, ...errorResponses } } }, async () => ({
-    models: embedders().map((model) => ({ ...describe(model), modified_at: model.description.modifiedAt.toISOString(), size: model.description.size })),
-  }));
-
-  app.get('/api/ps', { schema: { tags, summary: 'List the loaded embedding models (Ollama)', response: { 200: PsResponse, ...errorResponses } } }, async () => ({
-    models: embedders().flatMap((model) => {
-      const state = core.lifecycle?.state(model.id) ?? { status: 'loaded' as const };
-      if (state.status !== 'loaded') return [];
-      const size = state.residentBytes ?? model.description.size;
-      const device = state.placement?.device ?? 'cpu';
-      const expiresAt = state.expiresAt ?? new Date(Date.now() + foreverMs);
-      return [{ ...describe(model), size, expires_at: expiresAt.toISOString(), size_vram: device === 'cpu' ? 0 : size }];
+  app.get(
+    '/api/tags',
+    {
+      schema: {
+        tags,
+        summary: 'List the embedding models (Ollama)',
+        response: { 200: TagsResponse, ...errorResponses },
+      },
+    },
+    async () => ({
+      models: embedders().map((model) => ({
+        ...describe(model),
+        modified_at: model.description.modifiedAt.toISOString(),
+        size: model.description.size,
+      })),
     }),
-  }));
+  );
+
+  app.get(
+    '/api/ps',
+    {
+      schema: {
+        tags,
+        summary: 'List the loaded embedding models (Ollama)',
+        response: { 200: PsResponse, ...errorResponses },
+      },
+    },
+    async () => ({
+      models: embedders().flatMap((model) => {
+        const state = core.lifecycle?.state(model.id) ?? { status: 'loaded' as const };
+        if (state.status !== 'loaded') return [];
+        const size = state.residentBytes ?? model.description.size;
+        const device = state.placement?.device ?? 'cpu';
+        const expiresAt = state.expiresAt ?? new Date(Date.now() + foreverMs);
+        return [
+          { ...describe(model), size, expires_at: expiresAt.toISOString(), size_vram: device === 'cpu' ? 0 : size },
+        ];
+      }),
+    }),
+  );
 };

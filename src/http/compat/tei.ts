@@ -33,7 +33,14 @@ import { vectorsToJson } from './vectors.js';
 const tags = ['TEI compatibility'];
 
 /** TEI's error types (its ErrorType), each with the status TEI answers it with. */
-const teiStatuses = { Empty: 400, Validation: 422, Tokenizer: 422, Backend: 424, Overloaded: 429, Unhealthy: 503 } as const;
+const teiStatuses = {
+  Empty: 400,
+  Validation: 422,
+  Tokenizer: 422,
+  Backend: 424,
+  Overloaded: 429,
+  Unhealthy: 503,
+} as const;
 type TeiErrorType = keyof typeof teiStatuses;
 
 /** A refusal of TEI's router before the operation runs (an empty batch, one over the limit): TEI's type and status. */
@@ -58,7 +65,8 @@ const errorTypes: Partial<Record<ErrorCode, TeiErrorType>> = {
   timeout: 'Backend',
   unsupported_operation: 'Backend',
 };
-const errorType = (error: ApiError): TeiErrorType => (error instanceof TeiRejection ? error.errorType : (errorTypes[error.code] ?? 'Validation'));
+const errorType = (error: ApiError): TeiErrorType =>
+  error instanceof TeiRejection ? error.errorType : (errorTypes[error.code] ?? 'Validation');
 
 /**
  * TEI's status: its type's where TEI's router answers (bad input 422, a model that can not serve the route 424), the
@@ -72,12 +80,17 @@ const teiStatus: ErrorStatus = (error) => {
   return error.status;
 };
 // TEI answers a missing or wrong key with a bare 401.
-const teiError: ErrorRenderer = (error) => (error.code === 'unauthorized' ? undefined : { error: error.message, error_type: errorType(error), code: error.code });
+const teiError: ErrorRenderer = (error) =>
+  error.code === 'unauthorized' ? undefined : { error: error.message, error_type: errorType(error), code: error.code };
 
 const TeiError = Type.Object(
   {
     error: Type.String(),
-    error_type: Type.Unsafe<TeiErrorType>({ type: 'string', enum: Object.keys(teiStatuses), description: "TEI's error type" }),
+    error_type: Type.Unsafe<TeiErrorType>({
+      type: 'string',
+      enum: Object.keys(teiStatuses),
+      description: "TEI's error type",
+    }),
     code: Type.String({ description: "The error catalogue's stable code" }),
   },
   { description: "TEI's error shape, with the catalogue's code." },
@@ -96,23 +109,30 @@ const errorResponses = {
 /** TEI's checks of a batch before it runs: no item, or an empty one, is `Empty`; more than the limit, a 413. */
 function checkBatch(items: readonly unknown[], limit: number, param = 'inputs', extra = 0): void {
   const empty = (item: unknown) => item === '' || (Array.isArray(item) && (item.length === 0 || item.includes('')));
-  if (items.length === 0 || items.some(empty)) throw new TeiRejection('Empty', teiStatuses.Empty, `\`${param}\` cannot be empty`, param);
+  if (items.length === 0 || items.some(empty))
+    throw new TeiRejection('Empty', teiStatuses.Empty, `\`${param}\` cannot be empty`, param);
   const size = items.length + extra;
-  if (size > limit) throw new TeiRejection('Validation', 413, `batch size ${size} > maximum allowed batch size ${limit}`, param);
+  if (size > limit)
+    throw new TeiRejection('Validation', 413, `batch size ${size} > maximum allowed batch size ${limit}`, param);
 }
 
 /** /embed's inputs as a batch: a text or one list of token ids is one input. */
 const embedBatch = (inputs: string | string[] | number[] | number[][]): unknown[] =>
   typeof inputs === 'string' || typeof inputs[0] === 'number' ? [inputs] : inputs;
 
-const OptionalBoolean = (description: string) => Type.Optional(Type.Union([Type.Boolean(), Type.Null()], { description }));
+const OptionalBoolean = (description: string) =>
+  Type.Optional(Type.Union([Type.Boolean(), Type.Null()], { description }));
 /** A string of a few values; validation errors list them (a union of literals says "must be equal to constant"). */
 const OneOf = <T extends string>(values: readonly T[], description: string) =>
   Type.Optional(Type.Unsafe<T | null>({ type: ['string', 'null'], enum: [...values, null], description }));
-const TruncationDirection = OneOf(['Right', 'Left', 'right', 'left'], 'Which end of a too-long input is cut (default Right: keep the start).');
+const TruncationDirection = OneOf(
+  ['Right', 'Left', 'right', 'left'],
+  'Which end of a too-long input is cut (default Right: keep the start).',
+);
 const PromptName = Type.Optional(
   Type.Union([Type.String({ minLength: 1 }), Type.Null()], {
-    description: "A prompt the model declares (its config_sentence_transformers.json `prompts`), or query / document: put before each input.",
+    description:
+      'A prompt the model declares (its config_sentence_transformers.json `prompts`), or query / document: put before each input.',
   }),
 );
 
@@ -122,11 +142,19 @@ const EmbedBody = Type.Object(
       [Type.String(), Type.Array(Type.String()), Type.Array(Type.Integer()), Type.Array(Type.Array(Type.Integer()))],
       { description: 'A text, texts, token ids, or arrays of token ids.' },
     ),
-    normalize: Type.Optional(Type.Boolean({ default: true, description: 'L2-normalise the vectors (false: the pooled vectors as they are).' })),
-    truncate: OptionalBoolean("Cut inputs longer than the model's window (absent or null: the server's truncate setting)."),
+    normalize: Type.Optional(
+      Type.Boolean({ default: true, description: 'L2-normalise the vectors (false: the pooled vectors as they are).' }),
+    ),
+    truncate: OptionalBoolean(
+      "Cut inputs longer than the model's window (absent or null: the server's truncate setting).",
+    ),
     truncation_direction: TruncationDirection,
     prompt_name: PromptName,
-    dimensions: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'Keep the first N components, renormalised.' })),
+    dimensions: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+        description: 'Keep the first N components, renormalised.',
+      }),
+    ),
   },
   { additionalProperties: true },
 );
@@ -147,9 +175,13 @@ const RerankBody = Type.Object(
   {
     query: Type.String(),
     texts: Type.Array(Type.String()),
-    raw_scores: Type.Optional(Type.Boolean({ default: false, description: 'Answer the logits instead of their sigmoid.' })),
+    raw_scores: Type.Optional(
+      Type.Boolean({ default: false, description: 'Answer the logits instead of their sigmoid.' }),
+    ),
     return_text: Type.Optional(Type.Boolean({ default: false })),
-    truncate: OptionalBoolean('Accepted; a text over the window is always split into windows and scores as its best one.'),
+    truncate: OptionalBoolean(
+      'Accepted; a text over the window is always split into windows and scores as its best one.',
+    ),
     truncation_direction: TruncationDirection,
   },
   { additionalProperties: true },
@@ -163,8 +195,15 @@ const PredictBody = Type.Object(
       description:
         'A text, a pair [text, text_pair], or a batch [[text], [text, text_pair], ...]. As in TEI, a list of one or two strings is one input (a text, a pair); a list of more strings is a batch of texts.',
     }),
-    raw_scores: Type.Optional(Type.Boolean({ default: false, description: "The head's logits instead of its scores (softmax, or sigmoid per label)." })),
-    truncate: OptionalBoolean("Cut inputs longer than the model's window (absent or null: the server's truncate setting)."),
+    raw_scores: Type.Optional(
+      Type.Boolean({
+        default: false,
+        description: "The head's logits instead of its scores (softmax, or sigmoid per label).",
+      }),
+    ),
+    truncate: OptionalBoolean(
+      "Cut inputs longer than the model's window (absent or null: the server's truncate setting).",
+    ),
     truncation_direction: TruncationDirection,
   },
   { additionalProperties: true },
@@ -179,7 +218,13 @@ const SimilarityBody = Type.Object(
     parameters: Type.Optional(
       Type.Union([
         Type.Object(
-          { truncate: OptionalBoolean("Cut inputs longer than the model's window (absent or null: the server's truncate setting)."), truncation_direction: TruncationDirection, prompt_name: PromptName },
+          {
+            truncate: OptionalBoolean(
+              "Cut inputs longer than the model's window (absent or null: the server's truncate setting).",
+            ),
+            truncation_direction: TruncationDirection,
+            prompt_name: PromptName,
+          },
           { additionalProperties: true },
         ),
         Type.Null(),
@@ -212,18 +257,32 @@ const SimpleToken = Type.Object({
   id: Type.Integer(),
   text: Type.String(),
   special: Type.Boolean(),
-  start: Type.Union([Type.Integer(), Type.Null()], { description: 'Code point offset into the input; null for special tokens.' }),
+  start: Type.Union([Type.Integer(), Type.Null()], {
+    description: 'Code point offset into the input; null for special tokens.',
+  }),
   stop: Type.Union([Type.Integer(), Type.Null()]),
 });
 const Info = Type.Object({
   model_id: Type.String(),
-  model_sha: Type.Union([Type.String(), Type.Null()], { description: 'The Hub commit the files came from, when known.' }),
+  model_sha: Type.Union([Type.String(), Type.Null()], {
+    description: 'The Hub commit the files came from, when known.',
+  }),
   model_dtype: Type.String(),
   served_model_name: Type.String({ description: 'The id requests elsewhere on this server name the model by.' }),
   model_type: Type.Union([
     Type.Object({ embedding: Type.Object({ pooling: Type.String() }) }),
-    Type.Object({ reranker: Type.Object({ id2label: Type.Record(Type.String(), Type.String()), label2id: Type.Record(Type.String(), Type.Integer()) }) }),
-    Type.Object({ classifier: Type.Object({ id2label: Type.Record(Type.String(), Type.String()), label2id: Type.Record(Type.String(), Type.Integer()) }) }),
+    Type.Object({
+      reranker: Type.Object({
+        id2label: Type.Record(Type.String(), Type.String()),
+        label2id: Type.Record(Type.String(), Type.Integer()),
+      }),
+    }),
+    Type.Object({
+      classifier: Type.Object({
+        id2label: Type.Record(Type.String(), Type.String()),
+        label2id: Type.Record(Type.String(), Type.Integer()),
+      }),
+    }),
   ]),
   max_concurrent_requests: Type.Integer(),
   max_input_length: Type.Integer(),
@@ -236,7 +295,8 @@ const Info = Type.Object({
   sha: Type.Null(),
   docker_label: Type.Null(),
   device: Type.String({
-    description: 'Not in TEI\'s answer: where the model runs, `cpu` or an accelerator (the placement\'s device when loaded, else the one it loads on).',
+    description:
+      "Not in TEI's answer: where the model runs, `cpu` or an accelerator (the placement's device when loaded, else the one it loads on).",
   }),
 });
 
@@ -258,12 +318,18 @@ export function pickTeiModels(registry: Registry, ids: readonly string[]): TeiMo
     ids.length > 0
       ? ids.map((id) => {
           const model = served.find((m) => m.id === id);
-          if (!model) throw new ConfigError(`teiModels (ONNX_GATEWAY_TEI_MODELS): "${id}" is not served here; served models: ${served.map((m) => m.id).join(', ')}.`);
+          if (!model)
+            throw new ConfigError(
+              `teiModels (ONNX_GATEWAY_TEI_MODELS): "${id}" is not served here; served models: ${served.map((m) => m.id).join(', ')}.`,
+            );
           return model;
         })
-      : (['embedding', 'rerank', 'classify'] as const).map((task) => served.find((m) => m.task === task)).filter((m): m is ServedModel => m !== undefined);
+      : (['embedding', 'rerank', 'classify'] as const)
+          .map((task) => served.find((m) => m.task === task))
+          .filter((m): m is ServedModel => m !== undefined);
   // Without a list, a sparse or token-vector model served beside the dense embedder still answers its routes.
-  const withKind = (kind: 'sparse' | 'tokens') => (ids.length > 0 ? chosen : served).find((m) => m.task === 'embedding' && m.heads.kinds.includes(kind));
+  const withKind = (kind: 'sparse' | 'tokens') =>
+    (ids.length > 0 ? chosen : served).find((m) => m.task === 'embedding' && m.heads.kinds.includes(kind));
   const dense = chosen.find((m) => m.task === 'embedding' && m.heads.kinds.includes('dense'));
   return {
     embedder: dense ?? chosen.find((m) => m.task === 'embedding'),
@@ -276,10 +342,14 @@ export function pickTeiModels(registry: Registry, ids: readonly string[]): TeiMo
 }
 
 function none(task: string): ApiError {
-  return new ApiError('model_not_found', `No ${task} model answers the TEI routes here: list one in ONNX_GATEWAY_TEI_MODELS.`);
+  return new ApiError(
+    'model_not_found',
+    `No ${task} model answers the TEI routes here: list one in ONNX_GATEWAY_TEI_MODELS.`,
+  );
 }
 
-const direction = (value: string | null | undefined): 'left' | 'right' | undefined => (value ? (value.toLowerCase() === 'left' ? 'left' : 'right') : undefined);
+const direction = (value: string | null | undefined): 'left' | 'right' | undefined =>
+  value ? (value.toLowerCase() === 'left' ? 'left' : 'right') : undefined;
 
 export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, registry, config }) => {
   const models = pickTeiModels(registry, config.teiModels);
@@ -287,7 +357,15 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   const limit = core.limits.maxInputs;
   const answerLimit = config.maxResponseMb * 1024 * 1024;
 
-  const embedSchema = { tags, summary: 'Embed (TEI)', body: EmbedBody, response: { 200: withHeaders(Type.Array(Type.Array(Type.Number())), responseHeaders.timing, responseHeaders.cacheHits), ...errorResponses } };
+  const embedSchema = {
+    tags,
+    summary: 'Embed (TEI)',
+    body: EmbedBody,
+    response: {
+      200: withHeaders(Type.Array(Type.Array(Type.Number())), responseHeaders.timing, responseHeaders.cacheHits),
+      ...errorResponses,
+    },
+  };
   const serveEmbed = (url: string, hide: boolean) =>
     app.post(url, { schema: { ...embedSchema, hide } }, async (request, reply) => {
       if (!models.embedder) throw none('embedding');
@@ -311,7 +389,12 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       return sendJsonText(reply, vectorsToJson(result));
     });
 
-  const rerankSchema = { tags, summary: 'Rerank (TEI)', body: RerankBody, response: { 200: withHeaders(Type.Array(Rank), responseHeaders.timing), ...errorResponses } };
+  const rerankSchema = {
+    tags,
+    summary: 'Rerank (TEI)',
+    body: RerankBody,
+    response: { 200: withHeaders(Type.Array(Rank), responseHeaders.timing), ...errorResponses },
+  };
   const serveRerank = (url: string, hide: boolean) =>
     app.post(url, { schema: { ...rerankSchema, hide } }, async (request, reply) => {
       if (!models.reranker) throw none('rerank');
@@ -319,14 +402,26 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       checkBatch(texts, limit, 'texts');
       const result = await rerank(core, { model: models.reranker.id, query, documents: texts }, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
-      return result.results.map(({ index, score, logit }) => ({ index, score: raw ? logit : score, ...(withText ? { text: texts[index]! } : {}) }));
+      return result.results.map(({ index, score, logit }) => ({
+        index,
+        score: raw ? logit : score,
+        ...(withText ? { text: texts[index]! } : {}),
+      }));
     });
 
   const predictSchema = {
     tags,
     summary: 'Classify (TEI)',
     body: PredictBody,
-    response: { 200: withHeaders(Type.Union([Type.Array(Prediction), Type.Array(Type.Array(Prediction))], { description: 'One list per input, best label first; one list alone for a single input.' }), responseHeaders.timing), ...errorResponses },
+    response: {
+      200: withHeaders(
+        Type.Union([Type.Array(Prediction), Type.Array(Type.Array(Prediction))], {
+          description: 'One list per input, best label first; one list alone for a single input.',
+        }),
+        responseHeaders.timing,
+      ),
+      ...errorResponses,
+    },
   };
   const servePredict = (url: string, hide: boolean) =>
     app.post(url, { schema: { ...predictSchema, hide } }, async (request, reply) => {
@@ -335,10 +430,14 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
       if (!model) throw none('classify');
       const { inputs, raw_scores: raw, truncate, truncation_direction: cut } = request.body;
       // As TEI reads them: a text, or a list of one or two strings, is one input (a text, a pair); other lists are batches.
-      const single = typeof inputs === 'string' || (inputs.length > 0 && inputs.length <= 2 && inputs.every((item) => typeof item === 'string'));
+      const single =
+        typeof inputs === 'string' ||
+        (inputs.length > 0 && inputs.length <= 2 && inputs.every((item) => typeof item === 'string'));
       const sequences = single ? [inputs] : (inputs as Array<string | string[]>);
       checkBatch(sequences, limit);
-      const batch = sequences.map((item): ClassifyInput => (typeof item === 'string' ? item : item.length === 1 ? item[0]! : [item[0]!, item[1]!]));
+      const batch = sequences.map((item): ClassifyInput =>
+        typeof item === 'string' ? item : item.length === 1 ? item[0]! : [item[0]!, item[1]!],
+      );
       const result = await classifyWith(
         core,
         model,
@@ -364,13 +463,26 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
 
   app.post(
     '/tokenize',
-    { schema: { tags, summary: 'Tokenize (TEI)', body: TokenizeBody, response: { 200: Type.Array(Type.Array(SimpleToken)), ...errorResponses } } },
+    {
+      schema: {
+        tags,
+        summary: 'Tokenize (TEI)',
+        body: TokenizeBody,
+        response: { 200: Type.Array(Type.Array(SimpleToken)), ...errorResponses },
+      },
+    },
     async (request) => {
       const { inputs, add_special_tokens: addSpecialTokens, prompt_name: promptName } = request.body;
       checkBatch(typeof inputs === 'string' ? [inputs] : inputs, limit);
       const result = await tokenize(
         core,
-        { model: models.primary?.id, inputs: typeof inputs === 'string' ? [inputs] : inputs, addSpecialTokens, inputType: promptName ?? undefined, answerLimit },
+        {
+          model: models.primary?.id,
+          inputs: typeof inputs === 'string' ? [inputs] : inputs,
+          addSpecialTokens,
+          inputType: promptName ?? undefined,
+          answerLimit,
+        },
         request.clientSignal,
       );
       return result.tokens;
@@ -379,7 +491,14 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
 
   app.post(
     '/decode',
-    { schema: { tags, summary: 'Decode token ids (TEI)', body: DecodeBody, response: { 200: Type.Array(Type.String()), ...errorResponses } } },
+    {
+      schema: {
+        tags,
+        summary: 'Decode token ids (TEI)',
+        body: DecodeBody,
+        response: { 200: Type.Array(Type.String()), ...errorResponses },
+      },
+    },
     async (request) => {
       const { ids, skip_special_tokens: skipSpecialTokens } = request.body;
       // One sequence of ids, or several; an empty list is no sequence at all.
@@ -389,37 +508,48 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   );
 
   const facts = models.primary?.description;
-  app.get('/info', { schema: { tags, summary: 'Served model info (TEI)', response: { 200: Info, ...errorResponses } } }, async () => {
-    const model = models.primary;
-    if (!model || !facts) throw none('served');
-    const label2id = Object.fromEntries(Object.entries(facts.id2label).map(([index, label]) => [label, Number(index)]));
-    return {
-      model_id: model.id,
-      model_sha: model.revision ?? null,
-      model_dtype: model.variant === 'int8' ? 'int8' : model.variant === 'fp16' ? 'float16' : 'float32',
-      served_model_name: model.id,
-      model_type:
-        model.task === 'embedding'
-          ? // TEI names a SPLADE model's pooling "splade".
-            { embedding: { pooling: model.heads.sparse?.pooling === 'mlm' ? 'splade' : model.pooling } }
-          : model.task === 'classify'
-            ? { classifier: { id2label: facts.id2label, label2id } }
-            : { reranker: { id2label: facts.id2label, label2id } },
-      max_concurrent_requests: config.queueCapacity,
-      max_input_length: model.maxTokens,
-      max_batch_tokens: config.maxBatchTokens,
-      max_batch_requests: model.maxBatchSize ?? config.maxBatchSize,
-      max_client_batch_size: core.limits.maxInputs,
-      auto_truncate: core.limits.truncate,
-      tokenization_workers: 1,
-      version,
-      sha: null,
-      docker_label: null,
-      device: core.lifecycle?.state(model.id)?.placement?.device ?? model.device,
-    };
-  });
+  app.get(
+    '/info',
+    { schema: { tags, summary: 'Served model info (TEI)', response: { 200: Info, ...errorResponses } } },
+    async () => {
+      const model = models.primary;
+      if (!model || !facts) throw none('served');
+      const label2id = Object.fromEntries(
+        Object.entries(facts.id2label).map(([index, label]) => [label, Number(index)]),
+      );
+      return {
+        model_id: model.id,
+        model_sha: model.revision ?? null,
+        model_dtype: model.variant === 'int8' ? 'int8' : model.variant === 'fp16' ? 'float16' : 'float32',
+        served_model_name: model.id,
+        model_type:
+          model.task === 'embedding'
+            ? // TEI names a SPLADE model's pooling "splade".
+              { embedding: { pooling: model.heads.sparse?.pooling === 'mlm' ? 'splade' : model.pooling } }
+            : model.task === 'classify'
+              ? { classifier: { id2label: facts.id2label, label2id } }
+              : { reranker: { id2label: facts.id2label, label2id } },
+        max_concurrent_requests: config.queueCapacity,
+        max_input_length: model.maxTokens,
+        max_batch_tokens: config.maxBatchTokens,
+        max_batch_requests: model.maxBatchSize ?? config.maxBatchSize,
+        max_client_batch_size: core.limits.maxInputs,
+        auto_truncate: core.limits.truncate,
+        tokenization_workers: 1,
+        version,
+        sha: null,
+        docker_label: null,
+        device: core.lifecycle?.state(model.id)?.placement?.device ?? model.device,
+      };
+    },
+  );
 
-  const perToken = (body: { inputs: string | string[] | number[] | number[][]; truncate?: boolean | null; truncation_direction?: string | null; prompt_name?: string | null }) => ({
+  const perToken = (body: {
+    inputs: string | string[] | number[] | number[][];
+    truncate?: boolean | null;
+    truncation_direction?: string | null;
+    prompt_name?: string | null;
+  }) => ({
     input: body.inputs,
     truncate: body.truncate ?? undefined,
     truncationDirection: direction(body.truncation_direction),
@@ -427,11 +557,22 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   });
   app.post(
     '/embed_sparse',
-    { schema: { tags, summary: 'Sparse embeddings (TEI)', body: PerTokenBody, response: { 200: withHeaders(Type.Array(Type.Array(SparseValue)), responseHeaders.timing), ...errorResponses } } },
+    {
+      schema: {
+        tags,
+        summary: 'Sparse embeddings (TEI)',
+        body: PerTokenBody,
+        response: { 200: withHeaders(Type.Array(Type.Array(SparseValue)), responseHeaders.timing), ...errorResponses },
+      },
+    },
     async (request, reply) => {
       if (!models.sparse) throw none('sparse embedding');
       checkBatch(embedBatch(request.body.inputs), limit);
-      const result = await embedSparse(core, { model: models.sparse.id, ...perToken(request.body), answerLimit }, request.clientSignal);
+      const result = await embedSparse(
+        core,
+        { model: models.sparse.id, ...perToken(request.body), answerLimit },
+        request.clientSignal,
+      );
       reportTimings(reply, operationPhases(result.timings));
       // TEI's shape: per input, its nonzero weights as {index, value}, by index.
       const rows = result.vectors.map(({ indices, values }) => {
@@ -444,17 +585,30 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   app.post(
     '/embed_all',
     {
-      schema: { tags, summary: 'Token embeddings (TEI)', body: PerTokenBody, response: { 200: withHeaders(Type.Array(Type.Array(Type.Array(Type.Number()))), responseHeaders.timing), ...errorResponses } },
+      schema: {
+        tags,
+        summary: 'Token embeddings (TEI)',
+        body: PerTokenBody,
+        response: {
+          200: withHeaders(Type.Array(Type.Array(Type.Array(Type.Number()))), responseHeaders.timing),
+          ...errorResponses,
+        },
+      },
     },
     async (request, reply) => {
       if (!models.tokens) throw none('token embedding');
       checkBatch(embedBatch(request.body.inputs), limit);
-      const result = await embedTokens(core, { model: models.tokens.id, ...perToken(request.body), answerLimit }, request.clientSignal);
+      const result = await embedTokens(
+        core,
+        { model: models.tokens.id, ...perToken(request.body), answerLimit },
+        request.clientSignal,
+      );
       reportTimings(reply, operationPhases(result.timings));
       const { width } = result;
       const rows = result.rows.map((vectors) => {
         const tokens: string[] = [];
-        for (let t = 0; t < vectors.length / width; t++) tokens.push(float32ToJson(vectors.subarray(t * width, (t + 1) * width)));
+        for (let t = 0; t < vectors.length / width; t++)
+          tokens.push(float32ToJson(vectors.subarray(t * width, (t + 1) * width)));
         return `[${tokens.join(',')}]`;
       });
       return sendJsonText(reply, `[${rows.join(',')}]`);
@@ -468,7 +622,13 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
         tags,
         summary: 'Sentence similarity (TEI)',
         body: SimilarityBody,
-        response: { 200: withHeaders(Type.Array(Type.Number(), { description: 'The cosine of source_sentence with each sentence, in order.' }), responseHeaders.timing), ...errorResponses },
+        response: {
+          200: withHeaders(
+            Type.Array(Type.Number(), { description: 'The cosine of source_sentence with each sentence, in order.' }),
+            responseHeaders.timing,
+          ),
+          ...errorResponses,
+        },
       },
     },
     async (request, reply) => {

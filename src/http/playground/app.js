@@ -34,7 +34,14 @@ const element = (tag, props = {}, ...children) => {
 
 function showError(target, error) {
   const detail = error instanceof ApiFailure ? `HTTP ${error.status}${error.code ? ` · ${error.code}` : ''}` : '';
-  target.replaceChildren(element('p', { className: 'error' }, element('strong', {}, error.message), detail ? element('small', {}, detail) : ''));
+  target.replaceChildren(
+    element(
+      'p',
+      { className: 'error' },
+      element('strong', {}, error.message),
+      detail ? element('small', {}, detail) : '',
+    ),
+  );
 }
 
 /** Runs a panel's action with its button disabled, its metadata line cleared and errors shown in place. */
@@ -54,7 +61,11 @@ function panel(button, meta, out, action) {
   });
 }
 
-const lines = (id) => $(id).value.split('\n').map((s) => s.trim()).filter(Boolean);
+const lines = (id) =>
+  $(id)
+    .value.split('\n')
+    .map((s) => s.trim())
+    .filter(Boolean);
 const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 async function loadStatus() {
@@ -73,7 +84,10 @@ async function loadStatus() {
 let modelsRequest = 0;
 
 async function loadModels() {
-  const pickers = [[$('embed-model'), 'embedding', 'embed-out'], [$('rerank-model'), 'rerank', 'rerank-out']];
+  const pickers = [
+    [$('embed-model'), 'embedding', 'embed-out'],
+    [$('rerank-model'), 'rerank', 'rerank-out'],
+  ];
   // Only the answer for the latest key counts: an earlier, slower one must not overwrite it.
   const request = ++modelsRequest;
   try {
@@ -81,7 +95,9 @@ async function loadModels() {
     if (request !== modelsRequest) return;
     for (const [select, task, out] of pickers) {
       const models = data.filter((m) => m.task === task);
-      select.replaceChildren(...models.map((m) => new Option(`${m.id}${m.dimensions ? ` (${m.dimensions}-dim)` : ''} · ${m.variant}`, m.id)));
+      select.replaceChildren(
+        ...models.map((m) => new Option(`${m.id}${m.dimensions ? ` (${m.dimensions}-dim)` : ''} · ${m.variant}`, m.id)),
+      );
       if (models.length === 0) select.append(new Option(`no ${task} model served`, ''));
       $(out).replaceChildren();
     }
@@ -98,7 +114,10 @@ const dot = (a, b) => a.reduce((sum, x, k) => sum + x * b[k], 0);
 
 panel('embed-run', 'embed-meta', 'embed-out', async (out) => {
   const texts = lines('texts');
-  const { data, model, usage } = await api('POST', '/v1/embeddings', { model: $('embed-model').value || undefined, input: texts });
+  const { data, model, usage } = await api('POST', '/v1/embeddings', {
+    model: $('embed-model').value || undefined,
+    input: texts,
+  });
   const vectors = data.map((d) => d.embedding);
   const norms = vectors.map((v) => Math.sqrt(dot(v, v)));
   const table = element('table', { className: 'matrix' });
@@ -107,7 +126,14 @@ panel('embed-run', 'embed-meta', 'embed-out', async (out) => {
   const body = table.createTBody();
   vectors.forEach((a, i) => {
     const row = body.insertRow();
-    row.append(element('th', { title: texts[i] }, element('span', { className: 'index' }, `#${i + 1}`), element('span', { className: 'text' }, texts[i])));
+    row.append(
+      element(
+        'th',
+        { title: texts[i] },
+        element('span', { className: 'index' }, `#${i + 1}`),
+        element('span', { className: 'text' }, texts[i]),
+      ),
+    );
     vectors.forEach((b, j) => {
       const cosine = dot(a, b) / (norms[i] * norms[j] || 1);
       const cell = row.insertCell();
@@ -125,7 +151,11 @@ panel('embed-run', 'embed-meta', 'embed-out', async (out) => {
 
 panel('rerank-run', 'rerank-meta', 'rerank-out', async (out) => {
   const documents = lines('documents');
-  const { results, model } = await api('POST', '/v1/rerank', { model: $('rerank-model').value || undefined, query: $('query').value, documents });
+  const { results, model } = await api('POST', '/v1/rerank', {
+    model: $('rerank-model').value || undefined,
+    query: $('query').value,
+    documents,
+  });
   out.replaceChildren(
     ...results.map((r) => {
       const bar = element('span', { className: 'bar' });
@@ -152,20 +182,35 @@ panel('search-run', 'search-meta', 'search-out', async (out) => {
   });
   // Long-poll until the task ends; each poll returns at the latest after `wait` seconds.
   while (!finished.has(task.state)) {
-    out.replaceChildren(element('li', { className: 'pending' }, `Task ${task.state}, expected in about ${plural(task.estimate_wait_seconds, 'second')}…`));
+    out.replaceChildren(
+      element(
+        'li',
+        { className: 'pending' },
+        `Task ${task.state}, expected in about ${plural(task.estimate_wait_seconds, 'second')}…`,
+      ),
+    );
     task = await api('GET', `/v1/web-search/search/${task.id}?wait=10`);
   }
-  if (task.state !== 'succeeded') throw new Error(task.error ? `${task.error.message} (${task.error.code})` : `The search task was ${task.state}.`);
+  if (task.state !== 'succeeded')
+    throw new Error(task.error ? `${task.error.message} (${task.error.code})` : `The search task was ${task.state}.`);
   const results = task.results ?? [];
   out.replaceChildren(
     ...results.map((r) => {
       const linkable = /^https?:\/\//i.test(r.url);
-      const title = linkable ? element('a', { href: r.url, target: '_blank', rel: 'noreferrer' }, r.title || r.url) : element('span', {}, r.title || r.url);
+      const title = linkable
+        ? element('a', { href: r.url, target: '_blank', rel: 'noreferrer' }, r.title || r.url)
+        : element('span', {}, r.title || r.url);
       return element(
         'li',
         {},
         element('div', { className: 'title' }, title, element('span', { className: 'score' }, r.score.toFixed(3))),
-        element('div', { className: 'url' }, r.url, r.published_date ? ` · ${r.published_date.slice(0, 10)}` : '', ` · ${r.source}`),
+        element(
+          'div',
+          { className: 'url' },
+          r.url,
+          r.published_date ? ` · ${r.published_date.slice(0, 10)}` : '',
+          ` · ${r.source}`,
+        ),
         element('p', {}, r.snippet),
       );
     }),
@@ -203,7 +248,9 @@ panel('image-run', 'image-meta', 'image-out', async (out) => {
   const src = `data:image/${result.output_format};base64,${result.data[0].b64_json}`;
   const image = element('img', { src, alt: result.data[0].revised_prompt });
   const download = element('a', { href: src, download: `edited.${result.output_format}` }, 'Download');
-  out.replaceChildren(element('figure', {}, image, element('figcaption', {}, result.data[0].revised_prompt, ' · ', download)));
+  out.replaceChildren(
+    element('figure', {}, image, element('figcaption', {}, result.data[0].revised_prompt, ' · ', download)),
+  );
   return `${result.size} ${result.output_format}`;
 });
 

@@ -28,7 +28,12 @@ const stems = new Map<string, string>();
 
 /** The index terms of a text, in order (repeats kept). */
 export function analyze(text: string): string[] {
-  const words = text.normalize('NFKD').replace(/\p{M}+/gu, '').toLowerCase().match(wordPattern) ?? [];
+  const words =
+    text
+      .normalize('NFKD')
+      .replace(/\p{M}+/gu, '')
+      .toLowerCase()
+      .match(wordPattern) ?? [];
   return words.map((word) => {
     let stem = stems.get(word);
     if (stem === undefined) {
@@ -41,10 +46,16 @@ export function analyze(text: string): string[] {
 
 /** The query's terms with how often each occurs; stopwords dropped unless nothing else is left. */
 export function queryTerms(query: string): Map<string, number> {
-  const words = query.normalize('NFKD').replace(/\p{M}+/gu, '').toLowerCase().match(wordPattern) ?? [];
+  const words =
+    query
+      .normalize('NFKD')
+      .replace(/\p{M}+/gu, '')
+      .toLowerCase()
+      .match(wordPattern) ?? [];
   const content = words.filter((word) => !isStopword(word));
   const counts = new Map<string, number>();
-  for (const term of analyze((content.length > 0 ? content : words).join(' '))) counts.set(term, (counts.get(term) ?? 0) + 1);
+  for (const term of analyze((content.length > 0 ? content : words).join(' ')))
+    counts.set(term, (counts.get(term) ?? 0) + 1);
   return counts;
 }
 
@@ -131,7 +142,8 @@ export class Bm25Index {
         const row = list.ids[i]!;
         const tf = list.frequencies[i]!;
         if (scores[row] === 0) touched.push(row);
-        scores[row] = scores[row]! + (weight * tf * (k1 + 1)) / (tf + k1 * (1 - b + (b * this.lengths[row]!) / averageLength));
+        scores[row] =
+          scores[row]! + (weight * tf * (k1 + 1)) / (tf + k1 * (1 - b + (b * this.lengths[row]!) / averageLength));
       }
     }
     const best: Scored[] = [];
@@ -139,9 +151,14 @@ export class Bm25Index {
       const score = scores[row]!;
       const id = this.ids[row]!;
       if (id < 0 || (allowed && !allowed.has(id))) continue;
-      if (best.length < limit || score > best[best.length - 1]!.score || (score === best[best.length - 1]!.score && id < best[best.length - 1]!.id)) {
+      if (
+        best.length < limit ||
+        score > best[best.length - 1]!.score ||
+        (score === best[best.length - 1]!.score && id < best[best.length - 1]!.id)
+      ) {
         let at = best.length;
-        while (at > 0 && (best[at - 1]!.score < score || (best[at - 1]!.score === score && best[at - 1]!.id > id))) at--;
+        while (at > 0 && (best[at - 1]!.score < score || (best[at - 1]!.score === score && best[at - 1]!.id > id)))
+          at--;
         best.splice(at, 0, { id, score });
         if (best.length > limit) best.pop();
       }

@@ -98,9 +98,12 @@ interface DocumentRow {
 
 export class DocumentIndex {
   private readonly statements;
-  private matrix: { model: string; version: string; ids: Int32Array; dimensions: number; data: Float32Array } | undefined;
+  private matrix:
+    { model: string; version: string; ids: Int32Array; dimensions: number; data: Float32Array } | undefined;
   private lexical: { version: string; index: Bm25Index } | undefined;
-  private sparseIndex: { model: string; version: string; postings: Map<number, { ids: number[]; weights: number[] }>; documents: number } | undefined;
+  private sparseIndex:
+    | { model: string; version: string; postings: Map<number, { ids: number[]; weights: number[] }>; documents: number }
+    | undefined;
   private writes = 0;
 
   /** `path`: the file, or ':memory:'. */
@@ -153,21 +156,35 @@ export class DocumentIndex {
       update: db.prepare(
         'UPDATE documents SET url = ?, title = ?, text = ?, source = ?, language = ?, region = ?, published_at = ?, images = ?, added_at = ? WHERE id = ?',
       ),
-      texts: db.prepare<unknown[], { id: number; title: string; text: string }>('SELECT id, title, text FROM documents ORDER BY id'),
+      texts: db.prepare<unknown[], { id: number; title: string; text: string }>(
+        'SELECT id, title, text FROM documents ORDER BY id',
+      ),
       text: db.prepare<unknown[], { title: string; text: string }>('SELECT title, text FROM documents WHERE id = ?'),
       vectorDelete: db.prepare('DELETE FROM document_vectors WHERE document_id = ?'),
-      vectorInsert: db.prepare('INSERT OR REPLACE INTO document_vectors (document_id, model, dimensions, vector) VALUES (?, ?, ?, ?)'),
+      vectorInsert: db.prepare(
+        'INSERT OR REPLACE INTO document_vectors (document_id, model, dimensions, vector) VALUES (?, ?, ?, ?)',
+      ),
       delete: db.prepare('DELETE FROM documents WHERE id = ?'),
       sparseDelete: db.prepare('DELETE FROM document_sparse WHERE document_id = ?'),
-      sparseInsert: db.prepare('INSERT OR REPLACE INTO document_sparse (document_id, model, indices, weights) VALUES (?, ?, ?, ?)'),
-      sparseCounts: db.prepare<unknown[], { model: string; n: number }>('SELECT model, count(*) AS n FROM document_sparse GROUP BY model'),
+      sparseInsert: db.prepare(
+        'INSERT OR REPLACE INTO document_sparse (document_id, model, indices, weights) VALUES (?, ?, ?, ?)',
+      ),
+      sparseCounts: db.prepare<unknown[], { model: string; n: number }>(
+        'SELECT model, count(*) AS n FROM document_sparse GROUP BY model',
+      ),
       sparseVectors: db.prepare<unknown[], { document_id: number; indices: Buffer; weights: Buffer }>(
         'SELECT document_id, indices, weights FROM document_sparse WHERE model = ? ORDER BY document_id',
       ),
-      applied: db.prepare<unknown[], { entry_id: string; sequence: number }>('SELECT entry_id, sequence FROM replication'),
+      applied: db.prepare<unknown[], { entry_id: string; sequence: number }>(
+        'SELECT entry_id, sequence FROM replication',
+      ),
       setApplied: db.prepare('INSERT OR REPLACE INTO replication (one, entry_id, sequence) VALUES (1, ?, ?)'),
-      count: db.prepare<unknown[], { n: number; updated: number | null }>('SELECT count(*) AS n, max(added_at) AS updated FROM documents'),
-      vectorCounts: db.prepare<unknown[], { model: string; n: number }>('SELECT model, count(*) AS n FROM document_vectors GROUP BY model'),
+      count: db.prepare<unknown[], { n: number; updated: number | null }>(
+        'SELECT count(*) AS n, max(added_at) AS updated FROM documents',
+      ),
+      vectorCounts: db.prepare<unknown[], { model: string; n: number }>(
+        'SELECT model, count(*) AS n FROM document_vectors GROUP BY model',
+      ),
       vectors: db.prepare<unknown[], { document_id: number; dimensions: number; vector: Buffer }>(
         'SELECT document_id, dimensions, vector FROM document_vectors WHERE model = ? ORDER BY document_id',
       ),
@@ -185,19 +202,34 @@ export class DocumentIndex {
    * Adds documents, replacing those with the same key. `encodings` (optional) hold one dense
    * and one sparse vector per document; a replaced document without new ones loses its old ones.
    */
-  upsert(documents: readonly IndexDocument[], encodings: DocumentEncodings = {}, addedAt = Date.now()): { added: number; updated: number; ids: number[] } {
+  upsert(
+    documents: readonly IndexDocument[],
+    encodings: DocumentEncodings = {},
+    addedAt = Date.now(),
+  ): { added: number; updated: number; ids: number[] } {
     const { dense: vectors, sparse } = encodings;
     if (vectors && vectors.data.length !== documents.length * vectors.dimensions) {
       throw new Error(`upsert: ${documents.length} documents but ${vectors.data.length / vectors.dimensions} vectors`);
     }
-    if (sparse && sparse.vectors.length !== documents.length) throw new Error(`upsert: ${documents.length} documents but ${sparse.vectors.length} sparse vectors`);
+    if (sparse && sparse.vectors.length !== documents.length)
+      throw new Error(`upsert: ${documents.length} documents but ${sparse.vectors.length} sparse vectors`);
     const changes: LexicalChange[] = [];
     const run = this.db.transaction(() => {
       let added = 0;
       let updated = 0;
       const ids: number[] = [];
       documents.forEach((doc, i) => {
-        const fields = [doc.url, doc.title, doc.text, doc.source, doc.language ?? null, doc.region ?? null, doc.publishedAt ?? null, doc.images?.length ? JSON.stringify(doc.images) : null, addedAt];
+        const fields = [
+          doc.url,
+          doc.title,
+          doc.text,
+          doc.source,
+          doc.language ?? null,
+          doc.region ?? null,
+          doc.publishedAt ?? null,
+          doc.images?.length ? JSON.stringify(doc.images) : null,
+          addedAt,
+        ];
         const existing = this.statements.find.get(doc.key);
         let id: number;
         if (existing) {
@@ -213,7 +245,12 @@ export class DocumentIndex {
         }
         if (vectors) {
           const row = vectors.data.subarray(i * vectors.dimensions, (i + 1) * vectors.dimensions);
-          this.statements.vectorInsert.run(id, vectors.model, vectors.dimensions, Buffer.from(row.buffer, row.byteOffset, row.byteLength));
+          this.statements.vectorInsert.run(
+            id,
+            vectors.model,
+            vectors.dimensions,
+            Buffer.from(row.buffer, row.byteOffset, row.byteLength),
+          );
         }
         if (sparse) {
           const { indices, values } = sparse.vectors[i]!;
@@ -296,8 +333,9 @@ export class DocumentIndex {
     try {
       this.db.prepare('ATTACH DATABASE ? AS snapshot').run(scratchFile);
       try {
-        this.db.transaction(() => {
-          this.db.exec(`
+        this.db
+          .transaction(() => {
+            this.db.exec(`
             DELETE FROM document_vectors;
             DELETE FROM document_sparse;
             DELETE FROM documents;
@@ -307,7 +345,8 @@ export class DocumentIndex {
             INSERT INTO document_sparse SELECT * FROM snapshot.document_sparse;
             INSERT INTO replication SELECT * FROM snapshot.replication;
           `);
-        }).immediate();
+          })
+          .immediate();
       } finally {
         this.db.exec('DETACH DATABASE snapshot');
       }
@@ -331,7 +370,9 @@ export class DocumentIndex {
     if (ids.length === 0) return found;
     for (let start = 0; start < ids.length; start += 500) {
       const slice = ids.slice(start, start + 500);
-      const rows = this.db.prepare<unknown[], DocumentRow>(`SELECT * FROM documents WHERE id IN (${slice.map(() => '?').join(',')})`).all(...slice);
+      const rows = this.db
+        .prepare<unknown[], DocumentRow>(`SELECT * FROM documents WHERE id IN (${slice.map(() => '?').join(',')})`)
+        .all(...slice);
       for (const row of rows) found.set(row.id, fromRow(row));
     }
     return found;
@@ -375,7 +416,8 @@ export class DocumentIndex {
   dense(query: Float32Array, model: string, limit: number, filter: IndexFilter = {}): Scored[] {
     const matrix = this.loadMatrix(model);
     if (matrix.ids.length === 0) return [];
-    if (query.length !== matrix.dimensions) throw new Error(`dense: query has ${query.length} dimensions, the index ${matrix.dimensions}`);
+    if (query.length !== matrix.dimensions)
+      throw new Error(`dense: query has ${query.length} dimensions, the index ${matrix.dimensions}`);
     const allowed = this.allowedIds(filter);
     const { ids, data, dimensions } = matrix;
     // Keep the best `limit` in a small sorted array: cheaper than sorting every score.
@@ -404,7 +446,12 @@ export class DocumentIndex {
   private allowedIds(filter: IndexFilter): Set<number> | undefined {
     const { clause, params } = filterClause(filter, 'd');
     if (!clause) return undefined;
-    return new Set(this.db.prepare<unknown[], { id: number }>(`SELECT id FROM documents d WHERE ${clause}`).all(...params).map((r) => r.id));
+    return new Set(
+      this.db
+        .prepare<unknown[], { id: number }>(`SELECT id FROM documents d WHERE ${clause}`)
+        .all(...params)
+        .map((r) => r.id),
+    );
   }
 
   /** Changes when another connection wrote (data_version) or this one did (`writes`). */

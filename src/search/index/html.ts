@@ -41,8 +41,17 @@ function resolveUrl(src: string, base: string | undefined): string | undefined {
 
 export function extractHtml(html: string, baseUrl?: string): HtmlDocument {
   const $ = cheerio.load(html);
-  const title = ($('title').first().text() || $('h1').first().text() || $('meta[property="og:title"]').attr('content') || '').replace(/\s+/g, ' ').trim();
-  const { language, region } = parseLanguageTag($('html').attr('lang') ?? $('meta[http-equiv="content-language"]').attr('content'));
+  const title = (
+    $('title').first().text() ||
+    $('h1').first().text() ||
+    $('meta[property="og:title"]').attr('content') ||
+    ''
+  )
+    .replace(/\s+/g, ' ')
+    .trim();
+  const { language, region } = parseLanguageTag(
+    $('html').attr('lang') ?? $('meta[http-equiv="content-language"]').attr('content'),
+  );
   const publishedAt = parseDate(
     $('meta[property="article:published_time"]').attr('content') ??
       $('meta[name="date"]').attr('content') ??
@@ -52,7 +61,8 @@ export function extractHtml(html: string, baseUrl?: string): HtmlDocument {
   const images: SearchImage[] = [];
   $('img[src]').each((_, element) => {
     const url = resolveUrl($(element).attr('src')!, baseUrl);
-    if (url && !url.startsWith('data:')) images.push({ url, title: $(element).attr('alt') || undefined, page_url: baseUrl });
+    if (url && !url.startsWith('data:'))
+      images.push({ url, title: $(element).attr('alt') || undefined, page_url: baseUrl });
   });
   // cheerio puts every document, fragments too, into html > body.
   const body = $('body');

@@ -48,12 +48,20 @@ export async function ingestDocuments(
     batch = [];
     const encodings: DocumentEncodings = {};
     if (embedder) {
-      const result = await embed(ctx!, { model: embedder, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
+      const result = await embed(
+        ctx!,
+        { model: embedder, input: docs.map(modelText), inputType: 'document', truncate: true },
+        options.signal,
+      );
       encodings.dense = { model: embedder, dimensions: result.dimensions, data: result.vectors };
       report.embedded += docs.length;
     }
     if (sparseModel) {
-      const result = await embedSparse(ctx!, { model: sparseModel, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
+      const result = await embedSparse(
+        ctx!,
+        { model: sparseModel, input: docs.map(modelText), inputType: 'document', truncate: true },
+        options.signal,
+      );
       encodings.sparse = { model: sparseModel, vectors: result.vectors };
     }
     const written = await writer.upsert(docs, encodings, options.signal);
@@ -72,7 +80,12 @@ export async function ingestDocuments(
 }
 
 /** Gives vectors of the served embedder to documents that lack them (added without, or under another embedder). */
-export async function embedMissing(ctx: CoreContext, index: DocumentIndex, writer: IndexWriter, options: Omit<IngestOptions, 'embed'> = {}): Promise<number> {
+export async function embedMissing(
+  ctx: CoreContext,
+  index: DocumentIndex,
+  writer: IndexWriter,
+  options: Omit<IngestOptions, 'embed'> = {},
+): Promise<number> {
   const embedder = servedModel(ctx, 'dense');
   if (!embedder) return 0;
   const batchSize = options.batchSize ?? 64;
@@ -80,10 +93,18 @@ export async function embedMissing(ctx: CoreContext, index: DocumentIndex, write
   for (;;) {
     const docs = index.withoutVectors(embedder, batchSize);
     if (docs.length === 0) return done;
-    const result = await embed(ctx, { model: embedder, input: docs.map(modelText), inputType: 'document', truncate: true }, options.signal);
+    const result = await embed(
+      ctx,
+      { model: embedder, input: docs.map(modelText), inputType: 'document', truncate: true },
+      options.signal,
+    );
     // Written as the documents again with their vectors: one kind of write, replicated like the others.
     const documents = docs.map(({ id: _id, addedAt: _addedAt, ...doc }) => doc);
-    await writer.upsert(documents, { dense: { model: embedder, dimensions: result.dimensions, data: result.vectors } }, options.signal);
+    await writer.upsert(
+      documents,
+      { dense: { model: embedder, dimensions: result.dimensions, data: result.vectors } },
+      options.signal,
+    );
     done += docs.length;
   }
 }

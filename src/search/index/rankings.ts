@@ -81,7 +81,11 @@ export class SparseRanking implements Ranking {
   async rank(query: string, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<Scored[]> {
     const model = this.model;
     if (!model || this.index.sparseCount(model) === 0) return [];
-    const { vectors } = await embedSparse(this.ctx, { model, input: [query], inputType: 'query', truncate: true }, signal);
+    const { vectors } = await embedSparse(
+      this.ctx,
+      { model, input: [query], inputType: 'query', truncate: true },
+      signal,
+    );
     return this.index.sparse(vectors[0]!, model, limit, filter);
   }
 }

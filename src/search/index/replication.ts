@@ -142,7 +142,10 @@ export class IndexReplication implements IndexWriter {
       while ((await replication.readOnce(0)) > 0);
     } catch (error) {
       // Serving goes on with the copy as it is, reported behind; following retries.
-      options.log?.error({ err: error }, 'index replication: catching up with the stream failed; retrying while serving');
+      options.log?.error(
+        { err: error },
+        'index replication: catching up with the stream failed; retrying while serving',
+      );
     }
     replication.following = replication.follow();
     return replication;
@@ -151,13 +154,20 @@ export class IndexReplication implements IndexWriter {
   async upsert(documents: IndexDocument[], encodings?: DocumentEncodings, signal?: AbortSignal): Promise<WriteReport> {
     const keys = documents.map((doc) => doc.key);
     const before = this.index.idsOf(keys);
-    const stored = upsertOperations(documents, encodings).flatMap((operation, i) => [keys[i]!, JSON.stringify(operation)]);
+    const stored = upsertOperations(documents, encodings).flatMap((operation, i) => [
+      keys[i]!,
+      JSON.stringify(operation),
+    ]);
     const applied = await this.append({ op: 'upsert-stored', keys }, signal, ['set', ...stored]);
     if (applied) return applied;
     // Another process applied the entry to this same file first: count against the copy as it was.
     const after = this.index.idsOf(keys);
     const added = new Set(keys.filter((key) => !before.has(key))).size;
-    return { added, updated: new Set(keys).size - added, ids: keys.map((key) => after.get(key)).filter((id) => id !== undefined) };
+    return {
+      added,
+      updated: new Set(keys).size - added,
+      ids: keys.map((key) => after.get(key)).filter((id) => id !== undefined),
+    };
   }
 
   /** A key this copy does not have is not found, without a write. */
@@ -172,7 +182,10 @@ export class IndexReplication implements IndexWriter {
     let headSequence = applied?.sequence ?? 0;
     let headId: string | undefined;
     try {
-      const [sequence, newest] = await Promise.all([this.redis.get(redisKeys.sequence), this.redis.xrevrange(redisKeys.stream, '+', '-', 'COUNT', 1)]);
+      const [sequence, newest] = await Promise.all([
+        this.redis.get(redisKeys.sequence),
+        this.redis.xrevrange(redisKeys.stream, '+', '-', 'COUNT', 1),
+      ]);
       headSequence = Math.max(headSequence, Number(sequence ?? 0));
       headId = newest[0]?.[0];
     } catch {
@@ -202,20 +215,30 @@ export class IndexReplication implements IndexWriter {
    * Appends an operation and waits until this copy has applied it; what applying it did here
    * (undefined when another process on the same file applied it).
    */
-  private async append(operation: IndexOperation, signal: AbortSignal | undefined, documents: string[]): Promise<Applied | undefined> {
+  private async append(
+    operation: IndexOperation,
+    signal: AbortSignal | undefined,
+    documents: string[],
+  ): Promise<Applied | undefined> {
     if (this.closed) throw new ApiError('shutting_down');
     let sequence: number;
     try {
-      const reply = (await (this.redis as Redis & { appendIndexEntry(...args: string[]): Promise<[string, number]> }).appendIndexEntry(
+      const reply = await (
+        this.redis as Redis & { appendIndexEntry(...args: string[]): Promise<[string, number]> }
+      ).appendIndexEntry(
         redisKeys.stream,
         redisKeys.sequence,
         redisKeys.documents,
         JSON.stringify(operation),
         ...documents,
-      ));
+      );
       sequence = Number(reply[1]);
     } catch (error) {
-      throw new ApiError('store_unavailable', `Index writes go through Redis, which is not reachable (${(error as Error).message}).`, { cause: error });
+      throw new ApiError(
+        'store_unavailable',
+        `Index writes go through Redis, which is not reachable (${(error as Error).message}).`,
+        { cause: error },
+      );
     }
     return this.appliedThrough(sequence, signal);
   }
@@ -229,7 +252,13 @@ export class IndexReplication implements IndexWriter {
     return new Promise((resolve, reject) => {
       let stopListening = () => undefined as void;
       const timer = setTimeout(
-        () => waiter.settle(new ApiError('timeout', `The write is in the stream but this replica has not applied it within ${applyTimeoutMs / 1000} s; it will be.`)),
+        () =>
+          waiter.settle(
+            new ApiError(
+              'timeout',
+              `The write is in the stream but this replica has not applied it within ${applyTimeoutMs / 1000} s; it will be.`,
+            ),
+          ),
         applyTimeoutMs,
       );
       const waiter = {
@@ -267,7 +296,12 @@ export class IndexReplication implements IndexWriter {
     const after = this.index.applied()?.id ?? '0';
     const args: (string | number)[] = ['COUNT', readCount];
     if (blockFor > 0) args.push('BLOCK', blockFor);
-    const read = (this.reader.xread as (...a: (string | number)[]) => Promise<[string, StreamEntry[]][] | null>)(...args, 'STREAMS', redisKeys.stream, after);
+    const read = (this.reader.xread as (...a: (string | number)[]) => Promise<[string, StreamEntry[]][] | null>)(
+      ...args,
+      'STREAMS',
+      redisKeys.stream,
+      after,
+    );
     read.catch(() => undefined);
     const reply = await Promise.race([read, this.closing]);
     if (this.closed) return 0;
@@ -277,7 +311,8 @@ export class IndexReplication implements IndexWriter {
       if (this.applyEntry(id, entry) !== 'gap') continue;
       // Entries before this one were trimmed: the snapshot holds them.
       await this.loadSnapshot();
-      if (this.applyEntry(id, await this.readEntry(fields)) === 'gap') throw new Error(`the snapshot ends before entry ${id}, the first left in the stream`);
+      if (this.applyEntry(id, await this.readEntry(fields)) === 'gap')
+        throw new Error(`the snapshot ends before entry ${id}, the first left in the stream`);
     }
     if (entries.length === 0) await this.loadSnapshotIfAhead();
     this.wakeWaiters();
@@ -291,7 +326,8 @@ export class IndexReplication implements IndexWriter {
     const text = field('operation') ?? 'null';
     const parse = (json: string) => JSON.parse(json) as IndexOperation;
     // Only the entry to apply next needs its documents; one already applied (or past a gap) is parsed when applied.
-    if (sequence !== (this.index.applied()?.sequence ?? 0) + 1 || !text.includes('"upsert-stored"')) return { sequence, operations: () => [parse(text)] };
+    if (sequence !== (this.index.applied()?.sequence ?? 0) + 1 || !text.includes('"upsert-stored"'))
+      return { sequence, operations: () => [parse(text)] };
     const operation = parse(text);
     if (operation.op !== 'upsert-stored') return { sequence, operations: () => [operation] };
     const stored = operation.keys.length > 0 ? await this.redis.hmget(redisKeys.documents, ...operation.keys) : [];
@@ -299,7 +335,10 @@ export class IndexReplication implements IndexWriter {
   }
 
   /** 'gap' when entries between the last applied one and this one are missing. */
-  private applyEntry(id: string, { sequence, operations }: { sequence: number; operations: () => IndexOperation[] }): 'applied' | 'skipped' | 'gap' {
+  private applyEntry(
+    id: string,
+    { sequence, operations }: { sequence: number; operations: () => IndexOperation[] },
+  ): 'applied' | 'skipped' | 'gap' {
     const appliedSequence = this.index.applied()?.sequence ?? 0;
     if (sequence <= appliedSequence) return 'skipped';
     if (sequence > appliedSequence + 1) return 'gap';

@@ -70,19 +70,34 @@ export class LocalRetriever {
    * the rest keep their order behind them. Scores of reranked documents are the reranker's: a
    * cross-encoder's in (0, 1), a ColBERT model's MaxSim sums.
    */
-  async rerank(query: string, candidates: Scored[], depth: number, signal?: AbortSignal): Promise<{ ranked: Scored[]; reranked: number }> {
+  async rerank(
+    query: string,
+    candidates: Scored[],
+    depth: number,
+    signal?: AbortSignal,
+  ): Promise<{ ranked: Scored[]; reranked: number }> {
     const model = this.reranker;
     const head = candidates.slice(0, depth);
     if (!model || head.length === 0) return { ranked: candidates, reranked: 0 };
     const docs = this.index.documents(head.map((c) => c.id));
     const present = head.filter((c) => docs.has(c.id));
-    const result = await rerank(this.ctx, { model, query, documents: present.map((c) => modelText(docs.get(c.id)!)) }, signal);
+    const result = await rerank(
+      this.ctx,
+      { model, query, documents: present.map((c) => modelText(docs.get(c.id)!)) },
+      signal,
+    );
     const ranked = result.results.map(({ index, score }) => ({ id: present[index]!.id, score }));
     return { ranked: [...ranked, ...candidates.slice(depth)], reranked: ranked.length };
   }
 
   /** The full pipeline up to `mode`, best first. */
-  async retrieve(query: string, mode: RetrievalMode, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<{ ranked: Scored[]; reranked: number }> {
+  async retrieve(
+    query: string,
+    mode: RetrievalMode,
+    limit: number,
+    filter?: IndexFilter,
+    signal?: AbortSignal,
+  ): Promise<{ ranked: Scored[]; reranked: number }> {
     switch (mode) {
       case 'hybrid':
         return { ranked: await this.hybrid(query, limit, filter, signal), reranked: 0 };

@@ -51,18 +51,24 @@ export interface DocumentDefaults {
 
 /** Turns one document object (an API document, a JSONL line) into an index document. */
 export function documentFromInput(input: DocumentInput, defaults: DocumentDefaults, param = 'document'): IndexDocument {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw invalid(param, `${param} must be an object.`);
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw invalid(param, `${param} must be an object.`);
   const meta = typeof input.metadata === 'object' && input.metadata !== null ? (input.metadata as DocumentInput) : {};
   const body = text(input.text) ?? text(input.content) ?? text(input.body);
-  if (body === undefined || body.trim() === '') throw invalid(`${param}.text`, `${param}.text is required and must not be empty.`);
+  if (body === undefined || body.trim() === '')
+    throw invalid(`${param}.text`, `${param}.text is required and must not be empty.`);
   const id = text(input.id) ?? text(input._id);
   const url = text(input.url) ?? text(meta.url);
   const tag = parseLanguageTag(text(input.language) ?? text(input.lang) ?? text(meta.language) ?? text(meta.lang));
   const region = text(input.region) ?? text(meta.region);
-  const rawDate = input.published_date ?? input.publishedDate ?? input.date ?? meta.published_date ?? meta.publishedDate ?? meta.date;
+  const rawDate =
+    input.published_date ?? input.publishedDate ?? input.date ?? meta.published_date ?? meta.publishedDate ?? meta.date;
   const publishedAt = parseDate(rawDate);
   if (rawDate !== undefined && rawDate !== null && rawDate !== '' && publishedAt === undefined) {
-    throw invalid(`${param}.published_date`, `${param}.published_date "${JSON.stringify(rawDate)}" is not a date (use ISO 8601).`);
+    throw invalid(
+      `${param}.published_date`,
+      `${param}.published_date "${JSON.stringify(rawDate)}" is not a date (use ISO 8601).`,
+    );
   }
   const key = id ?? url ?? defaults.key;
   const page = url ?? defaults.url(key);
@@ -105,7 +111,17 @@ export async function readDocumentFile(path: string, source: string): Promise<In
   if (ext === '.html' || ext === '.htm') {
     const page = extractHtml(content, url);
     if (!page.text) return undefined;
-    return { key: url, url, title: page.title || name, text: page.text, source, language: page.language, region: page.region, publishedAt: page.publishedAt, images: page.images };
+    return {
+      key: url,
+      url,
+      title: page.title || name,
+      text: page.text,
+      source,
+      language: page.language,
+      region: page.region,
+      publishedAt: page.publishedAt,
+      images: page.images,
+    };
   }
   const { fields, body } = ext === '.txt' ? { fields: {}, body: content } : frontMatter(content);
   if (body.trim() === '') return undefined;
@@ -137,7 +153,11 @@ async function* readJsonl(path: string, source: string): AsyncGenerator<IndexDoc
     } catch {
       throw invalid('file', `${source} line ${number} is not JSON.`);
     }
-    const defaults = { key: `${fileUrl}#${number}`, url: (key: string) => `${fileUrl}#${encodeURIComponent(key)}`, source };
+    const defaults = {
+      key: `${fileUrl}#${number}`,
+      url: (key: string) => `${fileUrl}#${encodeURIComponent(key)}`,
+      source,
+    };
     yield documentFromInput(parsed as DocumentInput, defaults, `${source} line ${number}`);
   }
 }
@@ -172,7 +192,8 @@ export async function* readSources(paths: readonly string[]): AsyncGenerator<Ind
       else if (documentExtensions.includes(extname(root).toLowerCase())) {
         const doc = await readDocumentFile(root, basename(root));
         if (doc) yield doc;
-      } else throw invalid('path', `${given}: index .md, .txt, .html files, folders of them, or .jsonl (.jsonl.gz) files.`);
+      } else
+        throw invalid('path', `${given}: index .md, .txt, .html files, folders of them, or .jsonl (.jsonl.gz) files.`);
       continue;
     }
     for await (const path of walk(root)) {

@@ -38,7 +38,8 @@ export interface IndexWriter {
   remove(key: string, signal?: AbortSignal): Promise<boolean>;
 }
 
-const base64 = (array: Int32Array | Float32Array) => Buffer.from(array.buffer, array.byteOffset, array.byteLength).toString('base64');
+const base64 = (array: Int32Array | Float32Array) =>
+  Buffer.from(array.buffer, array.byteOffset, array.byteLength).toString('base64');
 
 /** Copied into a buffer of its own: typed arrays need aligned offsets. */
 function fromBase64<T extends Int32Array | Float32Array>(text: string, Type: new (buffer: ArrayBuffer) => T): T {
@@ -49,12 +50,21 @@ function fromBase64<T extends Int32Array | Float32Array>(text: string, Type: new
 }
 
 /** One upsert per document, each with its own vectors: what the replication stores per key. */
-export function upsertOperations(documents: IndexDocument[], { dense, sparse }: DocumentEncodings = {}): IndexOperation[] {
+export function upsertOperations(
+  documents: IndexDocument[],
+  { dense, sparse }: DocumentEncodings = {},
+): IndexOperation[] {
   const addedAt = Date.now();
   return documents.map((document, i) => {
     const row = dense && { ...dense, data: dense.data.subarray(i * dense.dimensions, (i + 1) * dense.dimensions) };
     const vector = sparse?.vectors[i];
-    return { ...upsertOperation([document], { dense: row, sparse: sparse && vector && { model: sparse.model, vectors: [vector] } }), addedAt };
+    return {
+      ...upsertOperation([document], {
+        dense: row,
+        sparse: sparse && vector && { model: sparse.model, vectors: [vector] },
+      }),
+      addedAt,
+    };
   });
 }
 
@@ -63,14 +73,22 @@ export function upsertOperation(documents: IndexDocument[], { dense, sparse }: D
     op: 'upsert',
     documents,
     ...(dense ? { vectors: { model: dense.model, dimensions: dense.dimensions, data: base64(dense.data) } } : {}),
-    ...(sparse ? { sparse: { model: sparse.model, vectors: sparse.vectors.map((v) => ({ indices: base64(v.indices), values: base64(v.values) })) } } : {}),
+    ...(sparse
+      ? {
+          sparse: {
+            model: sparse.model,
+            vectors: sparse.vectors.map((v) => ({ indices: base64(v.indices), values: base64(v.values) })),
+          },
+        }
+      : {}),
     addedAt: Date.now(),
   };
 }
 
 /** Applies an operation; what it did, as a writer reports it. */
 export function applyOperation(index: DocumentIndex, operation: IndexOperation): WriteReport & { removed: number } {
-  if (operation.op === 'upsert-stored') throw new Error('an upsert-stored operation is applied with the documents it names');
+  if (operation.op === 'upsert-stored')
+    throw new Error('an upsert-stored operation is applied with the documents it names');
   if (operation.op === 'delete') {
     let removed = 0;
     for (const key of operation.keys) if (index.remove(key)) removed++;
@@ -78,9 +96,25 @@ export function applyOperation(index: DocumentIndex, operation: IndexOperation):
   }
   const { vectors, sparse } = operation;
   const encodings: DocumentEncodings = {
-    ...(vectors ? { dense: { model: vectors.model, dimensions: vectors.dimensions, data: fromBase64(vectors.data, Float32Array) } satisfies DocumentVectors } : {}),
+    ...(vectors
+      ? {
+          dense: {
+            model: vectors.model,
+            dimensions: vectors.dimensions,
+            data: fromBase64(vectors.data, Float32Array),
+          } satisfies DocumentVectors,
+        }
+      : {}),
     ...(sparse
-      ? { sparse: { model: sparse.model, vectors: sparse.vectors.map((v) => ({ indices: fromBase64(v.indices, Int32Array), values: fromBase64(v.values, Float32Array) })) } }
+      ? {
+          sparse: {
+            model: sparse.model,
+            vectors: sparse.vectors.map((v) => ({
+              indices: fromBase64(v.indices, Int32Array),
+              values: fromBase64(v.values, Float32Array),
+            })),
+          },
+        }
       : {}),
   };
   return { ...index.upsert(operation.documents, encodings, operation.addedAt), removed: 0 };

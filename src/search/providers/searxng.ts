@@ -41,7 +41,12 @@ interface SearxngResponse {
   unresponsive_engines?: unknown;
 }
 
-const timeRange: Partial<Record<Freshness, string>> = { oneDay: 'day', oneWeek: 'week', oneMonth: 'month', oneYear: 'year' };
+const timeRange: Partial<Record<Freshness, string>> = {
+  oneDay: 'day',
+  oneWeek: 'week',
+  oneMonth: 'month',
+  oneYear: 'year',
+};
 
 const str = (value: unknown): string | undefined => (typeof value === 'string' && value.length > 0 ? value : undefined);
 
@@ -88,12 +93,23 @@ export class SearxngSearchProvider implements SearchProvider {
     const found = (images.results as SearxngResult[]).flatMap((item): SearchImage[] => {
       const url = httpUrl(item.img_src);
       if (!url) return [];
-      return [{ url, thumbnail_url: httpUrl(item.thumbnail_src) ?? httpUrl(item.thumbnail), title: str(item.title), page_url: httpUrl(item.url) }];
+      return [
+        {
+          url,
+          thumbnail_url: httpUrl(item.thumbnail_src) ?? httpUrl(item.thumbnail),
+          title: str(item.title),
+          page_url: httpUrl(item.url),
+        },
+      ];
     });
     return { results, images: dedupeImages(found).slice(0, request.count) };
   }
 
-  private async query(request: SearchRequest, category: 'images' | undefined, signal: AbortSignal): Promise<SearxngResponse & { results: unknown[] }> {
+  private async query(
+    request: SearchRequest,
+    category: 'images' | undefined,
+    signal: AbortSignal,
+  ): Promise<SearxngResponse & { results: unknown[] }> {
     const url = new URL(this.base);
     url.searchParams.set('q', request.query);
     url.searchParams.set('format', 'json');
@@ -111,28 +127,47 @@ export class SearxngSearchProvider implements SearchProvider {
       status = response.status;
       body = await response.text();
     } catch (error) {
-      if (timeout.aborted) throw new ApiError('timeout', `SearXNG at ${this.shown} did not answer within ${this.options.timeoutMs} ms.`);
+      if (timeout.aborted)
+        throw new ApiError('timeout', `SearXNG at ${this.shown} did not answer within ${this.options.timeoutMs} ms.`);
       if (signal.aborted) throw signal.reason;
       const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-      throw new ApiError('upstream_error', `SearXNG at ${this.shown} could not be reached: ${cause?.code ?? cause?.message ?? (error as Error).message}.`);
+      throw new ApiError(
+        'upstream_error',
+        `SearXNG at ${this.shown} could not be reached: ${cause?.code ?? cause?.message ?? (error as Error).message}.`,
+      );
     }
     if (status === 403) {
-      throw new ApiError('upstream_error', `SearXNG at ${this.shown} refused the JSON format (403): add "json" to search.formats in its settings.yml.`);
+      throw new ApiError(
+        'upstream_error',
+        `SearXNG at ${this.shown} refused the JSON format (403): add "json" to search.formats in its settings.yml.`,
+      );
     }
-    if (status === 429) throw new ApiError('upstream_error', `SearXNG at ${this.shown} is limiting requests (429): disable its limiter for this client or retry later.`);
-    if (status < 200 || status >= 300) throw new ApiError('upstream_error', `SearXNG at ${this.shown} answered HTTP ${status}.`);
+    if (status === 429)
+      throw new ApiError(
+        'upstream_error',
+        `SearXNG at ${this.shown} is limiting requests (429): disable its limiter for this client or retry later.`,
+      );
+    if (status < 200 || status >= 300)
+      throw new ApiError('upstream_error', `SearXNG at ${this.shown} answered HTTP ${status}.`);
     let parsed: SearxngResponse;
     try {
       parsed = JSON.parse(body) as SearxngResponse;
     } catch {
-      throw new ApiError('upstream_error', `SearXNG at ${this.shown} did not answer JSON; is the URL that of a SearXNG instance?`);
+      throw new ApiError(
+        'upstream_error',
+        `SearXNG at ${this.shown} did not answer JSON; is the URL that of a SearXNG instance?`,
+      );
     }
     if (typeof parsed !== 'object' || parsed === null || !Array.isArray(parsed.results)) {
       throw new ApiError('upstream_error', `SearXNG at ${this.shown} answered JSON without a results list.`);
     }
     const failed = Array.isArray(parsed.unresponsive_engines) ? parsed.unresponsive_engines : [];
     if (parsed.results.length === 0 && failed.length > 0) {
-      const list = failed.map((entry) => (Array.isArray(entry) ? entry.filter((part) => typeof part === 'string').join(': ') : String(entry))).join(', ');
+      const list = failed
+        .map((entry) =>
+          Array.isArray(entry) ? entry.filter((part) => typeof part === 'string').join(': ') : String(entry),
+        )
+        .join(', ');
       throw new ApiError('upstream_error', `Every SearXNG engine failed for this query: ${list}.`);
     }
     return parsed as SearxngResponse & { results: unknown[] };
@@ -166,7 +201,11 @@ export class SearxngSearchProvider implements SearchProvider {
   private async rank(request: SearchRequest, results: SearchResult[], signal: AbortSignal): Promise<SearchResult[]> {
     const reranker = servedReranker(this.ctx);
     if (!reranker || results.length === 0) return results.slice(0, request.count);
-    const scored = await rerank(this.ctx, { model: reranker, query: request.query, documents: results.map((r) => `${r.title}\n${r.snippet}`) }, signal);
+    const scored = await rerank(
+      this.ctx,
+      { model: reranker, query: request.query, documents: results.map((r) => `${r.title}\n${r.snippet}`) },
+      signal,
+    );
     return scored.results.slice(0, request.count).map(({ index, score }) => ({ ...results[index]!, score }));
   }
 }

@@ -25,7 +25,10 @@ type Root = { querySelectorAll(selector: string): ArrayLike<unknown> };
 
 /** What the reader uses of a parsed page. */
 interface PageDocument extends Root {
-  createTreeWalker(root: unknown, whatToShow: number): { nextNode(): { nodeType: number; nodeName: string; data?: string; remove(): void } | null };
+  createTreeWalker(
+    root: unknown,
+    whatToShow: number,
+  ): { nextNode(): { nodeType: number; nodeName: string; data?: string; remove(): void } | null };
   querySelector(selector: string): { textContent: string | null } | null;
   body: { innerHTML: string; textContent: string | null } | null;
 }
@@ -37,7 +40,10 @@ const parseHTML = (html: string) => parseLinkedom(html) as unknown as { document
 function collectLinks(root: Root, base: string): ConvertedPage['links'] {
   const seen = new Set<string>();
   const links: ConvertedPage['links'] = [];
-  for (const anchor of Array.from(root.querySelectorAll('a[href]')) as { getAttribute(name: string): string | null; textContent: string | null }[]) {
+  for (const anchor of Array.from(root.querySelectorAll('a[href]')) as {
+    getAttribute(name: string): string | null;
+    textContent: string | null;
+  }[]) {
     let url: string;
     try {
       url = new URL(anchor.getAttribute('href') ?? '', base).href;
@@ -53,8 +59,14 @@ function collectLinks(root: Root, base: string): ConvertedPage['links'] {
 
 /** Makes relative links and images absolute, so the markdown works outside the page. */
 function absolutize(root: Root, base: string): void {
-  for (const [selector, attribute] of [['a[href]', 'href'], ['img[src]', 'src']] as const) {
-    for (const element of Array.from(root.querySelectorAll(selector)) as { getAttribute(n: string): string | null; setAttribute(n: string, v: string): void }[]) {
+  for (const [selector, attribute] of [
+    ['a[href]', 'href'],
+    ['img[src]', 'src'],
+  ] as const) {
+    for (const element of Array.from(root.querySelectorAll(selector)) as {
+      getAttribute(n: string): string | null;
+      setAttribute(n: string, v: string): void;
+    }[]) {
       try {
         element.setAttribute(attribute, new URL(element.getAttribute(attribute) ?? '', base).href);
       } catch {
@@ -70,7 +82,10 @@ function absolutize(root: Root, base: string): void {
  * of its characters).
  */
 function tidyText(text: string): string {
-  return text.replace(/[ \t]+(\n)?/g, (run: string, newline?: string) => newline ?? run).replace(/\n{3,}/g, '\n\n').trim();
+  return text
+    .replace(/[ \t]+(\n)?/g, (run: string, newline?: string) => newline ?? run)
+    .replace(/\n{3,}/g, '\n\n')
+    .trim();
 }
 
 /** `html` is the page's text; `url` is where it was fetched from (after redirects), for absolute links. */
@@ -88,7 +103,11 @@ export function convertPage(html: string, url: string, format: ReadFormat): Conv
     byline: article?.byline ?? null,
     excerpt: article?.excerpt ?? null,
     content:
-      format === 'html' ? content.trim() : format === 'text' ? tidyText(article?.textContent ?? fragment.body?.textContent ?? '') : turndown.turndown(content).trim(),
+      format === 'html'
+        ? content.trim()
+        : format === 'text'
+          ? tidyText(article?.textContent ?? fragment.body?.textContent ?? '')
+          : turndown.turndown(content).trim(),
     links: collectLinks(fragment, url),
   };
 }

@@ -63,7 +63,8 @@ function guardedLookup(url: URL, allowed: (address: string) => boolean, hop: boo
       if (error) return callback(error, '', 0);
       const bad = addresses.find((a) => !allowed(a.address));
       if (bad) return callback(refused(url, hop, `resolves to ${bad.address}`), '', 0);
-      if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
+      if ((options as { all?: boolean }).all)
+        return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
       callback(null, addresses[0]!.address, addresses[0]!.family);
     });
   };
@@ -76,7 +77,8 @@ function parseUrl(raw: string, base?: URL): URL {
   } catch {
     throw invalid('url', base ? `The page redirected to an invalid URL "${raw}".` : `url "${raw}" is not a valid URL.`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid('url', `url must be http or https; got ${url.protocol.slice(0, -1)}.`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw invalid('url', `url must be http or https; got ${url.protocol.slice(0, -1)}.`);
   if (url.username || url.password) throw invalid('url', 'url must not contain credentials.');
   return url;
 }
@@ -98,7 +100,9 @@ function decoded(response: IncomingMessage): Readable {
 /** The charset from Content-Type, else from a <meta> in the first bytes, else UTF-8. */
 function decodeText(bytes: Buffer, contentType: string): string {
   const fromHeader = /charset=["']?([\w-]+)/i.exec(contentType)?.[1];
-  const fromMeta = fromHeader ? undefined : /<meta[^>]+charset=["']?([\w-]+)/i.exec(bytes.subarray(0, 2048).toString('latin1'))?.[1];
+  const fromMeta = fromHeader
+    ? undefined
+    : /<meta[^>]+charset=["']?([\w-]+)/i.exec(bytes.subarray(0, 2048).toString('latin1'))?.[1];
   try {
     return new TextDecoder(fromHeader ?? fromMeta ?? 'utf-8').decode(bytes);
   } catch {
@@ -106,10 +110,16 @@ function decodeText(bytes: Buffer, contentType: string): string {
   }
 }
 
-function once(url: URL, limits: FetchLimits, hop: boolean, signal: AbortSignal): Promise<{ response: IncomingMessage; body?: Buffer }> {
+function once(
+  url: URL,
+  limits: FetchLimits,
+  hop: boolean,
+  signal: AbortSignal,
+): Promise<{ response: IncomingMessage; body?: Buffer }> {
   const literal = url.hostname.replace(/^\[|\]$/g, '');
   // The socket skips the lookup for IP literals, so they are checked here.
-  if (isIP(literal) && !addressCheck(limits)(literal)) return Promise.reject(refused(url, hop, 'a private, loopback or link-local address'));
+  if (isIP(literal) && !addressCheck(limits)(literal))
+    return Promise.reject(refused(url, hop, 'a private, loopback or link-local address'));
   return new Promise((resolve, reject) => {
     const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, {
       method: 'GET',
@@ -131,7 +141,13 @@ function once(url: URL, limits: FetchLimits, hop: boolean, signal: AbortSignal):
       const declared = Number(response.headers['content-length']);
       if (Number.isFinite(declared) && declared > limits.maxBytes && !response.headers['content-encoding']) {
         request.destroy();
-        reject(new ApiError('upstream_error', `The page is ${declared} bytes; the reader takes at most ${limits.maxBytes}.`, { permanent: true }));
+        reject(
+          new ApiError(
+            'upstream_error',
+            `The page is ${declared} bytes; the reader takes at most ${limits.maxBytes}.`,
+            { permanent: true },
+          ),
+        );
         return;
       }
       const chunks: Buffer[] = [];
@@ -142,12 +158,20 @@ function once(url: URL, limits: FetchLimits, hop: boolean, signal: AbortSignal):
         if (size > limits.maxBytes) {
           request.destroy();
           stream.destroy();
-          reject(new ApiError('upstream_error', `The page is larger than ${limits.maxBytes} bytes, the most the reader takes.`, { permanent: true }));
+          reject(
+            new ApiError(
+              'upstream_error',
+              `The page is larger than ${limits.maxBytes} bytes, the most the reader takes.`,
+              { permanent: true },
+            ),
+          );
           return;
         }
         chunks.push(chunk);
       });
-      stream.on('error', (error) => reject(new ApiError('upstream_error', `The page could not be read: ${error.message}.`)));
+      stream.on('error', (error) =>
+        reject(new ApiError('upstream_error', `The page could not be read: ${error.message}.`)),
+      );
       stream.on('end', () => resolve({ response, body: Buffer.concat(chunks) }));
     });
     request.end();
@@ -168,18 +192,32 @@ export async function fetchPage(raw: string, limits: FetchLimits, signal?: Abort
       if (signal?.aborted) throw new ApiError('client_closed');
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') throw refused(url, hops > 0, `does not resolve (${code})`);
-      throw new ApiError('upstream_error', `The page at ${url.host} could not be fetched: ${code ?? (error as Error).message}.`);
+      throw new ApiError(
+        'upstream_error',
+        `The page at ${url.host} could not be fetched: ${code ?? (error as Error).message}.`,
+      );
     }
     const { response, body } = result;
     const status = response.statusCode ?? 0;
     if (!body) {
-      if (hops >= limits.maxRedirects) throw new ApiError('upstream_error', `The page redirected more than ${limits.maxRedirects} times.`, { permanent: true });
+      if (hops >= limits.maxRedirects)
+        throw new ApiError('upstream_error', `The page redirected more than ${limits.maxRedirects} times.`, {
+          permanent: true,
+        });
       url = parseUrl(response.headers.location!, url);
       continue;
     }
     // A page that is not there (4xx) will not be there on a retry; a failing server (5xx) may recover.
-    if (status < 200 || status >= 300) throw new ApiError('upstream_error', `The page answered HTTP ${status}.`, { permanent: status >= 400 && status < 500 });
+    if (status < 200 || status >= 300)
+      throw new ApiError('upstream_error', `The page answered HTTP ${status}.`, {
+        permanent: status >= 400 && status < 500,
+      });
     const contentType = response.headers['content-type'] ?? 'text/html';
-    return { url: url.href, status, mediaType: contentType.split(';')[0]!.trim().toLowerCase(), body: decodeText(body, contentType) };
+    return {
+      url: url.href,
+      status,
+      mediaType: contentType.split(';')[0]!.trim().toLowerCase(),
+      body: decodeText(body, contentType),
+    };
   }
 }

@@ -107,7 +107,13 @@ export class PageParser {
 
   private start(thread: Thread, job: Job): void {
     const timer = setTimeout(() => {
-      this.discard(thread, new ApiError('page_too_complex', `The page took longer than ${this.options.timeoutMs} ms to read; the reader gives up on pages this complex.`));
+      this.discard(
+        thread,
+        new ApiError(
+          'page_too_complex',
+          `The page took longer than ${this.options.timeoutMs} ms to read; the reader gives up on pages this complex.`,
+        ),
+      );
     }, this.options.timeoutMs);
     // A page being converted for a client that has gone is not worth the thread's time.
     const stopListening = onAbort(job.signal, () => this.discard(thread, new ApiError('client_closed')));
@@ -165,6 +171,11 @@ export class PageParser {
       return;
     }
     const outOfMemory = (error as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY';
-    this.discard(thread, outOfMemory ? new ApiError('page_too_complex', 'The page needs more memory to read than the reader gives one page.') : error);
+    this.discard(
+      thread,
+      outOfMemory
+        ? new ApiError('page_too_complex', 'The page needs more memory to read than the reader gives one page.')
+        : error,
+    );
   }
 }

@@ -42,7 +42,11 @@ export class Reader {
       return { url: page.url, title: '', byline: null, excerpt: null, format, content: page.body, links: [] };
     }
     if (page.mediaType !== 'text/html' && page.mediaType !== 'application/xhtml+xml') {
-      throw new ApiError('unsupported_media_type', `The page is ${page.mediaType}; the reader reads HTML and plain text.`, { param: 'url' });
+      throw new ApiError(
+        'unsupported_media_type',
+        `The page is ${page.mediaType}; the reader reads HTML and plain text.`,
+        { param: 'url' },
+      );
     }
     const converted = await this.parser.convert({ html: page.body, url: page.url, format }, signal);
     return { url: page.url, format, ...converted };

@@ -15,7 +15,11 @@ export const maxWhitespaceRun = 64;
  * the text before it ended with; `trailing` is the length of the run the result ends with (the
  * carried one included when the whole text is whitespace).
  */
-export function capWhitespaceRuns(text: string, carried = 0, max = maxWhitespaceRun): { text: string; trailing: number } {
+export function capWhitespaceRuns(
+  text: string,
+  carried = 0,
+  max = maxWhitespaceRun,
+): { text: string; trailing: number } {
   let trailing = 0;
   // `\s+` always consumes the whole run it starts on: linear in the text.
   const capped = text.replace(/\s+/g, (run: string, offset: number) => {

@@ -28,10 +28,17 @@ export class SearchTasks extends TaskServiceBase {
   }
 
   /** Opens the task service on a store: recovers from a previous run, then starts the slots. */
-  static async open(store: LocalTaskStore, provider: SearchProvider, options: SearchTasksOptions): Promise<SearchTasks> {
+  static async open(
+    store: LocalTaskStore,
+    provider: SearchProvider,
+    options: SearchTasksOptions,
+  ): Promise<SearchTasks> {
     const tasks = new SearchTasks(store, provider, options);
     const now = Date.now();
-    await store.failRunning(now, { code: 'interrupted', message: 'The server restarted while this task was running; create the task again.' });
+    await store.failRunning(now, {
+      code: 'interrupted',
+      message: 'The server restarted while this task was running; create the task again.',
+    });
     await store.deleteFinishedBefore(now - options.retentionMs);
     tasks.durations = await store.recentDurations(durationSamples);
     tasks.queue.push(...(await store.pendingIds()));
@@ -61,7 +68,12 @@ export class SearchTasks extends TaskServiceBase {
     if (!task || finalStates.has(task.state)) return task;
     const index = this.queue.indexOf(id);
     if (index >= 0) this.queue.splice(index, 1);
-    if (await this.store.finish(id, 'cancelled', Date.now(), null, { code: 'cancelled', message: 'The task was cancelled.' })) {
+    if (
+      await this.store.finish(id, 'cancelled', Date.now(), null, {
+        code: 'cancelled',
+        message: 'The task was cancelled.',
+      })
+    ) {
       this.running.get(id)?.abort(new ApiError('client_closed', 'The task was cancelled.'));
       this.notify(id);
     }
@@ -74,7 +86,8 @@ export class SearchTasks extends TaskServiceBase {
     this.closed = true;
     clearInterval(this.sweepTimer);
     const stopped = [...this.running.keys()].map((id) => new Promise<void>((resolve) => this.onceDone(id, resolve)));
-    for (const controller of this.running.values()) controller.abort(new ApiError('shutting_down', 'The server shut down while this task was running.'));
+    for (const controller of this.running.values())
+      controller.abort(new ApiError('shutting_down', 'The server shut down while this task was running.'));
     await Promise.all(stopped);
     await this.provider.close?.();
     await this.store.close();
@@ -84,7 +97,10 @@ export class SearchTasks extends TaskServiceBase {
     let estimateWaitSeconds = 0;
     if (task.state === 'pending') {
       const position = this.queue.indexOf(task.id);
-      estimateWaitSeconds = this.estimate(this.running.size + (position < 0 ? this.queue.length : position), this.options.concurrency);
+      estimateWaitSeconds = this.estimate(
+        this.running.size + (position < 0 ? this.queue.length : position),
+        this.options.concurrency,
+      );
     } else if (task.state === 'running') {
       estimateWaitSeconds = this.runningEstimate(task);
     }

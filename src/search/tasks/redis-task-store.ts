@@ -77,7 +77,13 @@ export class RedisTaskStore implements TaskStore {
     return (await this.redis.eval(markRunningScript, 1, taskKey(id), String(at))) === 1;
   }
 
-  async finish(id: string, state: 'succeeded' | 'failed' | 'cancelled', at: number, outcome: SearchOutcome | null, error: TaskError | null): Promise<boolean> {
+  async finish(
+    id: string,
+    state: 'succeeded' | 'failed' | 'cancelled',
+    at: number,
+    outcome: SearchOutcome | null,
+    error: TaskError | null,
+  ): Promise<boolean> {
     const result = await this.redis.eval(
       finishScript,
       2,

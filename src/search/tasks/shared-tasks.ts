@@ -61,7 +61,13 @@ export class SharedSearchTasks extends TaskServiceBase {
     for (const connection of [redis, subscriber, workerConnection]) connection.on('error', onError);
     const queue = new Queue(queueName, { connection: redis, prefix: keyPrefix });
     queue.on('error', onError);
-    const tasks = new SharedSearchTasks(redis, queue, new RedisTaskStore(redis, options.retentionMs), provider, options);
+    const tasks = new SharedSearchTasks(
+      redis,
+      queue,
+      new RedisTaskStore(redis, options.retentionMs),
+      provider,
+      options,
+    );
     tasks.connections = [redis, subscriber, workerConnection];
 
     await subscriber.subscribe(channel);
@@ -113,7 +119,12 @@ export class SharedSearchTasks extends TaskServiceBase {
     return this.guard(async () => {
       const task = await super.get(owner, id);
       if (!task || finalStates.has(task.state)) return task;
-      if (await this.store.finish(id, 'cancelled', Date.now(), null, { code: 'cancelled', message: 'The task was cancelled.' })) {
+      if (
+        await this.store.finish(id, 'cancelled', Date.now(), null, {
+          code: 'cancelled',
+          message: 'The task was cancelled.',
+        })
+      ) {
         // A waiting job is removed; a running one is locked by its replica, which the event aborts.
         await this.queue.remove(id).catch(() => 0);
         await this.publish({ type: 'cancel', id });
@@ -128,7 +139,8 @@ export class SharedSearchTasks extends TaskServiceBase {
     this.closed = true;
     // Stop taking jobs first, so that no pending task starts here while running ones wind down.
     const closing = this.worker.close();
-    for (const controller of this.running.values()) controller.abort(new ApiError('shutting_down', 'The server shut down while this task was running.'));
+    for (const controller of this.running.values())
+      controller.abort(new ApiError('shutting_down', 'The server shut down while this task was running.'));
     await closing;
     await this.queue.close();
     await Promise.all(this.connections.map((connection) => connection.quit().catch(() => undefined)));
@@ -141,7 +153,10 @@ export class SharedSearchTasks extends TaskServiceBase {
       this.durations = await this.store.recentDurations(durationSamples);
       const counts = await this.queue.getJobCounts('active', 'waiting');
       // Position in the queue is not tracked: count every task ahead or beside it.
-      estimateWaitSeconds = this.estimate((counts.active ?? 0) + Math.max(0, (counts.waiting ?? 0) - 1), await this.slots());
+      estimateWaitSeconds = this.estimate(
+        (counts.active ?? 0) + Math.max(0, (counts.waiting ?? 0) - 1),
+        await this.slots(),
+      );
     } else if (task.state === 'running') {
       this.durations = await this.store.recentDurations(durationSamples);
       estimateWaitSeconds = this.runningEstimate(task);
@@ -177,12 +192,15 @@ export class SharedSearchTasks extends TaskServiceBase {
     } catch {
       return;
     }
-    if (event.type === 'cancel') this.running.get(event.id)?.abort(new ApiError('client_closed', 'The task was cancelled.'));
+    if (event.type === 'cancel')
+      this.running.get(event.id)?.abort(new ApiError('client_closed', 'The task was cancelled.'));
     this.notify(event.id);
   }
 
   private async publish(event: TaskEvent): Promise<void> {
-    await this.redis.publish(channel, JSON.stringify(event)).catch((err: unknown) => this.options.log?.error({ err }, 'redis publish failed'));
+    await this.redis
+      .publish(channel, JSON.stringify(event))
+      .catch((err: unknown) => this.options.log?.error({ err }, 'redis publish failed'));
   }
 
   /** Task slots over all replicas. */
@@ -198,7 +216,9 @@ export class SharedSearchTasks extends TaskServiceBase {
     } catch (error) {
       if (error instanceof ApiError) throw error;
       this.options.log?.error({ err: error }, 'search task store failed');
-      throw new ApiError('store_unavailable', 'The shared task store (Redis) did not answer; retry later.', { cause: error });
+      throw new ApiError('store_unavailable', 'The shared task store (Redis) did not answer; retry later.', {
+        cause: error,
+      });
     }
   }
 }

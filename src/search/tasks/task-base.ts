@@ -131,7 +131,11 @@ export abstract class TaskServiceBase implements TaskService {
         if (signal.aborted) throw signal.reason;
         finished = await this.store.finish(id, 'succeeded', Date.now(), outcome, null);
       } catch (error) {
-        const reason: unknown = controller.signal.aborted ? controller.signal.reason : timeout.aborted ? 'timeout' : error;
+        const reason: unknown = controller.signal.aborted
+          ? controller.signal.reason
+          : timeout.aborted
+            ? 'timeout'
+            : error;
         finished = await this.store.finish(id, 'failed', Date.now(), null, this.taskError(reason, id));
       }
       return finished ? Date.now() - startedAt : undefined;
@@ -170,7 +174,8 @@ export abstract class TaskServiceBase implements TaskService {
   }
 
   private taskError(error: unknown, id: string): TaskError {
-    if (error === 'timeout') return { code: 'timeout', message: `The search took longer than ${this.options.taskTimeoutMs} ms.` };
+    if (error === 'timeout')
+      return { code: 'timeout', message: `The search took longer than ${this.options.taskTimeoutMs} ms.` };
     if (isApiError(error)) return { code: error.code, message: error.message };
     this.options.log?.error({ err: error, task: id }, 'search task failed');
     return { code: 'internal', message: 'Internal error while searching.' };

@@ -11,7 +11,13 @@ export interface TaskStore {
   /** pending -> running; false when the task is no longer pending (cancelled meanwhile). */
   markRunning(id: string, at: number): Promise<boolean>;
   /** Records a final state; false when the task had already reached one. */
-  finish(id: string, state: 'succeeded' | 'failed' | 'cancelled', at: number, outcome: SearchOutcome | null, error: TaskError | null): Promise<boolean>;
+  finish(
+    id: string,
+    state: 'succeeded' | 'failed' | 'cancelled',
+    at: number,
+    outcome: SearchOutcome | null,
+    error: TaskError | null,
+  ): Promise<boolean>;
   /** Run times (ms) of the most recently finished tasks, newest first. */
   recentDurations(limit: number): Promise<number[]>;
   close(): Promise<void>;
@@ -77,10 +83,18 @@ export class SqliteTaskStore implements LocalTaskStore {
         'INSERT INTO search_tasks (id, owner, state, request, created_at, started_at, finished_at, outcome, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
       ),
       get: db.prepare<unknown[], Row>('SELECT * FROM search_tasks WHERE id = ?'),
-      markRunning: db.prepare("UPDATE search_tasks SET state = 'running', started_at = ? WHERE id = ? AND state = 'pending'"),
-      finish: db.prepare("UPDATE search_tasks SET state = ?, finished_at = ?, outcome = ?, error = ? WHERE id = ? AND state IN ('pending', 'running')"),
-      pending: db.prepare<unknown[], { id: string }>("SELECT id FROM search_tasks WHERE state = 'pending' ORDER BY created_at, rowid"),
-      failRunning: db.prepare("UPDATE search_tasks SET state = 'failed', finished_at = ?, error = ? WHERE state = 'running'"),
+      markRunning: db.prepare(
+        "UPDATE search_tasks SET state = 'running', started_at = ? WHERE id = ? AND state = 'pending'",
+      ),
+      finish: db.prepare(
+        "UPDATE search_tasks SET state = ?, finished_at = ?, outcome = ?, error = ? WHERE id = ? AND state IN ('pending', 'running')",
+      ),
+      pending: db.prepare<unknown[], { id: string }>(
+        "SELECT id FROM search_tasks WHERE state = 'pending' ORDER BY created_at, rowid",
+      ),
+      failRunning: db.prepare(
+        "UPDATE search_tasks SET state = 'failed', finished_at = ?, error = ? WHERE state = 'running'",
+      ),
       deleteFinished: db.prepare('DELETE FROM search_tasks WHERE finished_at IS NOT NULL AND finished_at < ?'),
       durations: db.prepare<unknown[], { ms: number }>(
         'SELECT finished_at - started_at AS ms FROM search_tasks WHERE started_at IS NOT NULL AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?',
@@ -111,8 +125,20 @@ export class SqliteTaskStore implements LocalTaskStore {
     return this.statements.markRunning.run(at, id).changes === 1;
   }
 
-  async finish(id: string, state: 'succeeded' | 'failed' | 'cancelled', at: number, outcome: SearchOutcome | null, error: TaskError | null): Promise<boolean> {
-    const result = this.statements.finish.run(state, at, outcome === null ? null : JSON.stringify(outcome), error === null ? null : JSON.stringify(error), id);
+  async finish(
+    id: string,
+    state: 'succeeded' | 'failed' | 'cancelled',
+    at: number,
+    outcome: SearchOutcome | null,
+    error: TaskError | null,
+  ): Promise<boolean> {
+    const result = this.statements.finish.run(
+      state,
+      at,
+      outcome === null ? null : JSON.stringify(outcome),
+      error === null ? null : JSON.stringify(error),
+      id,
+    );
     return result.changes === 1;
   }
 
