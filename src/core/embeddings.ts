@@ -113,8 +113,9 @@ export class OutputKindError extends ApiError {
     readonly model: string,
     readonly wanted: OutputKind,
     readonly gives: readonly OutputKind[],
+    askedBy?: (kind: OutputKind) => string,
   ) {
-    super('invalid_request', OutputKindError.explain(model, wanted, gives), { param: 'model' });
+    super('invalid_request', OutputKindError.explain(model, wanted, gives, askedBy), { param: 'model' });
     this.name = 'OutputKindError';
   }
 

@@ -61,8 +61,7 @@ const askedBy: Record<OutputKind, string> = {
 /** A domain error as this API tells it: core/ names no routes, so the routes that would serve the request are added here. */
 function inApiTerms(error: ApiError): ApiError {
   if (!(error instanceof OutputKindError)) return error;
-  const message = OutputKindError.explain(error.model, error.wanted, error.gives, (kind) => askedBy[kind]);
-  return new ApiError(error.code, message, { param: error.param });
+  return new OutputKindError(error.model, error.wanted, error.gives, (kind) => askedBy[kind]);
 }
 
 /** Renders an error as a response body: the catalogue's shape, or a compatibility route's own (undefined: no body). */

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Server } from '../../src/main.js';
-import type { EmbeddingList, ErrorBody, ModelCard, RerankList } from '../helpers/bodies.js';
+import type { EmbeddingList, ErrorBody, ModelCard, RerankList, TeiError } from '../helpers/bodies.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
 import { missing } from '../helpers/resources.js';
 import { expectConforms } from '../helpers/specs.js';
@@ -245,6 +245,23 @@ describe.skipIf(missing(present, `the stand-ins could not be generated: ${inject
         });
         expect(bounded.statusCode).toBe(200);
         expect(bounded.json<EmbeddingList>().data).toHaveLength(60);
+      });
+
+      it("answers TEI's /embed with 424 Backend where the TEI model is a SPLADE model alone, as TEI does", async () => {
+        const spladeOnly = await startServer({ modelsDir: dir, models: [SPLADE], teiModels: [SPLADE], workers: 1 });
+        try {
+          const inject = (url: string) =>
+            spladeOnly.app.inject({ method: 'POST', url, headers: auth, payload: { inputs: 'hello' } });
+          const dense = await inject('/embed');
+          expect(dense.statusCode).toBe(424);
+          expect(dense.json<TeiError>()).toMatchObject({ error_type: 'Backend', code: 'invalid_request' });
+          expect(dense.json<TeiError>().error).toMatch(
+            /does not give dense vectors; it gives sparse \(.*\/embed_sparse\)/,
+          );
+          expect((await inject('/embed_sparse')).statusCode).toBe(200);
+        } finally {
+          await spladeOnly.close();
+        }
       });
     });
 

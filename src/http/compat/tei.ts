@@ -12,7 +12,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ConfigError } from '../../config.js';
 import { classifyWith, type ClassifyInput } from '../../core/classify.js';
-import { embed } from '../../core/embeddings.js';
+import { embed, OutputKindError } from '../../core/embeddings.js';
 import { rerank } from '../../core/rerank.js';
 import { embedSparse } from '../../core/sparse.js';
 import { embedTokens } from '../../core/token-embeddings.js';
@@ -65,8 +65,13 @@ const errorTypes: Partial<Record<ErrorCode, TeiErrorType>> = {
   timeout: 'Backend',
   unsupported_operation: 'Backend',
 };
+// A model that does not give what the route asks for (a SPLADE model at /embed): TEI's backend refuses it.
 const errorType = (error: ApiError): TeiErrorType =>
-  error instanceof TeiRejection ? error.errorType : (errorTypes[error.code] ?? 'Validation');
+  error instanceof TeiRejection
+    ? error.errorType
+    : error instanceof OutputKindError
+      ? 'Backend'
+      : (errorTypes[error.code] ?? 'Validation');
 
 /**
  * TEI's status: its type's where TEI's router answers (bad input 422, a model that can not serve the route 424), the
@@ -75,6 +80,7 @@ const errorType = (error: ApiError): TeiErrorType =>
  */
 const teiStatus: ErrorStatus = (error) => {
   if (error instanceof TeiRejection) return error.teiStatus;
+  if (error instanceof OutputKindError) return teiStatuses.Backend;
   if (error.code === 'invalid_request' || error.code === 'input_too_long') return teiStatuses.Validation;
   if (error.code === 'model_not_found') return teiStatuses.Backend;
   return error.status;
