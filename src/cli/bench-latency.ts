@@ -129,6 +129,7 @@ export async function runBench(
         breakdownMs: {
           tokenizeMs: median(breakdown.map((b) => b.tokenizeMs)),
           queueMs: median(breakdown.map((b) => b.queueMs)),
+          loadMs: median(breakdown.map((b) => b.loadMs)),
           inferenceMs: median(breakdown.map((b) => b.inferenceMs)),
         },
       });
@@ -170,6 +171,7 @@ export function httpTarget(baseUrl: string, model: string, task: 'embedding' | '
       timings: {
         tokenizeMs: phases.tokenize ?? NaN,
         queueMs: phases.queue ?? NaN,
+        loadMs: phases.load ?? 0,
         inferenceMs: phases.inference ?? NaN,
       },
       tokens: json.usage?.total_tokens ?? 0,

@@ -146,6 +146,6 @@ export async function classifyWith(
     count: inputs.length,
     activation: model.activation,
     promptTokens,
-    timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
+    timings: { tokenizeMs, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs },
   };
 }

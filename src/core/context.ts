@@ -37,5 +37,7 @@ export interface ModelLifecycle {
 export interface Timings {
   tokenizeMs: number;
   queueMs: number;
+  /** Of the queue's wait, how long the model was loading (0 when it was loaded). */
+  loadMs: number;
   inferenceMs: number;
 }

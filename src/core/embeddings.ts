@@ -221,6 +221,6 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
     count,
     promptTokens,
     cacheHits: job.hits,
-    timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
+    timings: { tokenizeMs, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs },
   };
 }

@@ -71,7 +71,7 @@ export async function tokenVectors(
     at += count;
     rows.push(side === 'document' ? withoutSkiplist(all, inputs[i]!.ids, width, model.lateInteraction!) : all);
   });
-  return { rows, width, queueMs: job.queueMs, inferenceMs: job.inferenceMs };
+  return { rows, width, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs };
 }
 
 function withoutSkiplist(vectors: Float32Array, ids: Int32Array, width: number, late: LateInteraction): Float32Array {

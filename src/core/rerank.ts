@@ -142,7 +142,7 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
     queryTokens: queryIds.length,
     documentTokens,
     pairs: inputs.length,
-    timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
+    timings: { tokenizeMs, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs },
   };
 }
 
@@ -194,6 +194,7 @@ async function rerankByMaxSim(
     timings: {
       tokenizeMs,
       queueMs: Math.max(queryVectors.queueMs, documentVectors.queueMs),
+      loadMs: Math.max(queryVectors.loadMs, documentVectors.loadMs),
       inferenceMs: queryVectors.inferenceMs + documentVectors.inferenceMs,
     },
   };

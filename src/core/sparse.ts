@@ -81,7 +81,7 @@ export async function embedSparse(
     vectors,
     dimension: model.heads.sparse!.dimension,
     promptTokens,
-    timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
+    timings: { tokenizeMs, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs },
   };
 }
 

@@ -92,7 +92,7 @@ export async function embedTokens(
       rows: job.rows,
       width: job.width,
       promptTokens,
-      timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
+      timings: { tokenizeMs, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs },
     };
   }
   const { sequences, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
@@ -118,7 +118,7 @@ export async function embedTokens(
     rows,
     width: job.width,
     promptTokens,
-    timings: { tokenizeMs, queueMs: job.queueMs, inferenceMs: job.inferenceMs },
+    timings: { tokenizeMs, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs },
   };
 }
 

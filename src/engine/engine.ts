@@ -384,6 +384,7 @@ export class Engine implements Lanes {
       solo: lane.hasSolo,
       maxBatchTokens,
       device: placement.device,
+      loadedAt: performance.now(),
       run: (task) => lane.run(task),
     };
     entry.status = 'loaded';

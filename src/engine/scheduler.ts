@@ -35,6 +35,8 @@ export interface JobResult {
   indices?: Int32Array;
   /** Longest wait of any input between submission and dispatch. */
   queueMs: number;
+  /** Of that wait, how long the model was loading: 0 when it was loaded at submission. */
+  loadMs: number;
   /** Wall time of the inference runs this job took part in, summed. */
   inferenceMs: number;
   batches: number;
@@ -52,6 +54,8 @@ export interface Lane {
   readonly maxBatchTokens?: number;
   /** `cpu` or the accelerator the lane runs on, for the batch observer. */
   readonly device: string;
+  /** When the lane began serving (performance.now()): inputs submitted before it waited for the model to load. */
+  readonly loadedAt?: number;
   run(task: BatchTask): Promise<BatchResult>;
 }
 
@@ -95,6 +99,7 @@ class Job {
   readonly indices: (Int32Array | undefined)[];
   remaining: number;
   queueMs = 0;
+  loadMs = 0;
   inferenceMs = 0;
   batches = 0;
   width = 0;
@@ -220,6 +225,7 @@ export class Scheduler {
         width: 0,
         ...ragged,
         queueMs: 0,
+        loadMs: 0,
         inferenceMs: 0,
         batches: 0,
       });
@@ -280,7 +286,7 @@ export class Scheduler {
       job.reject(error);
       return;
     }
-    const timing = { queueMs: job.queueMs, inferenceMs: job.inferenceMs, batches: job.batches };
+    const timing = { queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs, batches: job.batches };
     if (job.kind === 'dense') {
       const output = new Float32Array(job.output.length * job.width);
       for (let i = 0; i < job.output.length; i++) output.set(job.output[i]!, i * job.width);
@@ -376,6 +382,8 @@ export class Scheduler {
       total += item.length;
       longest = Math.max(longest, item.length);
       item.job.queueMs = Math.max(item.job.queueMs, now - item.enqueuedAt);
+      if (lane.loadedAt !== undefined && lane.loadedAt > item.enqueuedAt)
+        item.job.loadMs = Math.max(item.job.loadMs, lane.loadedAt - item.enqueuedAt);
     }
     const ids = new Int32Array(total);
     const lengths = new Int32Array(batch.length);

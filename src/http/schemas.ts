@@ -44,7 +44,7 @@ export const responseHeaders = {
     'server-timing': {
       type: 'string',
       description:
-        'Where the time went, in ms: `tokenize`, `queue` (the longest wait of the inputs) and `inference` (summed over batches); image edits: `decode`, `edit`, `inference`, `encode`.',
+        'Where the time went, in ms: `tokenize`, `queue` (the longest wait of the inputs), `load` (of that wait, the time its model was loading; only where it was) and `inference` (summed over batches); image edits: `decode`, `edit`, `inference`, `encode`.',
     },
   },
   cacheHits: {

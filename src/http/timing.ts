@@ -8,7 +8,7 @@ import type { Timings } from '../core/context.js';
 import type { EditResult } from '../images/edit.js';
 
 /** Every phase a route may report, in the order the header lists them. */
-export const phases = ['tokenize', 'queue', 'decode', 'edit', 'inference', 'encode'] as const;
+export const phases = ['tokenize', 'load', 'queue', 'decode', 'edit', 'inference', 'encode'] as const;
 export type Phase = (typeof phases)[number];
 export type PhaseTimings = Partial<Record<Phase, number>>;
 
@@ -19,9 +19,14 @@ declare module 'fastify' {
   }
 }
 
-/** Embed, rerank and the compatibility routes over them: tokenise, queue (longest wait), inference (summed over batches). */
-export function operationPhases({ tokenizeMs, queueMs, inferenceMs }: Timings): PhaseTimings {
-  return { tokenize: tokenizeMs, queue: queueMs, inference: inferenceMs };
+/**
+ * Embed, rerank and the compatibility routes over them: tokenise, queue (longest wait), inference (summed over
+ * batches), and load (the part of the queue's wait the model spent loading) where the request waited for one.
+ */
+export function operationPhases({ tokenizeMs, loadMs, queueMs, inferenceMs }: Timings): PhaseTimings {
+  return loadMs > 0
+    ? { tokenize: tokenizeMs, load: loadMs, queue: queueMs, inference: inferenceMs }
+    : { tokenize: tokenizeMs, queue: queueMs, inference: inferenceMs };
 }
 
 /** An image edit: decoding the inputs, the pipelines' whole run, the model runs within it, encoding. */

@@ -65,7 +65,20 @@ describe('the model lifecycle over HTTP', () => {
     expect((await get('/health')).statusCode).toBe(200);
     expect(await status('tiny-embedder')).toBe('unloaded');
     expect((await get('/v1/models/tiny-embedder')).json<ModelCard>().placement).toBeUndefined();
-    await embed('tiny-embedder');
+    // The request that loads the model says how long it waited for the load, as Ollama's load_duration (ns)
+    // and as a `load` phase of its Server-Timing; the next one waited for none.
+    const loading = await post('/api/embed', { model: 'tiny-embedder', input: ['a first text'] });
+    expect(loading.statusCode).toBe(200);
+    const { load_duration: loadNs, total_duration: totalNs } = loading.json<{
+      load_duration: number;
+      total_duration: number;
+    }>();
+    expect(loadNs).toBeGreaterThan(0);
+    expect(loadNs).toBeLessThanOrEqual(totalNs);
+    expect(loading.headers['server-timing']).toMatch(/tokenize;dur=[\d.]+, load;dur=[\d.]+, queue;dur=/);
+    const loaded = await post('/api/embed', { model: 'tiny-embedder', input: ['a second text'] });
+    expect(loaded.json<{ load_duration: number }>().load_duration).toBe(0);
+    expect(loaded.headers['server-timing']).not.toMatch(/load;/);
     const model = (await get('/v1/models/tiny-embedder')).json<ModelCard>();
     expect(model.status).toBe('loaded');
     expect(model.placement).toMatchObject({ device: 'cpu', sessions: 2, threads_per_session: 1 });

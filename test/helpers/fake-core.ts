@@ -42,7 +42,7 @@ function fakeRows(model: ServedModel, inputs: EngineInput[]): JobResult {
     const seed = ids.reduce((sum, id, i) => sum + id * (i + 1), 0);
     for (let d = 0; d < width; d++) output[row * width + d] = Math.sin(seed + d);
   });
-  return { output, width, queueMs: 0, inferenceMs: 0, batches: 1 };
+  return { output, width, queueMs: 0, loadMs: 0, inferenceMs: 0, batches: 1 };
 }
 
 /**

@@ -41,7 +41,7 @@ function engine() {
     sequences.forEach((ids, row) => {
       for (let d = 0; d < width; d++) output[row * width + d] = ids[0]! * 10 + d + ids.length / 100;
     });
-    return Promise.resolve({ output, width, queueMs: 1, inferenceMs: 2, batches: 1 });
+    return Promise.resolve({ output, width, queueMs: 1, loadMs: 0, inferenceMs: 2, batches: 1 });
   };
   return { calls, compute };
 }

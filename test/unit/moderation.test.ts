@@ -51,6 +51,7 @@ async function context(rows: number[][], moderation: ModerationTable | null = ta
           output: Float32Array.from(inputs.flatMap((_, i) => rows[i]!.map(logit))),
           width: labels.length,
           queueMs: 0,
+          loadMs: 0,
           inferenceMs: 0,
           batches: 1,
         }),

@@ -19,7 +19,7 @@ import { VectorLru } from './lru.js';
 import { SharedTier, type CacheLog } from './shared-tier.js';
 
 /** What a cached run gives back: the rows of every input, and how many came from the cache. */
-export interface CachedJob extends Pick<JobResult, 'output' | 'width' | 'queueMs' | 'inferenceMs'> {
+export interface CachedJob extends Pick<JobResult, 'output' | 'width' | 'queueMs' | 'loadMs' | 'inferenceMs'> {
   /** Inputs served from either tier. */
   hits: number;
 }
@@ -96,7 +96,7 @@ export class EmbeddingCache {
       });
     }
 
-    const timings = { queueMs: 0, inferenceMs: 0 };
+    const timings = { queueMs: 0, loadMs: 0, inferenceMs: 0 };
     if (missing.size > 0) {
       // Inputs another request is computing right now are waited for, not computed twice.
       const awaited = [...missing.keys()].filter((key) => this.pending.has(key));
@@ -120,7 +120,7 @@ export class EmbeddingCache {
 
     const output = new Float32Array(count * width);
     for (let i = 0; i < count; i++) output.set(rows[i]!, i * width);
-    return { output, width, queueMs: timings.queueMs, inferenceMs: timings.inferenceMs, hits };
+    return { output, width, queueMs: timings.queueMs, loadMs: timings.loadMs, inferenceMs: timings.inferenceMs, hits };
   }
 
   /**
@@ -135,7 +135,7 @@ export class EmbeddingCache {
     rows: (Float32Array | undefined)[],
     width: number,
     compute: Compute,
-    timings: { queueMs: number; inferenceMs: number },
+    timings: { queueMs: number; loadMs: number; inferenceMs: number },
   ): Promise<void> {
     if (keys.length === 0) return;
     this.misses += keys.length;
@@ -145,6 +145,7 @@ export class EmbeddingCache {
     try {
       const job = await compute(keys.map((key) => sequences[missing.get(key)![0]!]!));
       timings.queueMs = Math.max(timings.queueMs, job.queueMs);
+      timings.loadMs = Math.max(timings.loadMs, job.loadMs);
       timings.inferenceMs += job.inferenceMs;
       keys.forEach((key, j) => {
         // A copy: the answer is normalised in place, the cached row must stay as pooled.

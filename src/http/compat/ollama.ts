@@ -62,7 +62,9 @@ const EmbedResponse = Type.Object({
   model: Type.String(),
   embeddings: Type.Array(Type.Array(Type.Number())),
   total_duration: Type.Integer({ description: 'ns' }),
-  load_duration: Type.Integer({ description: 'ns; 0: models are loaded at start' }),
+  load_duration: Type.Integer({
+    description: 'ns the request waited for its model to load; 0 when the model was loaded already.',
+  }),
   prompt_eval_count: Type.Integer({ description: 'Tokens fed to the model, special tokens included.' }),
 });
 
@@ -149,7 +151,8 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       reportTimings(reply, operationPhases(result.timings));
       reportCacheHits(reply, result);
       const totalNs = Math.round((performance.now() - started) * 1e6);
-      const payload = `{"model":${JSON.stringify(model)},"embeddings":${vectorsToJson(result)},"total_duration":${totalNs},"load_duration":0,"prompt_eval_count":${result.promptTokens}}`;
+      const loadNs = Math.round(result.timings.loadMs * 1e6);
+      const payload = `{"model":${JSON.stringify(model)},"embeddings":${vectorsToJson(result)},"total_duration":${totalNs},"load_duration":${loadNs},"prompt_eval_count":${result.promptTokens}}`;
       return sendJsonText(reply, payload);
     },
   );
