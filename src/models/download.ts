@@ -19,12 +19,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { copyFile, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Config } from '../config.js';
+import { isAccelerator } from '../devices.js';
 import { loadCatalogue, type Catalogue, type Manifest } from './catalogue.js';
 import { ModelFilesError, readModelFacts, type ModelFacts } from './facts.js';
 import { DownloadError, stageFile, verify, type TransferOptions } from './file-transfer.js';
 import { Hub, HubError, hubOptions, type ListedFile, type RemoteFile, type RepoListing } from './hub.js';
 import { formatLock, LOCK_FILE, readLock, type LockedFile, type ModelLock } from './lock.js';
 import { filesIn, isRepoId, modelDir, stagingDirOf } from './paths.js';
+import { wantedDevices } from './registry.js';
 import {
   formatBytes,
   progressFor,
@@ -484,9 +486,16 @@ export function hasVariant(dir: string, variant: Variant): boolean {
 export async function downloadMissing(
   ids: string[],
   catalogue: Catalogue,
-  options: PullOptions & { defaultVariant?: Variant; onModel?: (target: PullTarget, variants: Variant[]) => void },
+  options: PullOptions & {
+    defaultVariant?: Variant;
+    onModel?: (target: PullTarget, variants: Variant[]) => void;
+    /** The configured ids that run on an accelerator: where none of its graphs is here yet, such a model gets its fp16 one. */
+    onAccelerator?: ReadonlySet<string>;
+  },
 ): Promise<PullReport[]> {
   const wanted = new Map<string, { target: PullTarget; variants: Set<Variant> }>();
+  // Variants chosen here rather than named: where the repository lacks one, its fp32 graph serves instead.
+  const preferred = new Set<Variant>(['int8']);
   for (const id of ids.length > 0 ? ids : catalogue.defaults()) {
     let parsed: { baseId: string; variant: Variant };
     try {
@@ -497,7 +506,15 @@ export async function downloadMissing(
     const target = pullTarget(parsed.baseId, catalogue, options.modelsDir);
     if (!target) continue;
     const entry = wanted.get(target.dir) ?? { target, variants: new Set<Variant>() };
-    entry.variants.add(parsed.variant);
+    // As the registry serves it: on an accelerator the half-precision graph, where no variant is named. Not for a
+    // model whose fp32 graph is here, so that such a server starts without the Hub.
+    const half =
+      options.onAccelerator?.has(id) &&
+      !id.includes(':') &&
+      parsed.variant === 'fp32' &&
+      !hasVariant(target.dir, 'fp32');
+    if (half) preferred.add('fp16');
+    entry.variants.add(half ? 'fp16' : parsed.variant);
     wanted.set(target.dir, entry);
   }
   const reports: PullReport[] = [];
@@ -508,9 +525,10 @@ export async function downloadMissing(
     try {
       reports.push(await pullModel(target, { ...options, variants: missing }));
     } catch (error) {
-      if (!(error instanceof PullRefusal && error.reason === 'variant-missing' && error.variant === 'int8'))
+      if (!(error instanceof PullRefusal && error.reason === 'variant-missing' && preferred.has(error.variant!)))
         throw error;
-      missing = [...new Set(missing.map((variant) => (variant === 'int8' ? 'fp32' : variant)))].filter(
+      const lacking = error.variant;
+      missing = [...new Set(missing.map((variant) => (variant === lacking ? 'fp32' : variant)))].filter(
         (variant) => !hasVariant(target.dir, variant),
       );
       if (missing.length > 0) reports.push(await pullModel(target, { ...options, variants: missing }));
@@ -521,10 +539,13 @@ export async function downloadMissing(
 
 /** The server's start: the configured models' missing files, with progress on stderr. */
 export async function downloadConfiguredModels(
-  config: Pick<Config, 'models' | 'modelsDir' | 'manifestsDir' | 'hfEndpoint' | 'onnxVariant'>,
+  config: Pick<Config, 'models' | 'modelsDir' | 'manifestsDir' | 'hfEndpoint' | 'onnxVariant' | 'device' | 'devices'>,
   stream: NodeJS.WriteStream = process.stderr,
 ): Promise<PullReport[]> {
-  return downloadMissing(config.models, loadCatalogue(config.manifestsDir), {
+  const catalogue = loadCatalogue(config.manifestsDir);
+  const devices = wantedDevices(config.models, config.device, config.devices, catalogue);
+  return downloadMissing(config.models, catalogue, {
+    onAccelerator: new Set([...devices].filter(([, device]) => isAccelerator(device)).map(([id]) => id)),
     modelsDir: config.modelsDir,
     hub: new Hub(hubOptions(config.hfEndpoint)),
     defaultVariant: parseVariant(config.onnxVariant),

@@ -473,6 +473,27 @@ describe('server start', () => {
     expect(await downloadMissing([BGE, `${BGE}:fp16`], noCatalogue, options())).toEqual([]);
     expect(hub.requests).toHaveLength(0);
   });
+
+  it('pulls the fp16 graph of a model bound for an accelerator, the fp32 one where the repository has none', async () => {
+    const plain = 'onnx-gateway-tests/dense-in-graph';
+    const announced: string[] = [];
+    const reports = await downloadMissing([BGE, plain], noCatalogue, {
+      ...options(),
+      defaultVariant: 'fp32',
+      onAccelerator: new Set([BGE, plain]),
+      onModel: (t, variants) => announced.push(`${t.repo}: ${variants.join(',')}`),
+    });
+    expect(announced).toEqual([`${BGE}: fp16`, `${plain}: fp16`]);
+    expect(reports.map((r) => r.lock.variants)).toEqual([
+      { fp16: 'onnx/model_fp16.onnx' },
+      { fp32: 'onnx/model.onnx' },
+    ]);
+    // What is here serves: no request to the Hub, and a model whose fp32 graph is here is not given an fp16 one.
+    hub.requests.length = 0;
+    const again = { ...options(), defaultVariant: 'fp32' as const, onAccelerator: new Set([BGE, plain]) };
+    expect(await downloadMissing([BGE, plain], noCatalogue, again)).toEqual([]);
+    expect(hub.requests).toHaveLength(0);
+  });
 });
 
 describe('the command', () => {
