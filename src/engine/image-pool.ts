@@ -22,7 +22,12 @@ export interface ImageLaneOptions {
 
 /** Runs one image task at a time per thread; what images/ needs of the lane. */
 export interface ImageTaskRunner {
+  /** Worker threads, each holding a session of every image pipeline. */
   readonly threads: number;
+  /** ONNX Runtime intra-op threads of each of those sessions. */
+  readonly threadsPerSession: number;
+  /** `cpu` or the accelerator the sessions run on. */
+  readonly device: string;
   run(task: ImageTask): Promise<ImageTaskResult>;
 }
 
@@ -68,6 +73,14 @@ export class ImageLane implements ImageTaskRunner {
 
   get threads(): number {
     return this.options.workers;
+  }
+
+  get threadsPerSession(): number {
+    return this.options.session.intraOpThreads;
+  }
+
+  get device(): string {
+    return this.options.device;
   }
 
   /** Tasks handed to the lane and not yet finished (running or waiting for a thread). */

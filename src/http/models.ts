@@ -49,11 +49,16 @@ const Model = Type.Object({
           description:
             'Intra-op threads of the solo session, which runs a batch that is alone on the server; 0 when there is none.',
         }),
-        resident_bytes: Type.Integer({
-          description: 'Resident memory the sessions added to the process when the model loaded.',
-        }),
+        resident_bytes: Type.Optional(
+          Type.Integer({
+            description: 'Text models: resident memory the sessions added to the process when the model loaded.',
+          }),
+        ),
       },
-      { description: 'A loaded text model: how it runs, chosen at load from its measured size and the memory budget.' },
+      {
+        description:
+          "How the model runs. A loaded text model: chosen at load from its measured size and the memory budget. An image pipeline: the image lane's threads, each holding a session of every pipeline.",
+      },
     ),
   ),
 });
@@ -104,6 +109,16 @@ export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
     task: model.manifest.task,
     scale: model.manifest.scale,
     ready: isReady(),
+    ...(images
+      ? {
+          placement: {
+            device: images.context.lane.device,
+            sessions: images.context.lane.threads,
+            threads_per_session: images.context.lane.threadsPerSession,
+            solo_threads: 0,
+          },
+        }
+      : {}),
   });
   const all = () => [
     ...registry.list().map(describeText),

@@ -11,7 +11,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from '../../src/main.js';
 import { writeTinyImageModels } from '../fixtures/tiny-image-model.js';
-import type { EditedImages, ErrorBody } from '../helpers/bodies.js';
+import type { EditedImages, ErrorBody, ModelCard } from '../helpers/bodies.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
 
 let server: Server;
@@ -60,10 +60,17 @@ async function edit(payload: Record<string, unknown>) {
 }
 
 describe('GET /v1/models', () => {
-  it('lists the image pipelines beside the text models, with their task and scale', async () => {
+  it('lists the image pipelines beside the text models, with their task, scale and where they run', async () => {
     const res = await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth });
-    const data = res.json<{ data: { id: string; task: string; scale?: number }[] }>().data;
+    const data = res.json<{ data: ModelCard[] }>().data;
     expect(data.find((m) => m.id === 'tiny-upscaler')).toMatchObject({ task: 'super-resolution', scale: 2 });
+    // The image lane's threads (imageWorkers), each with a session of every pipeline (imageIntraOpThreads).
+    expect(data.find((m) => m.id === 'tiny-upscaler')!.placement).toEqual({
+      device: 'cpu',
+      sessions: 1,
+      threads_per_session: 1,
+      solo_threads: 0,
+    });
     expect(data.find((m) => m.id === 'tiny-matte')).toMatchObject({ task: 'background-removal', scale: 1 });
     expect(data.find((m) => m.id === 'tiny-embedder')).toMatchObject({ task: 'embedding' });
     const one = await server.app.inject({ method: 'GET', url: '/v1/models/tiny-style-invert', headers: auth });

@@ -32,7 +32,8 @@ export interface ModelPlacement {
   sessions: number;
   threads_per_session: number;
   solo_threads: number;
-  resident_bytes: number;
+  /** Text models only. */
+  resident_bytes?: number;
 }
 
 export interface ModelCard {
@@ -46,6 +47,7 @@ export interface ModelCard {
   late_interaction?: boolean;
   max_tokens?: number;
   labels?: string[];
+  scale?: number;
   ready: boolean;
   status?: string;
   placement?: ModelPlacement;
