@@ -21,7 +21,9 @@ import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { percentile } from '../src/vectors/percentile.js';
 import { commandLineFlags } from '../src/v8-flags.js';
+import { machineInfo } from './lib/common.js';
 
+const startedAt = new Date().toISOString();
 const { values: args } = parseArgs({
   options: {
     minutes: { type: 'string', default: '10' },
@@ -190,6 +192,8 @@ const slope = (() => {
 })();
 const sorted = [...health].sort((a, b) => a - b);
 const result = {
+  startedAt,
+  machine: machineInfo(),
   minutes: Number(args.minutes),
   connections,
   attackers,
