@@ -451,6 +451,15 @@ export const settings = {
     description:
       'Most pixels of an input image (checked before decoding: decompression bombs are refused) and of an output image.',
   }),
+  requestTimeout: setting('integer', {
+    env: 'ONNX_GATEWAY_REQUEST_TIMEOUT',
+    flag: '--request-timeout',
+    default: 0,
+    unit: 's',
+    min: 0,
+    description:
+      "How long a request's work may run (waiting in a queue or for its model to load included), from when the route hands it on; past it the work is dropped and the answer is 504 `timeout`. 0: as long as it takes (the client's disconnect still drops it).",
+  }),
   shutdownTimeout: setting('integer', {
     env: 'ONNX_GATEWAY_SHUTDOWN_TIMEOUT',
     flag: '--shutdown-timeout',

@@ -55,7 +55,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     allowedHosts: services.config.allowedHosts,
     corsOrigins: services.config.corsOrigins,
   });
-  await app.register(clientSignal);
+  await app.register(clientSignal, { timeoutMs: services.config.requestTimeout * 1000 });
   // From the start of close() (SIGTERM), new requests on open connections are refused, /health
   // included, so a load balancer moves on; requests already in flight finish, and their
   // keep-alive connections close after the response so the server can finish closing.

@@ -5,6 +5,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { OutputKindError } from '../core/embeddings.js';
 import { ApiError } from '../errors.js';
+import { timedOut } from './client-signal.js';
 import type { OutputKind } from '../models/heads.js';
 
 /** "/documents/0/text" -> "documents[0].text" */
@@ -90,7 +91,13 @@ export function sendError(
 /** The error handler of the app; a route group that speaks another API's errors sets its own renderer (and statuses). */
 export function errorHandler(render: ErrorRenderer = catalogueShape, statusOf: ErrorStatus = catalogueStatus) {
   return (raw: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) => {
-    const error = raw instanceof ApiError ? inApiTerms(raw) : fromFastifyError(raw);
+    let error = raw instanceof ApiError ? inApiTerms(raw) : fromFastifyError(raw);
+    // Work dropped because the request's time was up, not because its client left.
+    if (error.code === 'client_closed' && timedOut(request))
+      error = new ApiError(
+        'timeout',
+        'The request did not finish within the requestTimeout setting; its work was dropped.',
+      );
     if (error.code === 'internal') request.log.error({ err: raw.cause ?? raw }, 'internal error');
     else if (error.code === 'client_closed') request.log.info('client closed the request');
     // What the answer leaves out on purpose (where a refused address resolves to, say).

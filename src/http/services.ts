@@ -24,6 +24,7 @@ export interface HttpServices {
     | 'maxBatchSize'
     | 'queueCapacity'
     | 'maxResponseMb'
+    | 'requestTimeout'
     | 'readerAllowPrivate'
     | 'readerMaxBytes'
     | 'readerTimeout'

@@ -1,12 +1,16 @@
 /**
  * request.clientSignal: not aborted while the client waits (fastify's request.signal is, when the
  * handler asks for it before Node emits the request's 'close' after reading the body), aborted
- * when the client goes away before its answer.
+ * when the client goes away before its answer; with a request timeout, aborted once the request's time is
+ * up, and answered 504 `timeout`.
  */
 import { request as httpRequest } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiError } from '../../src/errors.js';
 import { clientSignal } from '../../src/http/client-signal.js';
+import { registerErrorHandling } from '../../src/http/errors.js';
+import type { ErrorBody } from '../helpers/bodies.js';
 
 describe('request.clientSignal', () => {
   let app: FastifyInstance;
@@ -15,7 +19,7 @@ describe('request.clientSignal', () => {
 
   beforeAll(async () => {
     app = Fastify();
-    await app.register(clientSignal);
+    await app.register(clientSignal, { timeoutMs: 0 });
     // No async hook before the handler: it reads the signal in the tick the body was read.
     app.post('/wait', (request, reply) => {
       const signal = request.clientSignal;
@@ -59,5 +63,45 @@ describe('request.clientSignal', () => {
     });
     await expect.poll(() => seen.length).toBe(before + 1);
     expect(await seen.at(-1)!.aborted).toBe(true);
+  });
+});
+
+describe('request.clientSignal with a request timeout', () => {
+  let app: FastifyInstance;
+  let url: string;
+
+  beforeAll(async () => {
+    app = Fastify();
+    registerErrorHandling(app);
+    await app.register(clientSignal, { timeoutMs: 100 });
+    // Work that ends only when its signal aborts, refused then as the scheduler refuses a cancelled job.
+    app.post('/forever', (request) => {
+      const signal = request.clientSignal;
+      return new Promise((_, reject) => {
+        signal.addEventListener('abort', () => reject(new ApiError('client_closed')), { once: true });
+      });
+    });
+    app.post('/quick', (request) => ({ aborted: request.clientSignal.aborted }));
+    url = await app.listen({ port: 0, host: '127.0.0.1' });
+  });
+
+  afterAll(() => app.close());
+
+  it('drops work that outlives it and answers 504 timeout, naming the setting', async () => {
+    const res = await fetch(`${url}/forever`, { method: 'POST' });
+    expect(res.status).toBe(504);
+    const body = (await res.json()) as ErrorBody;
+    expect(body.error.code).toBe('timeout');
+    expect(body.error.message).toMatch(/requestTimeout/);
+  });
+
+  it('leaves work that ends in time alone, and each request of a connection has its own time', async () => {
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${url}/quick`, { method: 'POST' });
+      expect(await res.json()).toEqual({ aborted: false });
+    }
+    // After a timed-out request, the next one on the same keep-alive connection starts afresh.
+    expect((await fetch(`${url}/forever`, { method: 'POST' })).status).toBe(504);
+    expect(await (await fetch(`${url}/quick`, { method: 'POST' })).json()).toEqual({ aborted: false });
   });
 });
