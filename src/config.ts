@@ -458,7 +458,7 @@ export const settings = {
     unit: 's',
     min: 0,
     description:
-      "How long a request's work may run (waiting in a queue or for its model to load included), from when the route hands it on; past it the work is dropped and the answer is 504 `timeout`. 0: as long as it takes (the client's disconnect still drops it).",
+      "How long a request's work may run (waiting in a queue or for its model to load included), from when the route hands it on; past it the work is dropped and the answer is 504 `timeout`. Not for pulls over HTTP, which take as long as the download. 0: as long as it takes (the client's disconnect still drops it).",
   }),
   shutdownTimeout: setting('integer', {
     env: 'ONNX_GATEWAY_SHUTDOWN_TIMEOUT',

@@ -33,7 +33,8 @@ const deadlines = new WeakMap<FastifyRequest, AbortSignal>();
 /** For a request without a socket of its own (an injected one): never aborts. */
 const never = new AbortController().signal;
 
-function connectionSignal(request: FastifyRequest): AbortSignal {
+/** Aborts only when the client's connection closes: for work that may run longer than requests do (a pull). */
+export function connectionSignal(request: FastifyRequest): AbortSignal {
   const socket = request.raw.socket as Socket | null | undefined;
   if (!socket || typeof socket.once !== 'function') return never;
   let signal = signals.get(socket);

@@ -29,6 +29,7 @@ import {
 import { Hub, HubError, hubOptions, type Checksum } from '../../models/hub.js';
 import { parseVariant, type Variant } from '../../models/variants.js';
 import { requireAdmin } from '../auth.js';
+import { connectionSignal } from '../client-signal.js';
 import type { HttpServices } from '../services.js';
 
 const tags = ['Ollama compatibility'];
@@ -146,7 +147,9 @@ export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
       const spec = model ?? name;
       if (spec === undefined) throw invalid('model', 'model is required: the Hub repository id to pull (owner/name).');
       const { target, servedId, variant } = planPull(spec);
-      const signal = AbortSignal.any([request.clientSignal, closing.signal]);
+      // A pull runs as long as the download takes: bounded by its client, not by the request timeout.
+      const client = connectionSignal(request);
+      const signal = AbortSignal.any([client, closing.signal]);
       const run = async (progress?: DownloadProgress) => {
         await pullModel(target, { modelsDir: config.modelsDir, hub, variants: [variant], progress, signal });
         await onModelPulled?.(servedId);
@@ -177,7 +180,7 @@ export const ollamaPullRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
           send({ status: 'success' });
         })
         .catch((error: unknown) => {
-          if (request.clientSignal.aborted) {
+          if (client.aborted) {
             return request.log.info({ model: servedId }, 'pull cancelled by the client; partial files kept');
           }
           const apiError = closing.signal.aborted ? stopped() : asApiError(error);
