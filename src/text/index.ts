@@ -8,4 +8,4 @@ export { bertNormalizer } from './bert-normalizer.js';
 export { PrecompiledCharsmap } from './precompiled.js';
 export { unigramSegmenter } from './unigram.js';
 export { GPT2_SPLIT } from './byte-level.js';
-export { checkLibraryPatches, loadLibraryTokenizer } from './library-patches.js';
+export { checkLibraryPatches, loadLibraryTokenizer, ShippedTokenizer } from './library-patches.js';

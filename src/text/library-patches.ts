@@ -74,7 +74,11 @@ export interface LibraryTokenizer {
   /** Options of legacy tokenizers that the fast path does not follow. */
   remove_space?: unknown;
   do_lowercase_and_remove_accent?: unknown;
-  encode(text: string, options: { add_special_tokens: boolean }): { ids: number[] };
+  encode(
+    text: string,
+    options?: { add_special_tokens?: boolean; text_pair?: string; return_token_type_ids?: boolean },
+  ): { ids: number[]; token_type_ids?: number[] };
+  tokenize(text: string): string[];
   decode(ids: number[], options: { skip_special_tokens: boolean }): string;
   token_to_id(token: string): number | undefined;
 }

@@ -3,6 +3,7 @@
  * test that reaches for a field the answer does not have fails to type-check.
  */
 import type { ErrorBody } from '../../src/errors.js';
+import type { SearchResult } from '../../src/search/types.js';
 
 export type { ErrorBody };
 
@@ -23,7 +24,11 @@ export interface RerankList {
   id: string;
   model: string;
   results: { index: number; relevance_score: number; document?: { text: string } }[];
-  meta: { tokens: { input_tokens: number; output_tokens: number }; billed_units: { search_units: number } };
+  meta: {
+    api_version: { version: string };
+    tokens: { input_tokens: number; output_tokens: number };
+    billed_units: { search_units: number };
+  };
   usage: { total_tokens: number; prompt_tokens: number };
 }
 
@@ -39,6 +44,7 @@ export interface ModelPlacement {
 export interface ModelCard {
   id: string;
   object: 'model';
+  created: number;
   owned_by: string;
   task?: string;
   variant?: string;
@@ -71,15 +77,7 @@ export interface OllamaError {
   code: ErrorBody['error']['code'];
 }
 
-export interface SearchResult {
-  title: string;
-  url: string;
-  snippet: string;
-  content?: string;
-  score: number;
-  published_date?: string;
-  source: string;
-}
+export type { SearchResult };
 
 /** A web search task: as created (the first fields), then as GET /v1/web-search/search/{id} answers it. */
 export interface SearchTask {
