@@ -32,6 +32,7 @@ export type SearchSettings = Pick<
   | 'searchFusion'
   | 'searchRankings'
   | 'searchRerankDepth'
+  | 'searchImageModel'
   | 'redisUrl'
   | 'searchIndexStreamLength'
 >;
@@ -48,13 +49,17 @@ export function indexPath(dataDir: string): string {
 
 export function openRetriever(
   ctx: CoreContext,
-  settings: Pick<SearchSettings, 'dataDir' | 'searchFusion' | 'searchRankings' | 'searchRerankDepth'>,
+  settings: Pick<
+    SearchSettings,
+    'dataDir' | 'searchFusion' | 'searchRankings' | 'searchRerankDepth' | 'searchImageModel'
+  >,
 ): LocalRetriever {
   return new LocalRetriever(ctx, DocumentIndex.open(indexPath(settings.dataDir)), {
     fusion: settings.searchFusion === 'mix' ? 'mix' : 'rrf',
     // The setting's choices are checked when the configuration is read.
     rankings: settings.searchRankings as RankingName[],
     rerankDepth: settings.searchRerankDepth,
+    ...(settings.searchImageModel ? { imageModel: settings.searchImageModel } : {}),
   });
 }
 

@@ -167,7 +167,8 @@ function isJsonl(path: string): boolean {
   return jsonlExtensions.some((ext) => lower.endsWith(ext));
 }
 
-async function* walk(dir: string): AsyncGenerator<string> {
+/** The files under a folder, depth first, in name order; hidden ones left out. */
+export async function* walk(dir: string): AsyncGenerator<string> {
   const entries = await readdir(dir, { withFileTypes: true });
   entries.sort((a, b) => a.name.localeCompare(b.name));
   for (const entry of entries) {
