@@ -61,7 +61,8 @@ export function decodeImageText(source: string, param: string): Uint8Array {
       throw invalidImage(param, `${param} is a data URI of ${type}, not an image.`);
     text = source.slice(comma + 1);
   }
-  text = text.replace(/\s+/g, '');
+  // Line breaks are allowed in base64 (MIME wraps it); the copy without them is made only when there are some.
+  if (!base64Text.test(text)) text = text.replace(/\s+/g, '');
   if (text.length === 0) throw invalidImage(param, `${param} has no image data.`);
   if (!base64Text.test(text) || text.length % 4 === 1)
     throw invalidImage(

@@ -140,7 +140,8 @@ describe('POST /v1/embeddings: the shapes of OpenAI, vLLM, Infinity and Jina', (
         { type: 'image_url', image_url: { url, detail: 'auto' } },
         { text: 'a Jina text' },
         { image: dataUri(jpeg, 'image/jpeg') },
-        { image: webp.toString('base64') },
+        // Bare base64, wrapped in lines as MIME writes it.
+        { image: webp.toString('base64').replace(/.{16}/g, '$&\n') },
         [
           { type: 'text', text: 'a caption' },
           { type: 'image_url', image_url: { url } },
