@@ -83,7 +83,7 @@ export const EmbeddingsInputSchema = Type.Union(
   ],
   {
     description:
-      'A text, texts, token ids of the model\'s own vocabulary, or arrays of them; or items that are texts, images and parts, mixed in one request, a vector per item in order: OpenAI\'s content parts (`{"type": "text", "text"}`, `{"type": "image_url", "image_url": {"url"}}`), Jina\'s (`{"text"}`, `{"image"}`), or an array of parts as one item. With `modality` image: an image, or images. An image counts as its vision sequence length in usage (patches plus the class token).',
+      'A text, texts, token ids of the model\'s own vocabulary, or arrays of them; or items that are texts, images and parts, mixed in one request, a vector per item in order: OpenAI\'s content parts (`{"type": "text", "text"}`, `{"type": "image_url", "image_url": {"url"}}`), Jina\'s (`{"text"}`, `{"image"}`), or an array of parts as one item. With `modality` image: an image, or images. An image counts as its vision sequence length in usage (its patches, plus the class token where the model has one).',
   },
 );
 
@@ -112,7 +112,7 @@ type Pending = Part | { parts: Part[] };
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
-function text(value: unknown, param: string): string {
+function readText(value: unknown, param: string): string {
   if (typeof value !== 'string') throw invalid(param, `${param} must be a string.`);
   if (value.length === 0) throw invalid(param, `${param} must not be empty.`);
   return value;
@@ -127,11 +127,11 @@ export function readImageRef(value: unknown, param: string): ImageRef {
 
 /** One content part: OpenAI's (by `type`) or Jina's (by key). */
 export function readPart(value: unknown, param: string): Part {
-  if (typeof value === 'string') return text(value, param);
+  if (typeof value === 'string') return readText(value, param);
   if (!isRecord(value))
     throw invalid(param, `${param} must be a text or a content part ({"type": "text"} or {"type": "image_url"}).`);
   if (value.type !== undefined) {
-    if (value.type === 'text') return text(value.text, `${param}.text`);
+    if (value.type === 'text') return readText(value.text, `${param}.text`);
     if (value.type === 'image_url') {
       const url = value.image_url;
       return isRecord(url) ? readImageRef(url.url, `${param}.image_url.url`) : readImageRef(url, `${param}.image_url`);
@@ -149,7 +149,7 @@ export function readPart(value: unknown, param: string): Part {
         ? `${param} has no "type", "text" or "image".`
         : `${param} has both "text" and "image": send them as two items, or as two parts of one.`,
     );
-  return keys[0] === 'text' ? text(value.text, `${param}.text`) : readImageRef(value.image, `${param}.image`);
+  return keys[0] === 'text' ? readText(value.text, `${param}.text`) : readImageRef(value.image, `${param}.image`);
 }
 
 /** Parts meant as one vector: texts alone are one text, one image is that image, anything else is fused. */
@@ -169,7 +169,7 @@ function readMessages(messages: unknown[]): Pending {
   const parts = messages.flatMap((message, i): Part[] => {
     const param = `messages[${i}].content`;
     const content = isRecord(message) ? message.content : undefined;
-    if (typeof content === 'string') return [text(content, param)];
+    if (typeof content === 'string') return [readText(content, param)];
     if (!Array.isArray(content)) throw invalid(param, `${param} must be a string or an array of content parts.`);
     if (content.length === 0) throw invalid(param, `${param} must not be empty.`);
     return content.map((part, j) => readPart(part, `${param}[${j}]`));

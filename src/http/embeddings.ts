@@ -1,8 +1,8 @@
 /**
  * POST /v1/embeddings and POST /v1/engines/{model}/embeddings (OpenAI's shape). Inputs may be
  * texts, token ids, images and content parts, in the shapes of OpenAI, vLLM, Infinity and Jina
- * (embedding-inputs.ts). The response is written straight from the Float32Array: float JSON per vector, or base64 of
- * the vector's little-endian bytes. Our extensions: `"encoding_format"` int8, uint8, binary or
+ * (embedding-inputs.ts). The response is written straight from the Float32Array: float JSON per
+ * vector, or base64 of the vector's little-endian bytes. Our extensions: `"encoding_format"` int8, uint8, binary or
  * ubinary answers quantized vectors (core/quantized-embeddings.ts) as arrays of integers, and
  * `"sparse"` a sparse model's vectors as `{"indices": [...], "values": [...]}`, optionally cut to
  * the `top_k` largest.
@@ -94,7 +94,7 @@ const EmbeddingsResponse = Type.Object({
     { prompt_tokens: Type.Integer(), total_tokens: Type.Integer() },
     {
       description:
-        "Tokens fed to the model: each text's tokens (special tokens included), and each image's vision sequence length (its patches plus the class token).",
+        "Tokens fed to the model: each text's tokens (special tokens included), and each image's vision sequence length (its patches, plus the class token where the model has one).",
     },
   ),
 });
@@ -131,7 +131,7 @@ export function serializeSparseEmbeddings(result: SparseEmbedResult): string {
 
 export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, config }) => {
   const answerLimit = config.maxResponseMb * 1024 * 1024;
-  const images = { ...imageSourceOptions(config), maxInputs: config.maxInputs };
+  const imageOptions = { ...imageSourceOptions(config), maxInputs: config.maxInputs };
   const schema = {
     tags: ['Embeddings'],
     body: EmbeddingsBody,
@@ -146,7 +146,7 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
 
   const handle = async (body: EmbeddingsBody, model: string | undefined, signal: AbortSignal) => {
     const format = body.encoding_format ?? 'float';
-    const { input } = await readEmbeddingsInput(body, images, signal);
+    const { input } = await readEmbeddingsInput(body, imageOptions, signal);
     if (format === 'sparse') {
       if (body.dimensions)
         throw invalid('dimensions', 'dimensions does not apply to sparse vectors; top_k keeps the largest weights.');

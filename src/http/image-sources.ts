@@ -148,7 +148,8 @@ export async function loadImages(
   const combined = signal ? AbortSignal.any([signal, stop.signal]) : stop.signal;
   let total = 0;
   let next = 0;
-  const worker = async () => {
+  /** One of the fetches at once: takes the next URL until none is left. */
+  const fetchInTurn = async () => {
     while (next < fetches.length && !combined.aborted) {
       const i = fetches[next++]!;
       const bytes = await fetchImage(refs[i]!, options, combined);
@@ -166,12 +167,14 @@ export async function loadImages(
   let failure: { error: unknown } | undefined;
   await Promise.all(
     Array.from({ length: Math.min(fetchesAtOnce, fetches.length) }, () =>
-      worker().catch((error: unknown) => {
+      fetchInTurn().catch((error: unknown) => {
         failure ??= { error };
         stop.abort();
       }),
     ),
   );
   if (failure) throw failure.error;
+  // A request cancelled between two fetches stops without a failure of its own.
+  if (signal?.aborted) throw new ApiError('client_closed');
   return loaded;
 }

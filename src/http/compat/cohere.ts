@@ -122,7 +122,8 @@ const V2EmbedResponse = Type.Object({
     api_version: Type.Object({ version: Type.String() }),
     billed_units: Type.Object({
       input_tokens: Type.Integer({
-        description: "Text tokens, and each image's vision sequence length (patches plus the class token).",
+        description:
+          "Text tokens, and each image's vision sequence length (its patches, plus the class token where the model has one).",
       }),
       images: Type.Optional(Type.Integer({ description: 'Images embedded, when there were any.' })),
     }),
@@ -147,7 +148,7 @@ function readInputs(body: V2EmbedBody, options: ImageSourceOptions & { maxInputs
 }
 
 export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, config }) => {
-  const images = { ...imageSourceOptions(config), maxInputs: config.maxInputs };
+  const imageOptions = { ...imageSourceOptions(config), maxInputs: config.maxInputs };
   app.post(
     '/v2/embed',
     {
@@ -183,7 +184,7 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
             : kind && Object.hasOwn(model.prompts, kind)
               ? kind
               : undefined;
-      const { input, images: headers } = await readInputs(body, images, request.clientSignal);
+      const { input, images: headers } = await readInputs(body, imageOptions, request.clientSignal);
       const embedRequest: EmbedRequest = {
         model: model.id,
         input,
@@ -202,8 +203,8 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
           type === 'float' || type === 'base64' ? type : await quantizeEmbeddings(core, embedRequest, result, type);
         embeddings.push(`${JSON.stringify(type)}:[${vectorsJson(result, format).join(',')}]`);
       }
-      const billed = headers.length > 0 ? { input_tokens: result.promptTokens, images: headers.length } : undefined;
-      const meta = { api_version: { version: '2' }, billed_units: billed ?? { input_tokens: result.promptTokens } };
+      const billed = { input_tokens: result.promptTokens, ...(headers.length > 0 ? { images: headers.length } : {}) };
+      const meta = { api_version: { version: '2' }, billed_units: billed };
       const head = `"id":${JSON.stringify(randomUUID())},"response_type":"embeddings_by_type"`;
       // Cohere answers the texts it embedded, and the images described.
       const textual = Array.isArray(input) && input.every((item) => typeof item === 'string');
