@@ -10,12 +10,15 @@ import { SearchTasks, type TaskService } from './tasks/local-tasks.js';
 import { SharedSearchTasks } from './tasks/shared-tasks.js';
 import { SqliteTaskStore } from './tasks/task-store.js';
 import { DocumentIndex, type IndexDocument } from './index/document-index.js';
+import { invalid } from '../errors.js';
+import { ingestImages, type ImageDocument } from './index/images.js';
 import { ingestDocuments, type IngestOptions, type IngestReport } from './index/ingest.js';
 import type { RankingName } from './index/rankings.js';
 import { IndexReplication } from './index/replication.js';
 import { LocalRetriever } from './index/retriever.js';
 import { LocalIndexWriter, type IndexWriter } from './index/writes.js';
 import { LocalSearchProvider } from './providers/local.js';
+import { readerRedirects } from './reader/fetch-page.js';
 import { SearxngSearchProvider } from './providers/searxng.js';
 import type { SearchProvider } from './types.js';
 
@@ -33,6 +36,10 @@ export type SearchSettings = Pick<
   | 'searchRankings'
   | 'searchRerankDepth'
   | 'searchImageModel'
+  | 'readerTimeout'
+  | 'readerAllowPrivate'
+  | 'embeddingImageMaxBytes'
+  | 'imageMaxPixels'
   | 'redisUrl'
   | 'searchIndexStreamLength'
 >;
@@ -82,7 +89,23 @@ export class SearchService {
     let provider: SearchProvider;
     if (settings.searchProvider === 'searxng') {
       if (!settings.searxngUrl) throw new Error('searchProvider is "searxng" but searxngUrl is not set.');
-      provider = new SearxngSearchProvider(ctx, { url: settings.searxngUrl, timeoutMs: settings.searxngTimeout });
+      provider = new SearxngSearchProvider(ctx, {
+        url: settings.searxngUrl,
+        timeoutMs: settings.searxngTimeout,
+        ...(settings.searchImageModel
+          ? {
+              thumbnails: {
+                model: settings.searchImageModel,
+                fetch: {
+                  timeoutMs: settings.readerTimeout,
+                  maxRedirects: readerRedirects,
+                  allowPrivate: settings.readerAllowPrivate,
+                },
+                image: { maxBytes: settings.embeddingImageMaxBytes, maxPixels: settings.imageMaxPixels },
+              },
+            }
+          : {}),
+      });
     } else {
       provider = new LocalSearchProvider(retriever);
     }
@@ -123,6 +146,20 @@ export class SearchService {
     options?: IngestOptions,
   ): Promise<IngestReport> {
     return ingestDocuments(this.ctx, this.writer, documents, options);
+  }
+
+  /** Adds image documents, embedded by the search image model; refused without one. */
+  ingestImages(
+    images: AsyncIterable<ImageDocument> | Iterable<ImageDocument>,
+    options?: Omit<IngestOptions, 'embed'>,
+  ): Promise<IngestReport> {
+    const model = this.retriever.options.imageModel;
+    if (!model)
+      throw invalid(
+        'documents',
+        'Image documents are embedded by the search image model, and none is set (ONNX_GATEWAY_SEARCH_IMAGE_MODEL).',
+      );
+    return ingestImages(this.ctx, this.writer, model, images, options);
   }
 
   async close(): Promise<void> {

@@ -14,7 +14,7 @@ import { invalid } from '../../errors.js';
 import type { SearchImage } from '../types.js';
 import type { DocumentIndex, IndexDocument, IndexFilter } from './document-index.js';
 import type { IngestOptions, IngestReport } from './ingest.js';
-import { walk } from './sources.js';
+import { publishedDateOf, walk, type DocumentInput } from './sources.js';
 import type { IndexWriter } from './writes.js';
 
 export const imageExtensions = ['.png', '.jpg', '.jpeg', '.webp'];
@@ -39,6 +39,26 @@ export interface ImageDocument {
 /** The key of an image given without an id or url: a digest of its bytes, so the same image is one document. */
 export function imageKey(bytes: Uint8Array): string {
   return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+}
+
+/** An image document as a client gives it (the API's documents with an `image`), with the image's checked bytes. */
+export function imageDocumentFromInput(
+  input: DocumentInput & { alt?: unknown; page_url?: unknown },
+  bytes: Uint8Array,
+  param: string,
+): ImageDocument {
+  const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
+  const key = text(input.id) ?? text(input.url) ?? imageKey(bytes);
+  return {
+    key,
+    url: text(input.url) ?? `urn:onnx-gateway:image:${encodeURIComponent(key)}`,
+    title: (text(input.title) ?? '').trim(),
+    alt: text(input.alt),
+    pageUrl: text(input.page_url),
+    source: text(input.source) ?? 'api',
+    publishedAt: publishedDateOf(input, param),
+    bytes,
+  };
 }
 
 /**
