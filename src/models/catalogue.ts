@@ -166,7 +166,7 @@ function validateBeforeCut(m: Manifest, fail: (why: string) => never): void {
   if (typeof before !== 'object' || before === null || before.step !== 'layer-norm')
     fail('beforeCut.step must be "layer-norm"');
   if (typeof before.epsilon !== 'number' || !(before.epsilon > 0) || !Number.isFinite(before.epsilon))
-    fail('beforeCut.epsilon must be a positive number (torch\'s layer_norm eps: 1e-5)');
+    fail("beforeCut.epsilon must be a positive number (torch's layer_norm eps: 1e-5)");
 }
 
 function validateModeration(m: Manifest, fail: (why: string) => never): void {
