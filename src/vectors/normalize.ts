@@ -44,7 +44,8 @@ export interface BeforeCut {
 /**
  * Every row centred and scaled to unit variance, in place, and returns `rows`: `(x - mean) /
  * sqrt(var + epsilon)` with the biased variance, as torch's `F.layer_norm(x, (dim,), eps=epsilon)`
- * without weight and bias. Sums in float64, so the only rounding is the float32 result's.
+ * without weight and bias. Sums in float64, so the only rounding is the float32 result's. A constant
+ * row becomes zeros (with an epsilon of 0, NaN: torch's too).
  */
 export function layerNormRows(rows: Float32Array, dim: number, epsilon: number): Float32Array {
   checkShape(rows, dim);

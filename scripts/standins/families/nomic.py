@@ -17,8 +17,9 @@ sentence-transformers: Transformer and mean Pooling, no Normalize. Matryoshka wi
 / 128 / 64, cut as the model card computes them: `F.layer_norm(embeddings,
 normalized_shape=(embeddings.shape[1],))` (no weight or bias, torch's eps 1e-5) over the full
 width, then the first d values, then L2 (golden.json's `matryoshka`; `matryoshka_plain` has
-sentence-transformers' truncate_dim cuts, without the layer norm, for comparison). Task prefixes `search_query: ` / `search_document: ` (and `clustering: `, `classification: `)
-are documented on the model card; its config_sentence_transformers.json declares no prompts.
+sentence-transformers' truncate_dim cuts, without the layer norm, for comparison). Task prefixes
+`search_query: ` / `search_document: ` (and `clustering: `, `classification: `) are documented on
+the model card; its config_sentence_transformers.json declares no prompts.
 """
 import numpy as np
 
