@@ -177,10 +177,31 @@ LONG_TEXT_LIMIT = 1024
 SKIP = False
 
 
+def layer_norm(v, eps):
+    """torch's F.layer_norm(v, (width,), eps=eps) without weight and bias: over the last axis,
+    with the biased variance."""
+    mean = v.mean(-1, keepdims=True)
+    var = ((v - mean) ** 2).mean(-1, keepdims=True)
+    return (v - mean) / np.sqrt(var + eps)
+
+
+def matryoshka_cut(pooled, d, before_cut=None):
+    """A Matryoshka vector of width `d` as the model card computes it: its step before the cut
+    (`{"step": "layer-norm", "epsilon": e}`: nomic-embed-text-v1.5's), then the first d values, L2.
+    Without a step: sentence-transformers' truncate_dim (the first d values of the model's output,
+    normalised or not, then L2)."""
+    if before_cut is None:
+        return l2n(l2n(pooled)[:d])
+    assert before_cut["step"] == "layer-norm", before_cut
+    return l2n(layer_norm(pooled, before_cut["epsilon"])[:d])
+
+
 def embedding(*, repo, family, size, tok, window, hidden, pooling, normalize, prompts=None,
-              matryoshka=(), pad_side="right"):
+              matryoshka=(), before_cut=None, pad_side="right"):
     """golden.json for an embedder. `prompts`: {prompt_name: prompt text} of the model's
-    config_sentence_transformers.json (or its documented prefixes)."""
+    config_sentence_transformers.json (or its documented prefixes). `before_cut`: the card's step
+    before a Matryoshka cut (matryoshka_cut); golden.json keeps the plain cuts beside the card's
+    under `matryoshka_plain`, so a test can tell the two apart."""
     if SKIP:
         return None, 0.0
     texts = EMBED_TEXTS + ([long_text(tok, window)] if with_long_text(window) else [])
@@ -208,7 +229,10 @@ def embedding(*, repo, family, size, tok, window, hidden, pooling, normalize, pr
     if prompts:
         golden["prompts"] = prompts  # the text each prompt_name prepends
     if matryoshka:
-        golden["matryoshka"] = {str(d): [r7(l2n(l2n(p)[:d])) for p in singles] for d in matryoshka}
+        golden["matryoshka"] = {str(d): [r7(matryoshka_cut(p, d, before_cut)) for p in singles] for d in matryoshka}
+    if matryoshka and before_cut:
+        golden["before_cut"] = before_cut
+        golden["matryoshka_plain"] = {str(d): [r7(matryoshka_cut(p, d)) for p in singles] for d in matryoshka}
     return golden, batch_diff
 
 

@@ -56,7 +56,8 @@ const EmbeddingsBody = Type.Object(
     dimensions: Type.Optional(
       Type.Integer({
         minimum: 0,
-        description: '0 or absent: native width; 1..native: first N components, L2-renormalised.',
+        description:
+          '0 or absent: native width; 1..native: first N components, L2-renormalised (the Matryoshka cut, after the step the model card puts before it, if any).',
       }),
     ),
     user: Type.Optional(Type.String()),

@@ -11,7 +11,7 @@ import { isAccelerator } from '../devices.js';
 import { ApiError } from '../errors.js';
 import { TextTokenizer } from '../text/tokenizer.js';
 import type { Pooling } from '../vectors/pooling.js';
-import type { Catalogue, Manifest, ModerationTable } from './catalogue.js';
+import type { BeforeCut, Catalogue, Manifest, ModerationTable } from './catalogue.js';
 import {
   ModelFilesError,
   readModelFacts,
@@ -96,6 +96,8 @@ export interface ServedModel extends ModelLoadSpec {
   dimensions: number;
   normalize: boolean;
   matryoshkaDimensions?: number[];
+  /** What `dimensions` does to the full-width vector before it cuts (the manifest's: its card's recipe). */
+  beforeCut?: BeforeCut;
   /** Prompts by name (sentence-transformers' `prompts`, plus a manifest's query / document prefixes). */
   prompts: Record<string, string>;
   /** The prompt applied when a request names none. */
@@ -229,6 +231,7 @@ export async function loadServedModel(
     dimensions: facts.task === 'embedding' ? facts.width : 0,
     normalize: facts.declared.normalize ? facts.normalize : (manifest?.normalize ?? facts.normalize),
     matryoshkaDimensions: manifest?.matryoshkaDimensions,
+    beforeCut: manifest?.beforeCut,
     prompts: facts.declared.prompts ? facts.prompts : (manifest?.prompts ?? {}),
     defaultPromptName: facts.defaultPromptName,
     rerankScoring: facts.rerankScoring,

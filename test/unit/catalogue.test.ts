@@ -68,6 +68,49 @@ describe('the shipped catalogue', () => {
     expect(() => Catalogue.load(dir)).toThrow(/without a pinned revision must say "verified": "none"/);
   });
 
+  it('refuses a step before the cut that is not a layer norm with a positive epsilon, or on a model that is no embedder', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-catalogue-'));
+    const write = (manifest: object) =>
+      writeFileSync(
+        join(dir, 'm.json'),
+        JSON.stringify({ id: 'm', source: { kind: 'hub', repo: 'a/b' }, verified: 'none', ...manifest }),
+      );
+    write({ task: 'embedding', beforeCut: { step: 'rms-norm', epsilon: 1e-5 } });
+    expect(() => Catalogue.load(dir)).toThrow(/beforeCut.step must be "layer-norm"/);
+    for (const epsilon of [0, -1, '1e-5', null]) {
+      write({ task: 'embedding', beforeCut: { step: 'layer-norm', epsilon } });
+      expect(() => Catalogue.load(dir), String(epsilon)).toThrow(/beforeCut.epsilon must be a positive number/);
+    }
+    write({ task: 'rerank', beforeCut: { step: 'layer-norm', epsilon: 1e-5 } });
+    expect(() => Catalogue.load(dir)).toThrow(/beforeCut belongs to an "embedding" model/);
+    write({ task: 'embedding', beforeCut: { step: 'layer-norm', epsilon: 1e-5 } });
+    expect(Catalogue.load(dir).get('m')!.beforeCut).toEqual({ step: 'layer-norm', epsilon: 1e-5 });
+  });
+
+  it("lists in docs/models.md's Matryoshka cuts every embedder with Matryoshka widths, with its widths and its step", () => {
+    const text = readFileSync('docs/models.md', 'utf8');
+    const section = text.slice(text.indexOf('## Matryoshka cuts'), text.indexOf('## Getting models'));
+    const rows = new Map(
+      section
+        .split('\n')
+        .filter((line) => line.startsWith('| '))
+        .map((line) => line.split('|').map((cell) => cell.trim()))
+        .map((cells) => [cells[1]!, { widths: cells[2]!, step: cells[3]! }] as const),
+    );
+    const matryoshka = hub.filter((m) => m.matryoshkaDimensions);
+    expect(matryoshka.map((m) => m.id)).toContain('nomic-embed-text-v1.5');
+    for (const m of matryoshka) {
+      const row = rows.get(m.id);
+      expect(row, m.id).toBeDefined();
+      expect(row!.widths, m.id).toBe(m.matryoshkaDimensions!.join(', '));
+      const epsilon = /^layer norm \(eps ([^)]+)\)$/.exec(row!.step)?.[1];
+      if (m.beforeCut) expect(Number(epsilon), m.id).toBe(m.beforeCut.epsilon);
+      else expect(row!.step, m.id).toMatch(/^none/);
+    }
+    // Every step the catalogue has is one the table shows.
+    for (const m of hub.filter((m) => m.beforeCut)) expect(m.matryoshkaDimensions, m.id).toBeDefined();
+  });
+
   it('finds a manifest by its short id and by its repo id', () => {
     expect(catalogue.get('bge-small-en-v1.5')?.id).toBe('bge-small-en-v1.5');
     expect(catalogue.get('BAAI/bge-small-en-v1.5')?.id).toBe('bge-small-en-v1.5');

@@ -92,7 +92,10 @@ const V2EmbedBody = Type.Object(
       }),
     ),
     output_dimension: Type.Optional(
-      Type.Integer({ minimum: 1, description: 'Keep the first N components, renormalised (Matryoshka).' }),
+      Type.Integer({
+        minimum: 1,
+        description: 'Keep the first N components, renormalised (the Matryoshka cut, as the model card computes it).',
+      }),
     ),
     max_tokens: Type.Optional(
       Type.Integer({ minimum: 1, description: "Accepted at or above the model's window; a smaller value is a 400." }),

@@ -158,7 +158,7 @@ const EmbedBody = Type.Object(
     prompt_name: PromptName,
     dimensions: Type.Optional(
       Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
-        description: 'Keep the first N components, renormalised.',
+        description: 'Keep the first N components, renormalised (the Matryoshka cut, as the model card computes it).',
       }),
     ),
   },
