@@ -25,6 +25,7 @@ Tiny: each tower 2 layers, hidden 64, 4 heads, the real FFN ratio; projection 32
 size and patch, so the vision sequence is the real one (50, 197, 257 tokens).
 """
 import copy
+import functools
 import math
 
 import numpy as np
@@ -281,6 +282,12 @@ def tiny_config(real, size):
     return cfg
 
 
+@functools.lru_cache(maxsize=None)
+def _tokenizer(shared_dir):
+    # training the BPE takes seconds: once for the three repositories
+    return make_tokenizer("clip", shared_dir, WINDOW)
+
+
 def truncate(tok, text, window):
     """Token ids with `<|startoftext|>` and `<|endoftext|>`, cut to the window (the end token kept)."""
     return tok.single(tok.encode(text)[: window - tok.single_specials])
@@ -288,7 +295,7 @@ def truncate(tok, text, window):
 
 def write(standin, out_dir, size, shared_dir):
     cfg = tiny_config(standin["config"], size)
-    tok = make_tokenizer("clip", shared_dir, WINDOW)
+    tok = _tokenizer(shared_dir)
     rows = cfg["text_config"]["vocab_size"] if size == "real" else tok.vocab_size
     assert tok.vocab_size <= rows
     cfg["text_config"]["vocab_size"] = rows
