@@ -1,5 +1,5 @@
 /**
- * The embeddings operation: inputs (texts or token ids) in, one vector per input out.
+ * The embeddings operation: inputs (texts, token ids or images) in, one vector per input out.
  */
 import { ApiError, invalid } from '../errors.js';
 import type { OutputKind } from '../models/heads.js';
@@ -10,7 +10,20 @@ import type { CoreContext, Timings } from './context.js';
 import { promptFor } from './prompts.js';
 import { mapInSlices } from './map-in-slices.js';
 
-export type EmbeddingInput = string | string[] | number[] | number[][];
+/** An image to embed: its encoded bytes (PNG, JPEG or WebP), checked and decoded by the server. */
+export interface ImageItem {
+  image: Uint8Array;
+}
+
+/** Text and images meant as one vector. No model served today fuses them; each refuses it. */
+export interface FusedItem {
+  parts: Array<string | ImageItem>;
+}
+
+/** One input of a multimodal request: a text, an image or a fused item. */
+export type EmbeddingItem = string | ImageItem | FusedItem;
+
+export type EmbeddingInput = string | string[] | number[] | number[][] | EmbeddingItem[];
 
 export interface EmbedRequest {
   model?: string;
