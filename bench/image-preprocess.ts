@@ -10,12 +10,15 @@
  * (12 files). Ours is timed with process.cpuUsage (every thread of the process: sharp decodes on
  * libuv's pool, with libvips limited to one thread), Pillow's with time.process_time, each from the
  * file bytes in memory to the channel-first float32 pixel values. Values are the median of the
- * rounds' mean ms per image. Writes results/image-preprocess-latest.json.
+ * rounds' mean ms per image; each side warms every processor up on every file first, and their
+ * rounds alternate (Pillow's in a python process serving rounds on request). Writes
+ * results/image-preprocess-latest.json.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import sharp from 'sharp';
 import { readImageProcessor, type ImageProcessorSpec, type Resample } from '../src/models/image-processor.js';
 import { preprocessInto } from '../src/worker/image-preprocess/index.js';
@@ -77,27 +80,36 @@ function pythonProcessor(spec: ImageProcessorSpec): Record<string, unknown> {
   };
 }
 
-function timePillow(files: string[], spec: ImageProcessorSpec, rounds: number) {
-  const run = spawnSync(PYTHON, [script, 'time', JSON.stringify({ files, processor: pythonProcessor(spec), rounds })], {
-    encoding: 'utf8',
+/** pillow-preprocess.py serving rounds: one line asks for a round, one line answers its ms per image. */
+async function startPillow(files: string[], specs: Record<string, ImageProcessorSpec>) {
+  const processors = Object.fromEntries(Object.entries(specs).map(([name, spec]) => [name, pythonProcessor(spec)]));
+  const child = spawn(PYTHON, [script, 'serve', JSON.stringify({ files, processors })], {
     env: { ...process.env, OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1' },
+    stdio: ['pipe', 'pipe', 'inherit'],
   });
-  if (run.status !== 0) throw new Error(`pillow-preprocess.py failed: ${run.stderr}`);
-  return JSON.parse(run.stdout) as { msPerImage: number[]; pillow: string; numpy: string };
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async () => {
+    const line = await lines.next();
+    if (line.done) throw new Error('pillow-preprocess.py ended early');
+    return line.value;
+  };
+  const versions = JSON.parse(await next()) as { pillow: string; numpy: string };
+  return {
+    versions,
+    async round(name: string): Promise<number> {
+      child.stdin.write(`${name}\n`);
+      return Number(await next());
+    },
+    close: () => child.stdin.end(),
+  };
 }
 
-async function timeOurs(files: string[], spec: ImageProcessorSpec, rounds: number): Promise<number[]> {
-  const images = files.map((f) => new Uint8Array(readFileSync(f)));
-  const out = new Float32Array(3 * spec.height * spec.width);
-  for (const bytes of images) await preprocessInto(bytes, spec, out, 0, 100_000_000); // warm-up
-  const perImage: number[] = [];
-  for (let r = 0; r < rounds; r++) {
-    const start = process.cpuUsage();
-    for (const bytes of images) await preprocessInto(bytes, spec, out, 0, 100_000_000);
-    const used = process.cpuUsage(start);
-    perImage.push((used.user + used.system) / 1000 / images.length);
-  }
-  return perImage;
+/** Our side of one round: CPU ms per image of one pass over the files. */
+async function oursRound(images: Uint8Array[], spec: ImageProcessorSpec, out: Float32Array): Promise<number> {
+  const start = process.cpuUsage();
+  for (const bytes of images) await preprocessInto(bytes, spec, out, 0, 100_000_000);
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / 1000 / images.length;
 }
 
 async function main(): Promise<void> {
@@ -122,16 +134,38 @@ async function main(): Promise<void> {
         .filter((f) => pattern.test(f))
         .sort()
         .map((f) => join(dir, f));
+      const specs = Object.fromEntries(
+        names.map((name) => {
+          const config = processors[name];
+          if (!config) throw new Error(`unknown processor ${name}; known: ${Object.keys(processors).join(', ')}`);
+          return [name, readImageProcessor(config)];
+        }),
+      );
+      log(`${workload}: ${files.length} files, ${rounds} rounds of each of ${names.join(', ')}, alternating`);
+      const pillow = await startPillow(files, specs);
+      versions = pillow.versions;
+      const images = files.map((f) => new Uint8Array(readFileSync(f)));
+      const outs = Object.fromEntries(
+        Object.entries(specs).map(([name, spec]) => [name, new Float32Array(3 * spec.height * spec.width)]),
+      );
+      // Warm-up, as the Python side did before answering.
+      for (const name of names) await oursRound(images, specs[name]!, outs[name]!);
+      const ours: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
+      const theirs: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
+      try {
+        // Rounds alternate between the two sides, so that both see the machine's same minutes.
+        for (let r = 0; r < rounds; r++) {
+          for (const name of names) {
+            theirs[name]!.push(await pillow.round(name));
+            ours[name]!.push(await oursRound(images, specs[name]!, outs[name]!));
+          }
+        }
+      } finally {
+        pillow.close();
+      }
       for (const name of names) {
-        const config = processors[name];
-        if (!config) throw new Error(`unknown processor ${name}; known: ${Object.keys(processors).join(', ')}`);
-        const spec = readImageProcessor(config);
-        log(`${workload} / ${name}: ${files.length} files, ${rounds} rounds each`);
-        const pillow = timePillow(files, spec, rounds);
-        versions = { pillow: pillow.pillow, numpy: pillow.numpy };
-        const ours = await timeOurs(files, spec, rounds);
-        const oursMs = median(ours);
-        const pillowMs = median(pillow.msPerImage);
+        const oursMs = median(ours[name]!);
+        const pillowMs = median(theirs[name]!);
         cases.push({
           workload,
           processor: name,
@@ -139,11 +173,11 @@ async function main(): Promise<void> {
           oursMs: round(oursMs, 3),
           pillowMs: round(pillowMs, 3),
           ratio: round(oursMs / pillowMs, 3),
-          oursRounds: ours.map((x) => round(x, 3)),
-          pillowRounds: pillow.msPerImage.map((x) => round(x, 3)),
+          oursRounds: ours[name]!.map((x) => round(x, 3)),
+          pillowRounds: theirs[name]!.map((x) => round(x, 3)),
         });
         log(
-          `  ours ${oursMs.toFixed(2)} ms/image, Pillow ${pillowMs.toFixed(2)} ms/image: ${(oursMs / pillowMs).toFixed(2)}x`,
+          `  ${name}: ours ${oursMs.toFixed(2)} ms/image, Pillow ${pillowMs.toFixed(2)} ms/image: ${(oursMs / pillowMs).toFixed(2)}x`,
         );
       }
     }

@@ -3,13 +3,13 @@
   python3 bench/pillow-preprocess.py make DIR      writes the bench images: 224x224 PNGs and
                                                    1920x1080 photo-like JPEGs (gradients, shapes,
                                                    noise; quality 90)
-  python3 bench/pillow-preprocess.py time SPEC     times transformers' slow image processor path on
-                                                   files (SPEC: JSON with files, processor, rounds)
+  python3 bench/pillow-preprocess.py serve SPEC    times transformers' slow image processor path on
+                                                   files, a round per line read (SPEC: JSON with files
+                                                   and processors)
 
 The timed path per image, from its bytes in memory: load_image (Image.open, exif_transpose,
 convert('RGB')), Pillow's resize, center crop, rescale and normalise with numpy as transformers
-does them, channel-first float32. CPU time is time.process_time; prints JSON: the CPU ms per image
-of each round.
+does them, channel-first float32. CPU time is time.process_time.
 """
 
 import io
@@ -61,22 +61,26 @@ def pixel_values(data, p):
     return array.transpose(2, 0, 1)
 
 
-def timing(spec):
+def serve(spec):
+    """Times rounds on request, so that the bench can alternate them with its own: each line on stdin
+    names a processor; the answer is one line, the CPU ms per image of one pass over the files.
+    Every processor is warmed up on every file first (a fresh process's first passes run slower)."""
     files = [open(f, "rb").read() for f in spec["files"]]
-    p = spec["processor"]
-    for data in files:
-        pixel_values(data, p)  # warm-up
-    rounds = []
-    for _ in range(spec["rounds"]):
+    processors = spec["processors"]
+    for p in processors.values():
+        for data in files:
+            pixel_values(data, p)
+    print(json.dumps({"pillow": Image.__version__, "numpy": np.__version__}), flush=True)
+    for line in sys.stdin:
+        p = processors[line.strip()]
         start = time.process_time()
         for data in files:
             pixel_values(data, p)
-        rounds.append((time.process_time() - start) * 1000 / len(files))
-    print(json.dumps({"msPerImage": rounds, "pillow": Image.__version__, "numpy": np.__version__}))
+        print((time.process_time() - start) * 1000 / len(files), flush=True)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2])
     else:
-        timing(json.loads(sys.argv[2]))
+        serve(json.loads(sys.argv[2]))
