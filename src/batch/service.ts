@@ -63,7 +63,12 @@ export class BatchService {
     const store = new BatchStore(openDatabase(join(settings.dataDir, 'batch', 'batches.sqlite')));
     const storage = new FileStorage(settings.filesDir ?? join(settings.dataDir, 'files'));
     const service = new BatchService(core, endpoints, settings, store, storage, log);
-    service.queue.push(...store.unfinished());
+    for (const id of store.unfinished()) {
+      const batch = store.batch(id)!;
+      if (batch.status !== 'validating')
+        log?.info?.({ batch: id, status: batch.status, line: batch.progress.nextLine }, 'batch resumed');
+      service.queue.push(id);
+    }
     service.pump();
     return service;
   }
