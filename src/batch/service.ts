@@ -62,7 +62,14 @@ export class BatchService {
   static open(core: CoreContext, endpoints: BatchEndpoints, settings: BatchSettings, log?: BatchLog): BatchService {
     const store = new BatchStore(openDatabase(join(settings.dataDir, 'batch', 'batches.sqlite')));
     const storage = new FileStorage(settings.filesDir ?? join(settings.dataDir, 'files'));
-    const service = new BatchService(core, endpoints, settings, store, storage, log);
+    // Every input of a batch waits in the scheduler's bulk queues, behind interactive requests.
+    const bulk: CoreContext = {
+      ...core,
+      scheduler: {
+        submit: (model, inputs, signal, kind) => core.scheduler.submit(model, inputs, signal, kind, 'bulk'),
+      },
+    };
+    const service = new BatchService(bulk, endpoints, settings, store, storage, log);
     for (const id of store.unfinished()) {
       const batch = store.batch(id)!;
       if (batch.status !== 'validating')
