@@ -13,7 +13,7 @@ import { invalid } from '../../errors.js';
 import { reportCacheHits } from '../cache-hits.js';
 import { vectorsJson } from '../embeddings.js';
 import { sendJsonText } from '../json-text.js';
-import { errorResponses, LiteralUnion, responseHeaders, withHeaders } from '../schemas.js';
+import { errorResponses, instructionField, LiteralUnion, responseHeaders, withHeaders } from '../schemas.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 
@@ -31,6 +31,7 @@ const V2RerankBody = Type.Object(
       }),
     ),
     priority: Type.Optional(Type.Integer({ description: 'Accepted and ignored.' })),
+    instruction: Type.Optional(instructionField),
   },
   { additionalProperties: true },
 );
@@ -217,8 +218,12 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       },
     },
     async (request, reply) => {
-      const { model, query, documents, top_n: topN, max_tokens_per_doc: maxTokensPerDoc } = request.body;
-      const result = await rerank(core, { model, query, documents, topN, maxTokensPerDoc }, request.clientSignal);
+      const { model, query, documents, top_n: topN, max_tokens_per_doc: maxTokensPerDoc, instruction } = request.body;
+      const result = await rerank(
+        core,
+        { model, query, documents, topN, maxTokensPerDoc, instruction },
+        request.clientSignal,
+      );
       reportTimings(reply, operationPhases(result.timings));
       return {
         id: result.id,
