@@ -1006,10 +1006,15 @@ QWEN_ADDED = [
 ]
 
 
-def make_qwen3(shared_dir, model_max_length):
+def make_qwen3(shared_dir, model_max_length, appends_end=True, whole_words=()):
     # Qwen2's tokenizer as Qwen3-Embedding ships it, the BPE part trained here: the BPE tokens, then
     # <|endoftext|> (pad, and appended by the post-processor), <|im_start|>, <|im_end|> (eos), ...
+    # Qwen3-Reranker ships Qwen3's own (`appends_end=False`): a ByteLevel post-processor that adds
+    # nothing. `whole_words` become single tokens, as in the real vocabulary ("yes", "no"), by merges
+    # appended after the trained ones.
     vocab, merges = train_byte_level(training_texts(shared_dir), QWEN2_PATTERN, 4000, [])
+    for word in whole_words:
+        merges, vocab = _merged_whole(word, merges, vocab)
     n = len(vocab)
     added = [added_token(n + k, c, special=sp) for k, (c, sp) in enumerate(QWEN_ADDED)]
     eot = added[0]["id"]
@@ -1021,7 +1026,8 @@ def make_qwen3(shared_dir, model_max_length):
             {"type": "Split", "pattern": {"Regex": QWEN2_PATTERN}, "behavior": "Isolated", "invert": False},
             byte_level_step,
         ]},
-        "post_processor": template("$A:0 <|endoftext|>:0", "$A:0 <|endoftext|>:0 $B:1 <|endoftext|>:1", [("<|endoftext|>", eot)]),
+        "post_processor": (template("$A:0 <|endoftext|>:0", "$A:0 <|endoftext|>:0 $B:1 <|endoftext|>:1", [("<|endoftext|>", eot)])
+                           if appends_end else byte_level_step),
         "decoder": byte_level_step,
         "model": bpe_model(vocab, merges, True, continuing_subword_prefix="", end_of_word_suffix=""),
     }
@@ -1048,7 +1054,10 @@ def make_qwen3(shared_dir, model_max_length):
         "merges.txt": ("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)).encode("utf-8"),
     }
     tok.pad_id = eot
-    tok._set_template([], [eot], ([], [eot], [eot]), 1)
+    if appends_end:
+        tok._set_template([], [eot], ([], [eot], [eot]), 1)
+    else:
+        tok._set_template([], [], ([], [], []), 0)
     return tok
 
 
@@ -1163,6 +1172,20 @@ def make_clip(shared_dir, model_max_length):
     tok.bos_id, tok.eos_id = bos, eos
     tok._set_template([bos], [eos], ([bos], [eos, eos], [eos]), 0)
     return tok
+
+
+def _merged_whole(word, merges, vocab):
+    """Merges (and vocabulary entries) that make `word`'s byte-level pieces one token: the pieces
+    the trained merges leave, joined left to right."""
+    symbols = ByteLevelBpe(vocab, merges).word(byte_level(word))
+    by_id = {i: p for p, i in vocab.items()}
+    parts = [by_id[i] for i in symbols]
+    merges, vocab = list(merges), dict(vocab)
+    while len(parts) > 1:
+        merges.append((parts[0], parts[1]))
+        parts = [parts[0] + parts[1]] + parts[2:]
+        vocab.setdefault(parts[0], len(vocab))
+    return merges, vocab
 
 
 _MAKERS = {"bert": make_bert, "mpnet": make_mpnet, "xlmr": make_xlmr, "modernbert": make_modernbert, "qwen3": make_qwen3,

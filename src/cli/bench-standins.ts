@@ -24,6 +24,7 @@ export const familyStandins: Record<string, { repo: string; task: 'embedding' | 
   qwen3: { repo: 'onnx-community/Qwen3-Embedding-0.6B-ONNX', task: 'embedding' },
   'xlm-roberta reranker': { repo: 'BAAI/bge-reranker-base', task: 'rerank' },
   'modernbert reranker': { repo: 'Alibaba-NLP/gte-reranker-modernbert-base', task: 'rerank' },
+  'qwen3 yes/no reranker': { repo: 'onnx-community/Qwen3-Reranker-0.6B-ONNX', task: 'rerank' },
 };
 
 /** The repos a `--stand-in` value names: `families` for one of each family, or repo ids separated by commas. */

@@ -6,7 +6,7 @@ import { Type, type Static } from 'typebox';
 import type { CoreContext } from '../core/context.js';
 import { rerank } from '../core/rerank.js';
 import type { HttpServices } from './services.js';
-import { errorResponses, responseHeaders, withHeaders } from './schemas.js';
+import { errorResponses, instructionField, responseHeaders, withHeaders } from './schemas.js';
 import { operationPhases, reportTimings } from './timing.js';
 
 const Document = Type.Union([Type.String(), Type.Object({ text: Type.String() }, { additionalProperties: true })]);
@@ -18,6 +18,7 @@ export const RerankBody = Type.Object(
     model: Type.Optional(Type.String({ description: 'A served rerank model id. Absent: the first served reranker.' })),
     top_n: Type.Optional(Type.Integer({ minimum: 0, description: 'Absent or 0: all documents.' })),
     return_documents: Type.Optional(Type.Boolean({ default: false })),
+    instruction: Type.Optional(instructionField),
   },
   { additionalProperties: true },
 );
@@ -47,7 +48,7 @@ export async function rerankDocuments(core: CoreContext, body: Static<typeof Rer
   const texts = body.documents.map((doc) => (typeof doc === 'string' ? doc : doc.text));
   const result = await rerank(
     core,
-    { model: body.model, query: body.query, documents: texts, topN: body.top_n },
+    { model: body.model, query: body.query, documents: texts, topN: body.top_n, instruction: body.instruction },
     signal,
   );
   const answer = {
