@@ -17,7 +17,14 @@ import { checkCount, ContentPart, readImageRef, readParts, resolveItems } from '
 import { imageSourceOptions, type ImageSourceOptions } from '../image-sources.js';
 import { vectorsJson } from '../embeddings.js';
 import { sendJsonText } from '../json-text.js';
-import { ErrorResponse, errorResponses, instructionField, LiteralUnion, responseHeaders, withHeaders } from '../schemas.js';
+import {
+  ErrorResponse,
+  errorResponses,
+  instructionField,
+  LiteralUnion,
+  responseHeaders,
+  withHeaders,
+} from '../schemas.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 
