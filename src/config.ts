@@ -535,7 +535,7 @@ export const settings = {
     flag: '--data-dir',
     default: '.data',
     description:
-      "Folder for the server's own state: search task records and the local search index (`search/*.sqlite`).",
+      "Folder for the server's own state: search task records and the local search index (`search/*.sqlite`), the batches' records (`batch/batches.sqlite`) and, unless filesDir is set, the files API's files.",
   }),
   searchProvider: setting('string', {
     env: 'ONNX_GATEWAY_SEARCH_PROVIDER',
@@ -655,6 +655,46 @@ export const settings = {
     min: 0,
     max: 1000,
     description: 'Fused candidates of the local index the cross-encoder reorders (0: none).',
+  }),
+  filesDir: setting('string', {
+    env: 'ONNX_GATEWAY_FILES_DIR',
+    flag: '--files-dir',
+    default: null,
+    description:
+      'Folder of the files API: uploaded batch inputs and the output and error files of batches, streamed to disk. Unset: `files/` in the data dir. With several replicas, a volume they all mount.',
+  }),
+  fileMaxMb: setting('integer', {
+    env: 'ONNX_GATEWAY_FILE_MAX_MB',
+    flag: '--file-max-mb',
+    default: 200,
+    unit: 'MB',
+    min: 1,
+    description: 'Largest file `POST /v1/files` takes (413 above), as OpenAI allows for batch inputs.',
+  }),
+  batchMaxRequests: setting('integer', {
+    env: 'ONNX_GATEWAY_BATCH_MAX_REQUESTS',
+    flag: '--batch-max-requests',
+    default: 50_000,
+    unit: 'lines',
+    min: 1,
+    description: "Most requests (lines) in a batch's input file; a longer file fails the batch, as OpenAI's limit.",
+  }),
+  batchConcurrency: setting('integer', {
+    env: 'ONNX_GATEWAY_BATCH_CONCURRENCY',
+    flag: '--batch-concurrency',
+    default: 2,
+    unit: 'batches',
+    min: 1,
+    description: 'Batches a server runs at once; the others wait in creation order.',
+  }),
+  batchInFlight: setting('integer', {
+    env: 'ONNX_GATEWAY_BATCH_IN_FLIGHT',
+    flag: '--batch-in-flight',
+    default: 64,
+    unit: 'requests',
+    min: 1,
+    description:
+      "Requests of one batch handed to the models at once (their inputs wait in the scheduler behind every user's request).",
   }),
 } as const;
 

@@ -16,6 +16,7 @@ import { createEmbeddingCache } from './core/cache/embedding-cache.js';
 import type { CoreContext } from './core/context.js';
 import type { EditAdmission } from './images/admission.js';
 import { imagesContext } from './images/service.js';
+import { BatchService } from './batch/service.js';
 import { SearchService } from './search/service.js';
 import { checkDevices } from './engine/devices.js';
 import { Engine } from './engine/engine.js';
@@ -23,6 +24,7 @@ import { ImageLane } from './engine/image-pool.js';
 import type { LifecycleObserver } from './engine/engine.js';
 import type { BatchObserver } from './engine/scheduler.js';
 import { buildApp } from './http/app.js';
+import { batchEndpoints } from './http/batch-requests.js';
 import { Metrics } from './http/metrics.js';
 import { loadCatalogue } from './models/catalogue.js';
 import { downloadConfiguredModels } from './models/download.js';
@@ -37,6 +39,8 @@ export interface Server {
   registry: Registry;
   /** Web search tasks and the local index. */
   search: SearchService;
+  /** The files API and batches. */
+  batch: BatchService;
   /** The image lane: image edits' own workers. */
   images: ImageLane;
   /** How many image edits run at once and how many wait. */
@@ -142,6 +146,16 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
     throw error;
   }
 
+  // Batches: their requests run through core as the routes' do; a start resumes the unfinished ones.
+  let batch: BatchService;
+  try {
+    batch = BatchService.open(core, batchEndpoints(config), config, logger);
+  } catch (error) {
+    await search.close();
+    await closeLanes();
+    throw error;
+  }
+
   const replication = search.replication;
   if (replication) metrics.watchIndexReplication(() => replication.status());
 
@@ -166,6 +180,7 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
         registry,
         isReady,
         search,
+        batch,
         metrics,
         images: { context: images, bodyLimit: config.imageBodyLimit },
         onModelPulled,
@@ -175,24 +190,27 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
     for (const warning of warnings) app.log.warn(warning);
   } catch (error) {
     // A route group refused the configuration: stop the workers first, or exiting mid-load aborts.
+    await batch.close();
     await search.close();
     await closeLanes();
     throw error;
   }
 
-  // Shutdown, the reverse: requests drain, then search, then the lanes.
+  // Shutdown, the reverse: requests drain, then batches stop where they are, then search, then the lanes.
   let closing: Promise<void> | undefined;
   return {
     app,
     engine,
     registry,
     search,
+    batch,
     images: imageLane,
     imageEdits: images.admission,
     ready,
     close() {
       closing ??= (async () => {
         await app.close();
+        await batch.close();
         await search.close();
         await closeLanes();
       })();

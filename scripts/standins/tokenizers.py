@@ -12,6 +12,11 @@ server's token ids can be checked against it.
               added tokens, `[CLS] A [SEP]`).
 - qwen3:      byte-level BPE trained here, in the layout of Qwen/Qwen3-Embedding-0.6B (Qwen2
               tokenizer: NFC, Split on the Qwen2 regex then ByteLevel, `A <|endoftext|>`).
+- clip:       byte-level BPE with a `</w>` end-of-word suffix trained here, in the layout of
+              openai/clip-vit-base-patch32 (NFC, whitespace runs to one space, lowercase; the CLIP
+              regex; `<|startoftext|> A <|endoftext|>`).
+- siglip:     a SentencePiece Unigram model trained here (T5's ids: <pad> 0, </s> 1, <unk> 2), as
+              a tokenizer.json that does SiglipTokenizer's canonicalisation and lowercasing; `A </s>`.
 
 Run as a script, it writes each kind's files and the ids it expects for a set of texts:
     python3 scripts/standins/tokenizers.py --out <dir> --shared ../shared
@@ -30,7 +35,7 @@ import regex
 
 from onnx_writer import varint  # protobuf varints, as the graph writer writes them
 
-KINDS = ("bert", "mpnet", "xlmr", "modernbert", "qwen3")
+KINDS = ("bert", "mpnet", "xlmr", "modernbert", "qwen3", "clip", "siglip")
 
 # Rust's char::is_whitespace (Unicode White_Space), which HF tokenizers uses throughout; Python's
 # str.isspace also counts U+001C..U+001F.
@@ -639,6 +644,114 @@ def make_xlmr(shared_dir, model_max_length):
 
 
 # ----------------------------------------------------------------------------
+# SigLIP: SentencePiece Unigram in T5's layout, after SigLIP's text canonicalisation.
+# ----------------------------------------------------------------------------
+# SiglipTokenizer.canonicalize_text removes Python's string.punctuation.
+SIGLIP_PUNCTUATION = "[" + re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~") + "]"
+SIGLIP_SPECIALS = ("<pad>", "</s>", "<unk>")
+
+
+class SiglipTokenizer(StandInTokenizer):
+    """
+    google/siglip-base-patch16-224's tokenizer as a tokenizer.json: SiglipTokenizer's
+    canonicalisation (ASCII punctuation removed, whitespace runs to one space, stripped),
+    lowercase (do_lower_case), the SentencePiece charsmap; Metaspace; Unigram over the
+    SentencePiece vocabulary as it is (`<pad>` 0, `</s>` 1, `<unk>` 2); `A </s>`. Texts are padded
+    with `</s>` to 64 tokens, as the model was trained (the padding is left to the caller, as in
+    transformers, where `padding="max_length"` is the processor's documented call).
+    """
+
+    def __init__(self, model, model_max_length):
+        self.kind = "siglip"
+        self.model = model
+        self.pieces = spm_pieces(model)
+        assert [p for p, _, _ in self.pieces[:3]] == list(SIGLIP_SPECIALS)
+        self.charsmap = Charsmap(spm_charsmap(model))
+        self.vocab = [(c, 0.0) for c in SIGLIP_SPECIALS] + [(p, float(s)) for p, s, _ in self.pieces[3:]]
+        self.unigram = Unigram(self.vocab, 2)
+        self.vocab_size = len(self.vocab)
+        self.pad_id = 1
+        self.added = AddedTokens([{"id": i, "content": c} for i, c in enumerate(SIGLIP_SPECIALS)])
+        self._set_template([], [1], ([], [1], [1]), 0)
+        self.files = self._files(model_max_length)
+
+    def normalize(self, text):
+        text = regex.sub(SIGLIP_PUNCTUATION, "", text)
+        text = regex.sub(r"\s+", " ", text).strip(" ")
+        text = "".join(ch.lower() for ch in text)
+        return re.sub(" {2,}", " ", self.charsmap.normalize(text))
+
+    def encode(self, text):
+        ids = []
+        for piece, token in AddedTokens.split(text, self.added.raw):
+            if token is not None:
+                ids.append(token["id"])
+                continue
+            normalized = self.normalize(piece).replace(" ", "\u2581")
+            if normalized and not normalized.startswith("\u2581"):
+                normalized = "\u2581" + normalized
+            for word in re.findall("\u2581[^\u2581]*|[^\u2581]+", normalized):
+                ids.extend(self.unigram.segment(word))
+        return ids
+
+    def _files(self, model_max_length):
+        charsmap = base64.b64encode(spm_charsmap(self.model)).decode()
+        metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+        added = [added_token(i, c) for i, c in enumerate(SIGLIP_SPECIALS)]
+        tokenizer = {
+            "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Replace", "pattern": {"Regex": SIGLIP_PUNCTUATION}, "content": ""},
+                {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
+                {"type": "Strip", "strip_left": True, "strip_right": True},
+                {"type": "Lowercase"},
+                {"type": "Precompiled", "precompiled_charsmap": charsmap},
+                {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+            ]},
+            "pre_tokenizer": metaspace,
+            "post_processor": template("$A:0 </s>:0", "$A:0 </s>:0 $B:0 </s>:0", [("</s>", 1)]),
+            "decoder": metaspace,
+            "model": {"type": "Unigram", "unk_id": 2, "vocab": [[p, s] for p, s in self.vocab], "byte_fallback": False},
+        }
+        special_tokens_map = {
+            "eos_token": {"content": "</s>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False},
+            "pad_token": {"content": "</s>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False},
+            "unk_token": {"content": "<unk>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False},
+        }
+        tokenizer_config = {
+            "added_tokens_decoder": {str(t["id"]): {k: v for k, v in t.items() if k != "id"} for t in added},
+            "additional_special_tokens": [], "clean_up_tokenization_spaces": True, "do_lower_case": True,
+            "eos_token": "</s>", "model_input_names": ["input_ids"], "model_max_length": model_max_length,
+            "pad_token": "</s>", "processor_class": "SiglipProcessor", "sp_model_kwargs": {},
+            "tokenizer_class": "SiglipTokenizer", "unk_token": "<unk>",
+        }
+        return {
+            "tokenizer.json": _json_bytes(tokenizer),
+            "tokenizer_config.json": _json_bytes(tokenizer_config),
+            "special_tokens_map.json": _json_bytes(special_tokens_map),
+            "spiece.model": self.model,
+        }
+
+
+def train_t5_unigram(texts, vocab_size):
+    """A Unigram model with T5's special ids: <pad> 0, </s> 1, <unk> 2, no <s>."""
+    import sentencepiece as spm
+
+    spm.set_random_generator_seed(1)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, model_type="unigram", vocab_size=vocab_size,
+        normalization_rule_name="nmt_nfkc", num_threads=1, minloglevel=2,
+        pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+    return model.getvalue()
+
+
+def make_siglip(shared_dir, model_max_length):
+    texts = [t.lower() for t in training_texts(shared_dir)]
+    return SiglipTokenizer(train_t5_unigram(texts, 4000), model_max_length)
+
+
+# ----------------------------------------------------------------------------
 # Byte-level BPE (ModernBERT, Qwen3).
 # ----------------------------------------------------------------------------
 def bytes_to_unicode():
@@ -732,10 +845,14 @@ class ByteLevelBpe:
         self.ranks = {pair: r for r, pair in enumerate(merges)}
         self.cache = {}
 
-    def word(self, piece):
-        if piece in self.cache:
-            return self.cache[piece]
+    def word(self, piece, end_of_word_suffix=""):
+        """Ids of a pre-tokenized piece (already byte-level); the suffix marks its last symbol."""
+        key = (piece, end_of_word_suffix)
+        if key in self.cache:
+            return self.cache[key]
         symbols = list(piece)
+        if end_of_word_suffix and symbols:
+            symbols[-1] += end_of_word_suffix
         while len(symbols) > 1:
             pairs = [(self.ranks.get(p, 1 << 30), k) for k, p in enumerate(zip(symbols, symbols[1:]))]
             rank, _ = min(pairs)
@@ -752,7 +869,7 @@ class ByteLevelBpe:
                     k += 1
             symbols = out
         ids = [self.vocab[s] for s in symbols]
-        self.cache[piece] = ids
+        self.cache[key] = ids
         return ids
 
 
@@ -889,10 +1006,15 @@ QWEN_ADDED = [
 ]
 
 
-def make_qwen3(shared_dir, model_max_length):
+def make_qwen3(shared_dir, model_max_length, appends_end=True, whole_words=()):
     # Qwen2's tokenizer as Qwen3-Embedding ships it, the BPE part trained here: the BPE tokens, then
     # <|endoftext|> (pad, and appended by the post-processor), <|im_start|>, <|im_end|> (eos), ...
+    # Qwen3-Reranker ships Qwen3's own (`appends_end=False`): a ByteLevel post-processor that adds
+    # nothing. `whole_words` become single tokens, as in the real vocabulary ("yes", "no"), by merges
+    # appended after the trained ones.
     vocab, merges = train_byte_level(training_texts(shared_dir), QWEN2_PATTERN, 4000, [])
+    for word in whole_words:
+        merges, vocab = _merged_whole(word, merges, vocab)
     n = len(vocab)
     added = [added_token(n + k, c, special=sp) for k, (c, sp) in enumerate(QWEN_ADDED)]
     eot = added[0]["id"]
@@ -904,7 +1026,8 @@ def make_qwen3(shared_dir, model_max_length):
             {"type": "Split", "pattern": {"Regex": QWEN2_PATTERN}, "behavior": "Isolated", "invert": False},
             byte_level_step,
         ]},
-        "post_processor": template("$A:0 <|endoftext|>:0", "$A:0 <|endoftext|>:0 $B:1 <|endoftext|>:1", [("<|endoftext|>", eot)]),
+        "post_processor": (template("$A:0 <|endoftext|>:0", "$A:0 <|endoftext|>:0 $B:1 <|endoftext|>:1", [("<|endoftext|>", eot)])
+                           if appends_end else byte_level_step),
         "decoder": byte_level_step,
         "model": bpe_model(vocab, merges, True, continuing_subword_prefix="", end_of_word_suffix=""),
     }
@@ -931,11 +1054,142 @@ def make_qwen3(shared_dir, model_max_length):
         "merges.txt": ("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)).encode("utf-8"),
     }
     tok.pad_id = eot
-    tok._set_template([], [eot], ([], [eot], [eot]), 1)
+    if appends_end:
+        tok._set_template([], [eot], ([], [eot], [eot]), 1)
+    else:
+        tok._set_template([], [], ([], [], []), 0)
     return tok
 
 
-_MAKERS = {"bert": make_bert, "mpnet": make_mpnet, "xlmr": make_xlmr, "modernbert": make_modernbert, "qwen3": make_qwen3}
+# CLIP's pre-tokenizer regex (transformers' CLIPConverter): contractions, letter runs, single
+# digits, runs of anything else; whitespace between the matches is dropped.
+CLIP_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
+CLIP_SUFFIX = "</w>"
+
+
+def clip_normalize(text):
+    """NFC, runs of whitespace to one space, lowercase (per character, as HF tokenizers does)."""
+    text = regex.sub(r"\s+", " ", unicodedata.normalize("NFC", text))
+    return "".join(ch.lower() for ch in text)
+
+
+class ClipTokenizer(StandInTokenizer):
+    """
+    CLIP's fast tokenizer: added tokens split out (matched in the normalized text), the normalizer
+    above, the CLIP regex (matches kept), bytes to GPT-2's characters, BPE whose word-final symbols
+    carry `</w>`; `<|startoftext|> A <|endoftext|>`.
+    """
+
+    def __init__(self, vocab, merges, added_tokens):
+        self.kind = "clip"
+        self.bpe = ByteLevelBpe(vocab, merges)
+        self.added = AddedTokens(added_tokens)
+        self.vocab_size = len(vocab)
+
+    def encode(self, text):
+        ids = []
+        for piece, token in AddedTokens.split(text, self.added.raw):
+            if token is not None:
+                ids.append(token["id"])
+                continue
+            for sub, sub_token in AddedTokens.split(clip_normalize(piece), self.added.normalized):
+                if sub_token is not None:
+                    ids.append(sub_token["id"])
+                    continue
+                for word in regex.findall(CLIP_PATTERN, sub):
+                    ids.extend(self.bpe.word(byte_level(word), CLIP_SUFFIX))
+        return ids
+
+
+def train_clip_bpe(texts, vocab_size):
+    """CLIP's vocabulary layout: the 256 byte symbols, the same with `</w>`, the merges, then
+    `<|startoftext|>` and `<|endoftext|>` as the last two ids (the end token must be the largest id:
+    the text model pools at argmax(input_ids))."""
+    words = {}
+    for text in texts + EDGE_TEXTS * 5:
+        for word in regex.findall(CLIP_PATTERN, clip_normalize(text)):
+            symbols = list(byte_level(word))
+            symbols[-1] += CLIP_SUFFIX
+            words[tuple(symbols)] = words.get(tuple(symbols), 0) + 1
+    base = list(BYTE_CHARS.values())
+    base += [c + CLIP_SUFFIX for c in base]
+    merges = train_bpe(words, vocab_size - len(base) - 2)
+    vocab = {}
+    for token in base + [a + b for a, b in merges]:
+        vocab.setdefault(token, len(vocab))
+    return vocab, merges
+
+
+def make_clip(shared_dir, model_max_length):
+    # openai/clip-vit-base-patch32's tokenizer (as transformers converts CLIPTokenizer), the BPE part
+    # trained here; Xenova's CLIP repositories ship the same files.
+    vocab, merges = train_clip_bpe(training_texts(shared_dir), 4096)
+    n = len(vocab)
+    added = [added_token(n, "<|startoftext|>", normalized=True), added_token(n + 1, "<|endoftext|>", normalized=True)]
+    for t in added:
+        vocab[t["content"]] = t["id"]
+    bos, eos = n, n + 1
+    tokenizer = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "NFC"},
+            {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
+            {"type": "Lowercase"},
+        ]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": CLIP_PATTERN}, "behavior": "Removed", "invert": True},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        ]},
+        "post_processor": {"type": "RobertaProcessing", "sep": ["<|endoftext|>", eos], "cls": ["<|startoftext|>", bos],
+                           "trim_offsets": False, "add_prefix_space": False},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": bpe_model(vocab, merges, False, continuing_subword_prefix="", end_of_word_suffix=CLIP_SUFFIX)
+        | {"unk_token": "<|endoftext|>"},
+    }
+
+    def special(name):
+        return {"content": name, "lstrip": False, "normalized": True, "rstrip": False, "single_word": False}
+
+    special_tokens_map = {"bos_token": special("<|startoftext|>"), "eos_token": special("<|endoftext|>"),
+                          "pad_token": "<|endoftext|>", "unk_token": special("<|endoftext|>")}
+    tokenizer_config = {
+        "add_prefix_space": False,
+        "added_tokens_decoder": {str(t["id"]): {k: v for k, v in t.items() if k != "id"} for t in added},
+        "bos_token": "<|startoftext|>", "clean_up_tokenization_spaces": True, "do_lower_case": True,
+        "eos_token": "<|endoftext|>", "errors": "replace", "model_max_length": model_max_length,
+        "pad_token": "<|endoftext|>", "tokenizer_class": "CLIPTokenizer", "unk_token": "<|endoftext|>",
+    }
+    tok = ClipTokenizer(vocab, merges, added)
+    by_id = sorted(vocab, key=vocab.get)
+    tok.files = {
+        "tokenizer.json": _json_bytes(tokenizer),
+        "tokenizer_config.json": _json_bytes(tokenizer_config),
+        "special_tokens_map.json": _json_bytes(special_tokens_map),
+        "vocab.json": (json.dumps({t: vocab[t] for t in by_id}, ensure_ascii=False) + "\n").encode("utf-8"),
+        "merges.txt": ("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)).encode("utf-8"),
+    }
+    tok.pad_id = eos
+    tok.bos_id, tok.eos_id = bos, eos
+    tok._set_template([bos], [eos], ([bos], [eos, eos], [eos]), 0)
+    return tok
+
+
+def _merged_whole(word, merges, vocab):
+    """Merges (and vocabulary entries) that make `word`'s byte-level pieces one token: the pieces
+    the trained merges leave, joined left to right."""
+    symbols = ByteLevelBpe(vocab, merges).word(byte_level(word))
+    by_id = {i: p for p, i in vocab.items()}
+    parts = [by_id[i] for i in symbols]
+    merges, vocab = list(merges), dict(vocab)
+    while len(parts) > 1:
+        merges.append((parts[0], parts[1]))
+        parts = [parts[0] + parts[1]] + parts[2:]
+        vocab.setdefault(parts[0], len(vocab))
+    return merges, vocab
+
+
+_MAKERS = {"bert": make_bert, "mpnet": make_mpnet, "xlmr": make_xlmr, "modernbert": make_modernbert, "qwen3": make_qwen3,
+           "clip": make_clip, "siglip": make_siglip}
 
 
 def make_tokenizer(kind, shared_dir, model_max_length):

@@ -156,10 +156,13 @@ export function catalogueTable(catalogue: Catalogue): string {
     )
     .map((m) => {
       const source = m.source as { repo: string; revision?: string };
+      // The Matryoshka widths below the full one, and the card's step before a cut (#matryoshka-cuts).
+      const cuts = [
+        ...(m.matryoshkaDimensions ? [m.matryoshkaDimensions.filter((d) => d !== m.dimensions).join(', ')] : []),
+        ...(m.beforeCut ? [`${m.beforeCut.step.replace('-', ' ')} before the cut`] : []),
+      ];
       const width =
-        m.task === 'embedding'
-          ? `${m.dimensions ?? '?'}${m.matryoshkaDimensions ? ` (${m.matryoshkaDimensions.filter((d) => d !== m.dimensions).join(', ')})` : ''}`
-          : '-';
+        m.task === 'embedding' ? `${m.dimensions ?? '?'}${cuts.length ? ` (${cuts.join('; ')})` : ''}` : '-';
       return [
         `[${source.repo}](https://huggingface.co/${source.repo}) \`${source.revision?.slice(0, 7) ?? 'main'}\``,
         m.task,

@@ -4,7 +4,7 @@
 import { ApiError, invalid } from '../errors.js';
 import type { OutputKind } from '../models/heads.js';
 import type { ServedModel } from '../models/registry.js';
-import { cutDimensions, l2NormalizeRows } from '../vectors/normalize.js';
+import { applyBeforeCut, cutDimensions, l2NormalizeRows } from '../vectors/normalize.js';
 import type { CachedJob } from './cache/embedding-cache.js';
 import type { CoreContext, Timings } from './context.js';
 import { promptFor } from './prompts.js';
@@ -28,7 +28,10 @@ export type EmbeddingInput = string | string[] | number[] | number[][] | Embeddi
 export interface EmbedRequest {
   model?: string;
   input: EmbeddingInput;
-  /** 0 or absent: the model's own width. */
+  /**
+   * 0 or absent: the model's own width, the vectors as they are. N: Matryoshka vectors of N
+   * components, as the model's card computes them (its step before a cut, then the first N, L2).
+   */
   dimensions?: number;
   /**
    * The prompt put before each text: `query` or `document` (the model's prompt of that kind), or any
@@ -42,7 +45,8 @@ export interface EmbedRequest {
   /**
    * L2-normalise the vectors: absent follows the model's own configuration (and normalises when
    * `dimensions` is given), true normalises even for a model that does not, false returns the
-   * pooled vectors as they are (they are still renormalised after a dimension cut).
+   * pooled vectors as they are (they are still renormalised after a dimension cut, and a
+   * `dimensions` of the full width still takes the model's step before a cut).
    */
   normalize?: boolean;
   /**
@@ -222,9 +226,12 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
     ? await ctx.embeddingCache.run(model, sequences, compute)
     : await compute(sequences);
   let vectors = job.output;
-  // Asking for a width asks for Matryoshka vectors: cut, then normalised (cutDimensions does both),
-  // and normalised even when the width asked for is the full one.
+  // Asking for a width asks for Matryoshka vectors as the model's card computes them: its step
+  // before a cut (nomic-embed-text-v1.5's layer norm) over the full width, then cut and normalised
+  // (cutDimensions does both), normalised even when the width asked for is the full one. The rows
+  // are this request's own (the cache hands out copies), so the step works in place.
   const cut = request.dimensions !== undefined && request.dimensions !== 0;
+  if (cut && model.beforeCut) applyBeforeCut(vectors, job.width, model.beforeCut);
   if (dimensions !== job.width) vectors = cutDimensions(vectors, job.width, dimensions);
   else if (request.normalize ?? (model.normalize || cut)) l2NormalizeRows(vectors, job.width);
   return {

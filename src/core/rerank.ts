@@ -17,6 +17,7 @@ import { sigmoid } from '../vectors/scores.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeDocument, encodeQuery, maxSim, tokenVectors } from './late-interaction.js';
 import { mapInSlices } from './map-in-slices.js';
+import { templatePairs, type TemplatePairs } from './template-pairs.js';
 
 export interface RerankRequest {
   model?: string;
@@ -26,6 +27,8 @@ export interface RerankRequest {
   topN?: number;
   /** Cut each document to this many tokens before scoring (Cohere's max_tokens_per_doc). */
   maxTokensPerDoc?: number;
+  /** What relevance means, for a reranker that takes an instruction (Qwen3-Reranker); absent: its default. */
+  instruction?: string;
 }
 
 export interface RerankScore {
@@ -89,38 +92,28 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
     throw invalid('max_tokens_per_doc', 'max_tokens_per_doc must be a positive integer.');
   }
 
+  if (request.instruction !== undefined) {
+    if (!model.rerankTemplate)
+      throw invalid(
+        'instruction',
+        `The model "${model.id}" takes no instruction; instruction-following rerankers (Qwen3-Reranker) do.`,
+      );
+    if (request.instruction.length === 0) throw invalid('instruction', 'instruction must not be empty.');
+    if (request.instruction.length > ctx.limits.maxInputChars)
+      throw invalid(
+        'instruction',
+        `instruction has ${request.instruction.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`,
+      );
+  }
+
   if (model.lateInteraction) return rerankByMaxSim(ctx, model, request, topN, signal);
 
   const started = performance.now();
-  const tokenizer = model.tokenizer;
-  const queryIds = tokenizer.encode(query);
-  // Windows are at least half the room long; an overlap above a quarter of the room would make
-  // consecutive windows mostly repeat each other (and small models could not honour it at all).
-  const room = model.maxTokens - tokenizer.pairSpecials;
-  const overlap = Math.min(ctx.limits.rerankChunkOverlap, Math.floor(room / 4));
-  const chunkOptions = { overlap, maxChunks: ctx.limits.rerankMaxChunks };
-  const owners: number[] = [];
-  const inputs: { ids: Int32Array; typeIds: Uint8Array }[] = [];
-  let documentTokens = 0;
-  const perDocument = await mapInSlices(
-    documents,
-    (doc) => {
-      let docIds = tokenizer.encode(doc);
-      if (request.maxTokensPerDoc !== undefined && docIds.length > request.maxTokensPerDoc)
-        docIds = docIds.subarray(0, request.maxTokensPerDoc);
-      documentTokens += docIds.length;
-      return chunkPair(queryIds, docIds, model.maxTokens, tokenizer.pairSpecials, chunkOptions).map((window) =>
-        tokenizer.pair(queryIds, window, model.maxTokens),
-      );
-    },
-    signal,
-  );
-  perDocument.forEach((pairs, index) => {
-    for (const pair of pairs) {
-      inputs.push(pair);
-      owners.push(index);
-    }
-  });
+  const chunking = { overlap: ctx.limits.rerankChunkOverlap, maxChunks: ctx.limits.rerankMaxChunks };
+  const built = model.rerankTemplate
+    ? await templatePairs(model, model.rerankTemplate, request, chunking, signal)
+    : await crossEncoderPairs(model, request, chunking, signal);
+  const { inputs, owners, documentTokens } = built;
   const tokenizeMs = performance.now() - started;
   let totalTokens = 0;
   for (const input of inputs) totalTokens += input.ids.length;
@@ -139,11 +132,50 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
     model: model.id,
     results: topN > 0 ? results.slice(0, topN) : results,
     totalTokens,
-    queryTokens: queryIds.length,
+    queryTokens: built.leadTokens,
     documentTokens,
     pairs: inputs.length,
     timings: { tokenizeMs, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs },
   };
+}
+
+/** A cross-encoder's inputs: the query paired with each document window, its special tokens around them. */
+async function crossEncoderPairs(
+  model: ServedModel,
+  request: RerankRequest,
+  chunking: { overlap: number; maxChunks: number },
+  signal?: AbortSignal,
+): Promise<TemplatePairs> {
+  const tokenizer = model.tokenizer;
+  const queryIds = tokenizer.encode(request.query);
+  // Windows are at least half the room long; an overlap above a quarter of the room would make
+  // consecutive windows mostly repeat each other (and small models could not honour it at all).
+  const room = model.maxTokens - tokenizer.pairSpecials;
+  const overlap = Math.min(chunking.overlap, Math.floor(room / 4));
+  const chunkOptions = { overlap, maxChunks: chunking.maxChunks };
+  const owners: number[] = [];
+  const inputs: { ids: Int32Array; typeIds: Uint8Array }[] = [];
+  let documentTokens = 0;
+  const perDocument = await mapInSlices(
+    request.documents,
+    (doc) => {
+      let docIds = tokenizer.encode(doc);
+      if (request.maxTokensPerDoc !== undefined && docIds.length > request.maxTokensPerDoc)
+        docIds = docIds.subarray(0, request.maxTokensPerDoc);
+      documentTokens += docIds.length;
+      return chunkPair(queryIds, docIds, model.maxTokens, tokenizer.pairSpecials, chunkOptions).map((window) =>
+        tokenizer.pair(queryIds, window, model.maxTokens),
+      );
+    },
+    signal,
+  );
+  perDocument.forEach((pairs, index) => {
+    for (const pair of pairs) {
+      inputs.push(pair);
+      owners.push(index);
+    }
+  });
+  return { inputs, owners, leadTokens: queryIds.length, documentTokens };
 }
 
 /** Rerank with a ColBERT model: each document (its best window) scored by MaxSim against the query's token vectors. */

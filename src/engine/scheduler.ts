@@ -11,6 +11,10 @@
  *
  * A model that gives several kinds of output (dense, sparse, token vectors) has a queue per kind,
  * so a batch never mixes them; sparse and token results have rows of their own lengths.
+ *
+ * Bulk work (a batch's requests) has queues of its own, served only when no interactive queue can
+ * take the free slot: a user's request waits at most for the batches already running, never
+ * behind bulk inputs still queued.
  */
 import { onAbort } from '../abort.js';
 import { ApiError } from '../errors.js';
@@ -81,6 +85,9 @@ export interface SchedulerOptions {
   maxInFlight: number;
 }
 
+/** Interactive requests go first; bulk inputs take the slots they leave. */
+export type Priority = 'interactive' | 'bulk';
+
 export interface BatchObserver {
   onBatch?(
     model: string,
@@ -109,6 +116,7 @@ class Job {
   constructor(
     readonly model: string,
     readonly kind: OutputKind,
+    readonly priority: Priority,
     count: number,
     readonly resolve: (result: JobResult) => void,
     readonly reject: (error: unknown) => void,
@@ -132,6 +140,7 @@ interface Item {
 interface Queue {
   model: string;
   kind: OutputKind;
+  priority: Priority;
   items: Item[];
   maxBatchSize: number;
 }
@@ -164,16 +173,16 @@ export class Scheduler {
     for (const [key, queue] of this.queues)
       if (queue.model === model.id) this.queues.set(key, { ...queue, maxBatchSize });
     if (!this.queues.has(model.id))
-      this.queues.set(model.id, { model: model.id, kind: 'dense', items: [], maxBatchSize });
+      this.queues.set(model.id, { model: model.id, kind: 'dense', priority: 'interactive', items: [], maxBatchSize });
   }
 
-  /** The queue of a model's output kind, made on first use (undefined for a model not served). */
-  private queueOf(model: string, kind: OutputKind): Queue | undefined {
+  /** The queue of a model's output kind and priority, made on first use (undefined for a model not served). */
+  private queueOf(model: string, kind: OutputKind, priority: Priority = 'interactive'): Queue | undefined {
     const dense = this.queues.get(model);
-    if (!dense || kind === 'dense') return dense;
-    const key = `${model}\u0000${kind}`;
+    if (!dense || (kind === 'dense' && priority === 'interactive')) return dense;
+    const key = `${model}\u0000${kind}${priority === 'bulk' ? '\u0000bulk' : ''}`;
     let queue = this.queues.get(key);
-    if (!queue) this.queues.set(key, (queue = { model, kind, items: [], maxBatchSize: dense.maxBatchSize }));
+    if (!queue) this.queues.set(key, (queue = { model, kind, priority, items: [], maxBatchSize: dense.maxBatchSize }));
     return queue;
   }
 
@@ -210,8 +219,14 @@ export class Scheduler {
     this.checkIdle(model);
   }
 
-  submit(model: string, inputs: EngineInput[], signal?: AbortSignal, kind: OutputKind = 'dense'): Promise<JobResult> {
-    const queue = this.queueOf(model, kind);
+  submit(
+    model: string,
+    inputs: EngineInput[],
+    signal?: AbortSignal,
+    kind: OutputKind = 'dense',
+    priority: Priority = 'interactive',
+  ): Promise<JobResult> {
+    const queue = this.queueOf(model, kind, priority);
     if (!queue) return Promise.reject(new ApiError('model_not_found', `The model "${model}" is not served here.`));
     if (this.closed) return Promise.reject(new ApiError('shutting_down'));
     if (signal?.aborted) return Promise.reject(new ApiError('client_closed'));
@@ -243,7 +258,7 @@ export class Scheduler {
       );
     }
     return new Promise<JobResult>((resolve, reject) => {
-      const job = new Job(model, kind, inputs.length, resolve, reject);
+      const job = new Job(model, kind, priority, inputs.length, resolve, reject);
       const now = performance.now();
       for (let i = 0; i < inputs.length; i++) {
         const input = inputs[i]!;
@@ -272,7 +287,7 @@ export class Scheduler {
 
   private cancel(job: Job): void {
     if (job.settled) return;
-    const queue = this.queueOf(job.model, job.kind)!;
+    const queue = this.queueOf(job.model, job.kind, job.priority)!;
     queue.items = queue.items.filter((item) => item.job !== job);
     this.settle(job, new ApiError('client_closed'));
     this.checkIdle(job.model);
@@ -307,12 +322,21 @@ export class Scheduler {
     job.resolve({ output, width: job.width, counts, indices, ...timing });
   }
 
-  /** Of the queues whose lane can take a batch now, the one whose oldest item has waited longest. */
+  /**
+   * Of the queues whose lane can take a batch now, the one whose oldest item has waited longest:
+   * an interactive queue before any bulk one.
+   */
   private nextQueue(): { queue: Queue; lane: Lane } | undefined {
     let best: { queue: Queue; lane: Lane } | undefined;
     for (const queue of this.queues.values()) {
       const head = queue.items[0];
-      if (!head || (best && head.enqueuedAt >= best.queue.items[0]!.enqueuedAt)) continue;
+      if (!head) continue;
+      if (best) {
+        const bulk = queue.priority === 'bulk';
+        const bestBulk = best.queue.priority === 'bulk';
+        if (bulk && !bestBulk) continue;
+        if (bulk === bestBulk && head.enqueuedAt >= best.queue.items[0]!.enqueuedAt) continue;
+      }
       const lane = this.lanes.lane(queue.model);
       if (!lane || !this.hasRoom(queue.model, lane)) continue;
       best = { queue, lane };

@@ -10,6 +10,7 @@ import { ApiError } from '../errors.js';
 import { clientSignal } from './client-signal.js';
 import { version } from '../version.js';
 import { apiKeyAuth } from './auth.js';
+import { batchRoutes } from './batches.js';
 import { classifyRoutes } from './classify.js';
 import { compatRoutes } from './compat/index.js';
 import { embeddingsRoutes } from './embeddings.js';
@@ -142,6 +143,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     await api.register(searchRoutes, services);
     await api.register(readerRoutes, services);
     await api.register(imagesRoutes, services);
+    await api.register(batchRoutes, services);
     await api.register(unsupportedRoutes);
   });
 

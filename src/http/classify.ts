@@ -5,13 +5,14 @@
  * of a regression head; `raw_scores` (Infinity's field) asks for the logits of any model.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
+import type { CoreContext } from '../core/context.js';
 import { classify } from '../core/classify.js';
 import type { HttpServices } from './services.js';
 import { errorResponses, responseHeaders, withHeaders } from './schemas.js';
 import { operationPhases, reportTimings } from './timing.js';
 
-const ClassifyBody = Type.Object(
+export const ClassifyBody = Type.Object(
   {
     input: Type.Union([Type.String(), Type.Array(Type.String())], { description: 'A text or texts to classify.' }),
     model: Type.Optional(
@@ -51,6 +52,33 @@ const ClassifyResponse = Type.Object({
   }),
 });
 
+/** What POST /v1/classify answers for `body`; batches run their requests through it too. */
+export async function classifyTexts(core: CoreContext, body: Static<typeof ClassifyBody>, signal: AbortSignal) {
+  const inputs = typeof body.input === 'string' ? [body.input] : body.input;
+  const result = await classify(core, { model: body.model, inputs, truncate: body.truncate }, signal);
+  const width = result.labels.length;
+  const values = body.raw_scores ? result.logits : result.scores;
+  const answer = {
+    id: `classify-${result.id.replace(/-/g, '')}`,
+    object: 'list' as const,
+    created: Math.floor(Date.now() / 1000),
+    model: result.model,
+    data: inputs.map((_, index) => {
+      const row = Array.from(values.subarray(index * width, (index + 1) * width));
+      let top = 0;
+      for (let i = 1; i < width; i++) if (row[i]! > row[top]!) top = i;
+      return { index, label: result.labels[top]!, probs: row, num_classes: width };
+    }),
+    usage: {
+      prompt_tokens: result.promptTokens,
+      total_tokens: result.promptTokens,
+      completion_tokens: 0,
+      prompt_tokens_details: null,
+    },
+  };
+  return { result, answer };
+}
+
 export const classifyRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core }) => {
   app.post(
     '/v1/classify',
@@ -63,30 +91,9 @@ export const classifyRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (ap
       },
     },
     async (request, reply) => {
-      const body = request.body;
-      const inputs = typeof body.input === 'string' ? [body.input] : body.input;
-      const result = await classify(core, { model: body.model, inputs, truncate: body.truncate }, request.clientSignal);
+      const { result, answer } = await classifyTexts(core, request.body, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
-      const width = result.labels.length;
-      const values = body.raw_scores ? result.logits : result.scores;
-      return {
-        id: `classify-${result.id.replace(/-/g, '')}`,
-        object: 'list' as const,
-        created: Math.floor(Date.now() / 1000),
-        model: result.model,
-        data: inputs.map((_, index) => {
-          const row = Array.from(values.subarray(index * width, (index + 1) * width));
-          let top = 0;
-          for (let i = 1; i < width; i++) if (row[i]! > row[top]!) top = i;
-          return { index, label: result.labels[top]!, probs: row, num_classes: width };
-        }),
-        usage: {
-          prompt_tokens: result.promptTokens,
-          total_tokens: result.promptTokens,
-          completion_tokens: 0,
-          prompt_tokens_details: null,
-        },
-      };
+      return answer;
     },
   );
 };

@@ -11,19 +11,20 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import type { FastifyReply } from 'fastify';
 import { reportCacheHits } from './cache-hits.js';
+import type { CoreContext } from '../core/context.js';
 import { embed, type EmbedResult } from '../core/embeddings.js';
 import { quantizeEmbeddings, type QuantizedEmbeddings } from '../core/quantized-embeddings.js';
 import { invalid } from '../errors.js';
 import { embedSparse, type SparseEmbedResult } from '../core/sparse.js';
 import { float32ToBase64, float32ToJson } from '../vectors/encoding.js';
 import { EmbeddingsInputSchema, MessagesSchema, ModalitySchema, readEmbeddingsInput } from './embedding-inputs.js';
-import { imageSourceOptions } from './image-sources.js';
+import { imageSourceOptions, type ImageSourceOptions } from './image-sources.js';
 import { sendJsonText } from './json-text.js';
 import type { HttpServices } from './services.js';
 import { ErrorResponse, errorResponses, responseHeaders, withHeaders } from './schemas.js';
 import { operationPhases, reportTimings } from './timing.js';
 
-const EmbeddingsBody = Type.Object(
+export const EmbeddingsBody = Type.Object(
   {
     input: Type.Optional(EmbeddingsInputSchema),
     messages: Type.Optional(MessagesSchema),
@@ -58,7 +59,8 @@ const EmbeddingsBody = Type.Object(
     dimensions: Type.Optional(
       Type.Integer({
         minimum: 0,
-        description: '0 or absent: native width; 1..native: first N components, L2-renormalised.',
+        description:
+          '0 or absent: native width; 1..native: first N components, L2-renormalised (the Matryoshka cut, after the step the model card puts before it, if any).',
       }),
     ),
     user: Type.Optional(Type.String()),
@@ -70,7 +72,7 @@ const EmbeddingsBody = Type.Object(
   },
   { additionalProperties: true },
 );
-type EmbeddingsBody = Static<typeof EmbeddingsBody>;
+export type EmbeddingsBody = Static<typeof EmbeddingsBody>;
 
 const EmbeddingsResponse = Type.Object({
   object: Type.Literal('list'),
@@ -129,6 +131,38 @@ export function serializeSparseEmbeddings(result: SparseEmbedResult): string {
   return `{"object":"list","data":[${parts.join(',')}],"model":${JSON.stringify(result.model)},"usage":{"prompt_tokens":${result.promptTokens},"total_tokens":${result.promptTokens}}}`;
 }
 
+/**
+ * What POST /v1/embeddings answers for `body` (with `model` from the path or the body), as JSON
+ * text; batches run their requests through it too.
+ */
+export async function createEmbeddings(
+  core: CoreContext,
+  answerLimit: number,
+  imageOptions: ImageSourceOptions & { maxInputs: number },
+  body: EmbeddingsBody,
+  model: string | undefined,
+  signal: AbortSignal,
+): Promise<{ result: EmbedResult | SparseEmbedResult; payload: string }> {
+  const format = body.encoding_format ?? 'float';
+  const { input } = await readEmbeddingsInput(body, imageOptions, signal);
+  if (format === 'sparse') {
+    if (body.dimensions)
+      throw invalid('dimensions', 'dimensions does not apply to sparse vectors; top_k keeps the largest weights.');
+    const result = await embedSparse(
+      core,
+      { model, input, inputType: body.input_type, topK: body.top_k, answerLimit },
+      signal,
+    );
+    return { result, payload: serializeSparseEmbeddings(result) };
+  }
+  if (body.top_k !== undefined)
+    throw invalid('top_k', 'top_k applies to sparse vectors only: send "encoding_format": "sparse".');
+  const request = { model, input, dimensions: body.dimensions, inputType: body.input_type };
+  const result = await embed(core, request, signal);
+  if (format === 'float' || format === 'base64') return { result, payload: serializeEmbeddings(result, format) };
+  return { result, payload: serializeEmbeddings(result, await quantizeEmbeddings(core, request, result, format)) };
+}
+
 export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, config }) => {
   const answerLimit = config.maxResponseMb * 1024 * 1024;
   const imageOptions = { ...imageSourceOptions(config), maxInputs: config.maxInputs };
@@ -144,26 +178,8 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
     },
   };
 
-  const handle = async (body: EmbeddingsBody, model: string | undefined, signal: AbortSignal) => {
-    const format = body.encoding_format ?? 'float';
-    const { input } = await readEmbeddingsInput(body, imageOptions, signal);
-    if (format === 'sparse') {
-      if (body.dimensions)
-        throw invalid('dimensions', 'dimensions does not apply to sparse vectors; top_k keeps the largest weights.');
-      const result = await embedSparse(
-        core,
-        { model, input, inputType: body.input_type, topK: body.top_k, answerLimit },
-        signal,
-      );
-      return { result, payload: serializeSparseEmbeddings(result) };
-    }
-    if (body.top_k !== undefined)
-      throw invalid('top_k', 'top_k applies to sparse vectors only: send "encoding_format": "sparse".');
-    const request = { model, input, dimensions: body.dimensions, inputType: body.input_type };
-    const result = await embed(core, request, signal);
-    if (format === 'float' || format === 'base64') return { result, payload: serializeEmbeddings(result, format) };
-    return { result, payload: serializeEmbeddings(result, await quantizeEmbeddings(core, request, result, format)) };
-  };
+  const handle = (body: EmbeddingsBody, model: string | undefined, signal: AbortSignal) =>
+    createEmbeddings(core, answerLimit, imageOptions, body, model, signal);
 
   app.post('/v1/embeddings', { schema: { ...schema, summary: 'Create embeddings' } }, async (request, reply) => {
     const { result, payload } = await handle(request.body, request.body.model, request.clientSignal);

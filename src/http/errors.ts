@@ -9,7 +9,7 @@ import { timedOut } from './client-signal.js';
 import type { OutputKind } from '../models/heads.js';
 
 /** "/documents/0/text" -> "documents[0].text" */
-function paramFromPath(path: string, missing?: string): string | null {
+export function paramFromPath(path: string, missing?: string): string | null {
   const parts = path.split('/').filter(Boolean);
   if (missing) parts.push(missing);
   if (parts.length === 0) return null;
@@ -60,7 +60,7 @@ const askedBy: Record<OutputKind, string> = {
 };
 
 /** A domain error as this API tells it: core/ names no routes, so the routes that would serve the request are added here. */
-function inApiTerms(error: ApiError): ApiError {
+export function inApiTerms(error: ApiError): ApiError {
   if (!(error instanceof OutputKindError)) return error;
   return new OutputKindError(error.model, error.wanted, error.gives, (kind) => askedBy[kind]);
 }

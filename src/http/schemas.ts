@@ -81,3 +81,9 @@ export const keepAliveSchema = Type.Union([Type.String(), Type.Number()], {
   description:
     'How long the model stays loaded once idle: a duration (`5m`, `30s`, `1h30m`), a number of seconds, negative: until the server stops, 0: unloaded as soon as it is idle. Absent: the keepAlive setting.',
 });
+
+/** The rerank routes' `instruction`: what relevance means, for a reranker that takes one. */
+export const instructionField = Type.String({
+  description:
+    "What relevance means, in the model's own words (Qwen3-Reranker's `<Instruct>`). Absent: the model card's instruction. Refused for rerankers that take none.",
+});

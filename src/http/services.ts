@@ -1,3 +1,4 @@
+import type { BatchService } from '../batch/service.js';
 import type { Config } from '../config.js';
 import type { CoreContext } from '../core/context.js';
 import type { SearchService } from '../search/service.js';
@@ -39,6 +40,8 @@ export interface HttpServices {
     | 'manifestsDir'
     | 'hfEndpoint'
     | 'onnxVariant'
+    // Uploads to the files API.
+    | 'fileMaxMb'
   >;
   core: CoreContext;
   registry: Registry;
@@ -46,6 +49,8 @@ export interface HttpServices {
   isReady: () => boolean;
   /** Web search tasks and the local index (absent: the routes are not served). */
   search?: SearchService;
+  /** The files API and batches (absent: the routes are not served). */
+  batch?: BatchService;
   /** Prometheus metrics (absent: no /metrics route). */
   metrics?: Metrics;
   /** Image edits (absent: the route answers that no image model is served). */

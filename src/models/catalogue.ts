@@ -6,11 +6,13 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { BeforeCut } from '../vectors/normalize.js';
 import { poolings, type Pooling } from '../vectors/pooling.js';
 import { ModelFilesError, type Task } from './facts.js';
 
 export type { Task } from './facts.js';
 export type { Pooling } from '../vectors/pooling.js';
+export type { BeforeCut } from '../vectors/normalize.js';
 
 export interface HubSource {
   kind: 'hub';
@@ -38,6 +40,11 @@ export interface Manifest {
   maxTokens?: number;
   dimensions?: number;
   matryoshkaDimensions?: number[];
+  /**
+   * What the model's card does to the full-width vector before a Matryoshka cut (`dimensions`):
+   * nomic-embed-text-v1.5's layer norm. Absent: the cut is the first N components, L2-normalised.
+   */
+  beforeCut?: BeforeCut;
   /**
    * The model's prompts by name (query, document, ...): used when its files declare none, as for
    * models whose prefixes are only documented (e5's "query: ", bge's query instruction).
@@ -149,7 +156,17 @@ function validateManifest(value: unknown, file: string): Manifest {
   if (m.source.kind === 'hub' && m.source.files !== undefined && !Array.isArray(m.source.files))
     fail('source.files must be a list of paths');
   if (m.pooling !== undefined && !poolings.includes(m.pooling)) fail(`pooling must be one of ${poolings.join(', ')}`);
+  if (m.beforeCut !== undefined) validateBeforeCut(m, fail);
   return m;
+}
+
+function validateBeforeCut(m: Manifest, fail: (why: string) => never): void {
+  const before = m.beforeCut!;
+  if (m.task !== 'embedding') fail('beforeCut belongs to an "embedding" model');
+  if (typeof before !== 'object' || before === null || before.step !== 'layer-norm')
+    fail('beforeCut.step must be "layer-norm"');
+  if (typeof before.epsilon !== 'number' || !(before.epsilon > 0) || !Number.isFinite(before.epsilon))
+    fail("beforeCut.epsilon must be a positive number (torch's layer_norm eps: 1e-5)");
 }
 
 function validateModeration(m: Manifest, fail: (why: string) => never): void {

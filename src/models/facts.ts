@@ -35,6 +35,7 @@ import {
   type LateInteractionFacts,
   type ModelHeads,
 } from './heads.js';
+import { rerankTemplates, yesNoRerankerOf, type YesNoFacts } from './yes-no-rerankers.js';
 
 export type Task = 'embedding' | 'rerank' | 'classify';
 
@@ -97,6 +98,8 @@ export interface ModelFacts {
   feeds: GraphFeeds;
   /** Files beside the graph that hold its weights (external data), relative to the graph's folder. */
   externalData: string[];
+  /** A reranker scored by the logits of its answer tokens, with its template (yes-no-rerankers.ts). */
+  yesNo?: YesNoFacts;
 }
 
 /**
@@ -151,7 +154,9 @@ export async function readModelFacts(
     );
   }
 
-  const task: Task = taskHint ?? taskFromConfig(config, stConfig);
+  const yesNo = yesNoRerankerOf(config, graph.outputs, label, taskHint ?? taskFromConfig(config, stConfig));
+  if (yesNo && 'refused' in yesNo) throw new ModelFilesError(`Model "${label}": ${yesNo.refused}.`);
+  const task: Task = yesNo ? 'rerank' : (taskHint ?? taskFromConfig(config, stConfig));
   // SPLADE and ColBERT models give no dense vector: their output and heads come from their own files.
   const special =
     task === 'embedding'
@@ -167,8 +172,12 @@ export async function readModelFacts(
     );
   }
 
-  const width = special?.width ?? outputWidth(output.info, config, task);
-  const id2label = labelsOf(config, headTasks.includes(task) ? width : 1);
+  // A causal LM reranker's cut graph gives the logits of its answer tokens, the positive first.
+  const answers = yesNo?.causal ? rerankTemplates[yesNo.template].answers : undefined;
+  const width = answers?.length ?? special?.width ?? outputWidth(output.info, config, task);
+  const id2label = answers
+    ? Object.fromEntries(answers.map((answer, i) => [String(i), answer]))
+    : labelsOf(config, headTasks.includes(task) ? width : 1);
   return {
     task,
     family: config.model_type ?? 'unknown',
@@ -182,7 +191,13 @@ export async function readModelFacts(
         : true,
     prompts: promptsOf(stConfig),
     defaultPromptName: stConfig?.default_prompt_name,
-    rerankScoring: task === 'rerank' ? scoringOf(width, id2label, label) : { kind: 'sigmoid' },
+    rerankScoring: answers
+      ? answers.length === 1
+        ? { kind: 'sigmoid' }
+        : { kind: 'softmax', positive: 0, labels: 2 }
+      : task === 'rerank'
+        ? scoringOf(width, id2label, label)
+        : { kind: 'sigmoid' },
     // A cross-encoder's scores are its rerank scores: the sigmoid of its one logit, or the softmax of two.
     activation: task === 'rerank' ? (width === 1 ? 'sigmoid' : 'softmax') : activationOf(config, width),
     declared: {
@@ -197,6 +212,7 @@ export async function readModelFacts(
     lateInteraction: special?.lateInteraction,
     feeds: feedsOf(graph.inputs, label),
     externalData: graph.externalData,
+    yesNo,
   };
 }
 

@@ -11,7 +11,7 @@ import { isAccelerator } from '../devices.js';
 import { ApiError } from '../errors.js';
 import { TextTokenizer } from '../text/tokenizer.js';
 import type { Pooling } from '../vectors/pooling.js';
-import type { Catalogue, Manifest, ModerationTable } from './catalogue.js';
+import type { BeforeCut, Catalogue, Manifest, ModerationTable } from './catalogue.js';
 import {
   ModelFilesError,
   readModelFacts,
@@ -23,6 +23,7 @@ import {
 } from './facts.js';
 import type { LateInteractionFacts, ModelHeads } from './heads.js';
 import { readLock, type ModelLock } from './lock.js';
+import { lastTokenGraph, rerankTemplates, type RerankTemplate } from './yes-no-rerankers.js';
 import { filesIn, modelDir } from './paths.js';
 import {
   externalDataFiles,
@@ -62,6 +63,12 @@ export interface LateInteraction extends Omit<LateInteractionFacts, 'skiplistWor
   skiplist: Set<number>;
 }
 
+/** A yes/no reranker's template with its fixed parts as token ids. */
+export interface ResolvedRerankTemplate extends RerankTemplate {
+  prefixIds: Int32Array;
+  suffixIds: Int32Array;
+}
+
 /** What other servers' model descriptions tell (TEI's /info, Ollama's /api/show), computed once at start. */
 export interface ModelDescription {
   /** config.json's `model_type` (bert, xlm-roberta, ...). */
@@ -96,6 +103,8 @@ export interface ServedModel extends ModelLoadSpec {
   dimensions: number;
   normalize: boolean;
   matryoshkaDimensions?: number[];
+  /** What `dimensions` does to the full-width vector before it cuts (the manifest's: its card's recipe). */
+  beforeCut?: BeforeCut;
   /** Prompts by name (sentence-transformers' `prompts`, plus a manifest's query / document prefixes). */
   prompts: Record<string, string>;
   /** The prompt applied when a request names none. */
@@ -103,6 +112,8 @@ export interface ServedModel extends ModelLoadSpec {
   rerankScoring: RerankScoring;
   /** Set for ColBERT models: they rerank by MaxSim over token vectors. */
   lateInteraction?: LateInteraction;
+  /** Set for yes/no rerankers (Qwen3-Reranker): pairs are written in this template, with an instruction. */
+  rerankTemplate?: ResolvedRerankTemplate;
   /** A classifier's (or a cross-encoder's) labels in logit order, and how its logits become scores. */
   labels: string[];
   activation: ClassifyActivation;
@@ -201,6 +212,15 @@ export async function loadServedModel(
   }
 
   const description = describe(onnxPath, dataFiles, variant, facts);
+  const rerankTemplate = facts.yesNo ? resolveTemplate(facts.yesNo.template, tokenizer) : undefined;
+  // A causal LM reranker runs its graph cut to the answer logits at the last token.
+  const servedGraph = facts.yesNo?.causal
+    ? cutGraph(
+        onnxPath,
+        rerankTemplate!.answers.map((answer) => answerId(answer, tokenizer, spec)),
+        spec,
+      )
+    : onnxPath;
   const id = served(baseId);
   const source = manifest?.source.kind === 'hub' ? manifest.source : undefined;
   const repo = source?.repo ?? (baseId.includes('/') ? baseId : undefined);
@@ -215,7 +235,7 @@ export async function loadServedModel(
     repo,
     // The commit the files came from: the lock's, else the manifest's pin.
     revision: lock?.commit ?? source?.revision,
-    onnxPath,
+    onnxPath: servedGraph,
     // A manifest states what the files leave open; where the files speak, they win.
     pooling: facts.declared.pooling ? facts.pooling : (manifest?.pooling ?? facts.pooling),
     padId: tokenizer.padId,
@@ -223,12 +243,14 @@ export async function loadServedModel(
     heads: facts.heads,
     specialIds: tokenizer.singleSpecialIds,
     lateInteraction: facts.lateInteraction ? resolveLateInteraction(facts.lateInteraction, tokenizer, spec) : undefined,
+    rerankTemplate,
     feeds: facts.feeds,
     tokenizer,
     maxTokens: facts.maxTokens,
     dimensions: facts.task === 'embedding' ? facts.width : 0,
     normalize: facts.declared.normalize ? facts.normalize : (manifest?.normalize ?? facts.normalize),
     matryoshkaDimensions: manifest?.matryoshkaDimensions,
+    beforeCut: manifest?.beforeCut,
     prompts: facts.declared.prompts ? facts.prompts : (manifest?.prompts ?? {}),
     defaultPromptName: facts.defaultPromptName,
     rerankScoring: facts.rerankScoring,
@@ -300,6 +322,29 @@ function filesIdentity(lock: ModelLock | undefined, onnxRelative: string, descri
   const checksum = locked?.sha256 ?? locked?.gitSha1;
   if (lock && locked && checksum) return `${lock.repo}@${lock.commit}/${onnxRelative}#${checksum}:${description.size}`;
   return `digest:${description.digest}`;
+}
+
+function resolveTemplate(name: keyof typeof rerankTemplates, tokenizer: TextTokenizer): ResolvedRerankTemplate {
+  const template = rerankTemplates[name];
+  return { ...template, prefixIds: tokenizer.encode(template.prefix), suffixIds: tokenizer.encode(template.suffix) };
+}
+
+/** An answer token's id: it must be one token of the vocabulary, as the model reads its logit. */
+function answerId(answer: string, tokenizer: TextTokenizer, label: string): number {
+  const id = tokenizer.idOf(answer);
+  if (id === undefined || tokenizer.encode(answer).length !== 1)
+    throw new ModelFilesError(`Model "${label}": its answer "${answer}" is not one token of its vocabulary.`);
+  return id;
+}
+
+function cutGraph(onnxPath: string, answerIds: number[], label: string): string {
+  try {
+    return lastTokenGraph(onnxPath, answerIds);
+  } catch (error) {
+    throw new ModelFilesError(
+      `Model "${label}": its graph can not be cut to the answer logits at the last token (${(error as Error).message}).`,
+    );
+  }
 }
 
 /** The marker, [MASK] and skiplist tokens of a ColBERT model as ids; a marker the vocabulary lacks stops the start. */

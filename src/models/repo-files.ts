@@ -56,9 +56,12 @@ interface Where {
  */
 export function noOnnxRefusal({ repo, commit, dir }: Where, config: Record<string, unknown> | undefined): string {
   const architectures = Array.isArray(config?.architectures) ? (config.architectures as string[]) : [];
+  // A causal LM (Qwen3-Reranker) is exported with its LM head and cache, as the yes/no rerankers read it.
   const task = architectures.some((a) => a.endsWith('ForSequenceClassification'))
     ? 'text-classification'
-    : 'feature-extraction';
+    : architectures.some((a) => a.endsWith('ForCausalLM'))
+      ? 'text-generation-with-past'
+      : 'feature-extraction';
   const at = `${repo} at commit ${commit.slice(0, 7)}`;
   const autoMap = config?.auto_map;
   if (autoMap && typeof autoMap === 'object') {

@@ -24,6 +24,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { open, readFile, rename, rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { inlineExternalData } from '../onnx/external-data.js';
 import { initializerToFloat32, node, readModel, tensor, toNumber, writeModel, type OnnxModel } from '../onnx/model.js';
 import {
   DataLocation,
@@ -99,6 +101,8 @@ export async function quantizeFile(
   let result: ReturnType<typeof convert>;
   try {
     const model = readModel(bytes);
+    // An export whose weights are in external data files: written inline into the variant.
+    inlineExternalData(model, dirname(inPath));
     const calibration = options.calibrate ? await options.calibrate(model, calibrationTargets(model)) : undefined;
     result = convert(model, { ...options, calibration });
   } catch (err) {

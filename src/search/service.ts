@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import type { Config } from '../config.js';
 import type { CoreContext } from '../core/context.js';
-import { openDatabase } from './sqlite.js';
+import { openDatabase } from '../sqlite.js';
 import { SearchTasks, type TaskService } from './tasks/local-tasks.js';
 import { SharedSearchTasks } from './tasks/shared-tasks.js';
 import { SqliteTaskStore } from './tasks/task-store.js';

@@ -1,5 +1,5 @@
 export { pool, poolings, meanPool, clsPool, maxPool, lastTokenPool, type Pooling } from './pooling.js';
-export { l2NormalizeRows, cutDimensions } from './normalize.js';
+export { l2NormalizeRows, cutDimensions, layerNormRows, applyBeforeCut, type BeforeCut } from './normalize.js';
 export { cosine, sigmoid } from './scores.js';
 export {
   calibrationRanges,

@@ -190,6 +190,79 @@ describe('OpenAI routes against OpenAI 2.3.0', () => {
   });
 });
 
+describe("OpenAI's Files and Batch routes against OpenAI 2.3.0", () => {
+  /** A multipart form as the SDK sends it: the file first, then its purpose. */
+  const upload = (content: string, purpose = 'batch') => {
+    const boundary = 'conformance-boundary';
+    const payload = [
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="in.jsonl"\r\nContent-Type: application/jsonl\r\n\r\n${content}\r\n`,
+      `--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\n${purpose}\r\n`,
+      `--${boundary}--\r\n`,
+    ].join('');
+    return server.app.inject({
+      method: 'POST',
+      url: '/v1/files',
+      payload,
+      headers: { ...auth, 'content-type': `multipart/form-data; boundary=${boundary}` },
+    });
+  };
+  const line = JSON.stringify({
+    custom_id: 'one',
+    method: 'POST',
+    url: '/v1/embeddings',
+    body: { model: 'tiny-embedder', input: 'a' },
+  });
+
+  it('files answer OpenAIFile, ListFilesResponse and DeleteFileResponse', async () => {
+    const created = await upload(`${line}\n`);
+    expect(created.statusCode, created.body).toBe(200);
+    expectConforms('openai', 'OpenAIFile', created.json());
+    const id = created.json<{ id: string }>().id;
+    expectConforms('openai', 'OpenAIFile', (await send('GET', `/v1/files/${id}`)).json());
+    expectConforms('openai', 'ListFilesResponse', (await send('GET', '/v1/files?purpose=batch')).json());
+    const content = await send('GET', `/v1/files/${id}/content`);
+    expect(content.body).toBe(`${line}\n`);
+    const deleted = await server.app.inject({ method: 'DELETE', url: `/v1/files/${id}`, headers: auth });
+    expectConforms('openai', 'DeleteFileResponse', deleted.json());
+  });
+
+  it('batches answer Batch and ListBatchesResponse, created, listed and cancelled', async () => {
+    const file = (await upload(`${line}\n`)).json<{ id: string }>();
+    const body = { input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h', metadata: { a: 'b' } };
+    expectConforms('openai', 'CreateBatchRequest', body);
+    const created = await send('POST', '/v1/batches', body);
+    expect(created.statusCode, created.body).toBe(200);
+    expectConforms('openai', 'Batch', created.json());
+    const id = created.json<{ id: string }>().id;
+    expectConforms('openai', 'Batch', (await send('POST', `/v1/batches/${id}/cancel`)).json());
+    expectConforms('openai', 'Batch', (await send('GET', `/v1/batches/${id}`)).json());
+    expectConforms('openai', 'ListBatchesResponse', (await send('GET', '/v1/batches?limit=5')).json());
+  });
+
+  it.each([
+    ['GET', '/v1/files/file-000000000000000000000000', undefined, 404],
+    ['GET', '/v1/batches/batch_nope', undefined, 404],
+    [
+      'POST',
+      '/v1/batches',
+      { input_file_id: 'file-x', endpoint: '/v1/chat/completions', completion_window: '24h' },
+      400,
+    ],
+    ['POST', '/v1/batches', { endpoint: '/v1/embeddings', completion_window: '24h' }, 400],
+    ['GET', '/v1/files?limit=0', undefined, 400],
+  ] as const)('%s %s %j answers %i with ErrorResponse', async (method, url, body, status) => {
+    const res = await send(method, url, body);
+    expect(res.statusCode, res.body).toBe(status);
+    expectConforms('openai', 'ErrorResponse', res.json());
+  });
+
+  it('an upload with another purpose is a 400 with ErrorResponse', async () => {
+    const res = await upload(`${line}\n`, 'fine-tune');
+    expect(res.statusCode).toBe(400);
+    expectConforms('openai', 'ErrorResponse', res.json());
+  });
+});
+
 describe('Ollama routes against Ollama v0.33.0-rc2', () => {
   const specRequest = specDocument('ollama')['x-examples']!['/api/embed']!.request as { model: string };
 

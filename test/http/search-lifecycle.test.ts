@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { ApiError } from '../../src/errors.js';
 import { normaliseSearchRequest } from '../../src/search/request.js';
-import { openDatabase } from '../../src/search/sqlite.js';
+import { openDatabase } from '../../src/sqlite.js';
 import { SqliteTaskStore } from '../../src/search/tasks/task-store.js';
 import { SearchTasks, type SearchTasksOptions } from '../../src/search/tasks/local-tasks.js';
 import type { SearchOutcome, SearchProvider, SearchRequest } from '../../src/search/types.js';

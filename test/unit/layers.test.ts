@@ -1,8 +1,8 @@
 /**
  * The layering of ARCHITECTURE.md over src/'s import graph: http -> core -> engine -> worker, each
- * importing only itself and the layer right below; search and images sit beside core, at its layer
- * (http/ imports them; search uses core's inference operations, images the engine's image lane;
- * core imports neither); side modules import side modules only; the entry points (main.ts, cli/)
+ * importing only itself and the layer right below; search, batch and images sit beside core, at its
+ * layer (http/ imports them; search and batch use core's inference operations, images the engine's
+ * image lane; core imports none of them); side modules import side modules only; the entry points (main.ts, cli/)
  * compose everything and nothing but cli/ imports them. Below http/, nothing speaks HTTP but the
  * clients of other servers.
  */
@@ -14,9 +14,11 @@ import { expect, it } from 'vitest';
 const src = fileURLToPath(new URL('../../src', import.meta.url));
 /** What each layer may import besides itself and the side modules. */
 const below: Record<string, string[]> = {
-  http: ['core', 'search', 'images'],
+  http: ['core', 'search', 'batch', 'images'],
   // The local index embeds its documents and queries, and results are reranked: search consumes core's operations.
   search: ['core'],
+  // A batch's requests run through core's operations, as the routes' do.
+  batch: ['core'],
   // Edits run their tiles on the engine's image lane.
   images: ['engine'],
   core: ['engine'],
@@ -25,7 +27,7 @@ const below: Record<string, string[]> = {
 };
 const layers = Object.keys(below);
 const side = [
-  ...['config', 'errors', 'abort', 'duration', 'version', 'v8-flags', 'devices', 'redact-url', 'answer-size'],
+  ...['config', 'errors', 'abort', 'duration', 'version', 'v8-flags', 'devices', 'redact-url', 'answer-size', 'sqlite'],
   'image-header',
   ...['models', 'text', 'vectors', 'onnx', 'quantize'],
 ];
@@ -82,8 +84,8 @@ const httpNames: [string, RegExp][] = [
 
 const httpClients = ['search/reader/', 'search/providers/searxng.ts'];
 
-it('names no HTTP header, status or route under core/, search/, images/ and engine/', () => {
-  const files = ['core', 'search', 'images', 'engine'].flatMap((layer) => sources(join(src, layer)));
+it('names no HTTP header, status or route under core/, search/, batch/, images/ and engine/', () => {
+  const files = ['core', 'search', 'batch', 'images', 'engine'].flatMap((layer) => sources(join(src, layer)));
   const found: string[] = [];
   for (const file of files.filter((f) => !httpClients.some((client) => relative(src, f).startsWith(client)))) {
     readFileSync(file, 'utf8')

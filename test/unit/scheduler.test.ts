@@ -255,3 +255,43 @@ describe('Scheduler', () => {
     await Promise.all([a, b, drained]);
   });
 });
+
+describe('Scheduler priorities', () => {
+  it('serves waiting interactive inputs before bulk inputs queued earlier', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1 }, [{ id: 'm' }]);
+    // A batch's inputs arrive first: the first takes the one slot, the rest wait.
+    const bulk = scheduler.submit('m', [seq(11), seq(12), seq(13)], undefined, 'dense', 'bulk');
+    // A user's request arrives while they wait.
+    const online = scheduler.submit('m', [seq(2), seq(3)]);
+    expect(runner.batches).toEqual([[11]]);
+    // Each batch that lands frees the slot for the next one chosen.
+    while (runner.batches.length < 5) {
+      runner.release();
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    runner.release();
+    await Promise.all([bulk, online]);
+    // Once the running one lands, the interactive inputs go before the bulk inputs still queued.
+    expect(runner.batches).toEqual([[11], [2], [3], [12], [13]]);
+  });
+
+  it("keeps bulk and interactive inputs out of each other's batches, and cancels bulk jobs alone", async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, options, [{ id: 'm' }]);
+    const first = scheduler.submit('m', [seq(4)]);
+    const controller = new AbortController();
+    const bulk = scheduler.submit('m', [seq(4), seq(4)], controller.signal, 'dense', 'bulk');
+    const online = scheduler.submit('m', [seq(4), seq(4)]);
+    controller.abort();
+    await expect(bulk).rejects.toMatchObject({ code: 'client_closed' });
+    runner.release();
+    await first;
+    runner.release();
+    await online;
+    expect(runner.batches).toEqual([[4], [4, 4]]);
+    expect(scheduler.depth('m')).toBe(0);
+  });
+});

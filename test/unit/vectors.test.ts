@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
+  applyBeforeCut,
   calibrationRanges,
   clsPool,
   cosine,
@@ -13,6 +14,7 @@ import {
   float32ToBase64,
   float32ToJson,
   l2NormalizeRows,
+  layerNormRows,
   meanPool,
   pool,
   sigmoid,
@@ -163,6 +165,29 @@ describe('normalize', () => {
     expect(() => cutDimensions(rows, 3, 4)).toThrow(RangeError);
     expect(() => cutDimensions(rows, 3, 0)).toThrow(RangeError);
     expect(() => l2NormalizeRows(rows, 4)).toThrow(RangeError);
+  });
+
+  it("layerNormRows centres each row and scales it to unit variance, as torch's layer_norm without weight and bias", () => {
+    // Row 1: mean 2.5, biased variance 1.25; row 2 is constant: its variance is epsilon's alone.
+    const rows = Float32Array.from([1, 2, 3, 4, 5, 5, 5, 5]);
+    expect(layerNormRows(rows, 4, 1e-5)).toBe(rows);
+    const scale = 1 / Math.sqrt(1.25 + 1e-5);
+    expect(Array.from(rows)).toEqual([-1.5, -0.5, 0.5, 1.5, 0, 0, 0, 0].map((x) => Math.fround(x * scale)));
+    const exact = layerNormRows(Float32Array.from([1, 2, 3, 4]), 4, 0);
+    expect(Array.from(exact)).toEqual([-1.5, -0.5, 0.5, 1.5].map((x) => Math.fround(x / Math.sqrt(1.25))));
+    expect(() => layerNormRows(rows, 3, 1e-5)).toThrow(RangeError);
+    expect(() => layerNormRows(rows, 4, -1)).toThrow(RangeError);
+    expect(() => layerNormRows(rows, 4, Number.NaN)).toThrow(RangeError);
+  });
+
+  it("a layer-norm step before the cut gives the card's Matryoshka vector, not the plain cut's", () => {
+    // Layer-normed, [1, 2, 3, 4] is proportional to [-3, -1, 1, 3]: its first two, normalised, are
+    // [-3, -1] / sqrt(10), where the plain cut gives [1, 2] / sqrt(5).
+    const rows = Float32Array.from([1, 2, 3, 4]);
+    expect(Array.from(cutDimensions(rows, 4, 2))).toEqual([1 / Math.sqrt(5), 2 / Math.sqrt(5)].map(Math.fround));
+    const cut = cutDimensions(applyBeforeCut(rows, 4, { step: 'layer-norm', epsilon: 1e-5 }), 4, 2);
+    expect(cut[0]).toBeCloseTo(-3 / Math.sqrt(10), 6);
+    expect(cut[1]).toBeCloseTo(-1 / Math.sqrt(10), 6);
   });
 });
 

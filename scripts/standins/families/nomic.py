@@ -14,10 +14,12 @@ scaling: `rotary_scaling_factor` null), attention with the padding mask, `out_pr
 eps 1e-12. No final norm.
 
 sentence-transformers: Transformer and mean Pooling, no Normalize. Matryoshka widths 768 / 512 / 256
-/ 128 / 64: golden.json cuts as sentence-transformers' truncate_dim does (the first d values, then
-L2); the model card's recipe puts a parameter-free layer_norm before the cut, which gives other
-vectors. Task prefixes `search_query: ` / `search_document: ` (and `clustering: `, `classification: `)
-are documented on the model card; its config_sentence_transformers.json declares no prompts.
+/ 128 / 64, cut as the model card computes them: `F.layer_norm(embeddings,
+normalized_shape=(embeddings.shape[1],))` (no weight or bias, torch's eps 1e-5) over the full
+width, then the first d values, then L2 (golden.json's `matryoshka`; `matryoshka_plain` has
+sentence-transformers' truncate_dim cuts, without the layer norm, for comparison). Task prefixes
+`search_query: ` / `search_document: ` (and `clustering: `, `classification: `) are documented on
+the model card; its config_sentence_transformers.json declares no prompts.
 """
 import numpy as np
 
@@ -102,6 +104,7 @@ STANDINS = [
         "prompts": {"query": "search_query: ", "document": "search_document: "},  # the card's prefixes
         "max_seq_length": 8192,
         "matryoshka": [768, 512, 256, 128, 64],
+        "before_cut": {"step": "layer-norm", "epsilon": 1e-5},  # the card's recipe
         "opset": 14,
         "seed": 3101,
     },
@@ -212,6 +215,7 @@ def write(standin, out_dir, size, shared_dir):
     gold, _ = golden.embedding(repo=standin["repo"], family="nomic", size=size, tok=tok, window=window,
                                hidden=hidden, pooling=standin["pooling"], normalize=standin["normalize"],
                                prompts=standin["prompts"],
-                               matryoshka=sizes.matryoshka(standin["matryoshka"], CONFIG["n_embd"], cfg["n_embd"]))
+                               matryoshka=sizes.matryoshka(standin["matryoshka"], CONFIG["n_embd"], cfg["n_embd"]),
+                               before_cut=standin["before_cut"])
     out.golden(gold)
     return {"params": W.params(), "files": out.files}

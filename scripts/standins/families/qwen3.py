@@ -133,15 +133,23 @@ def declare(W, cfg, vocab_rows):
     W.norm("model.norm", H, bias=False)
 
 
-def graph(b, cfg):
-    """Qwen3Model with a key/value cache in and out; returns (inputs, outputs) value infos."""
+def graph(b, cfg, head=None, cache=True):
+    """Qwen3Model with a key/value cache in and out; returns (inputs, outputs) value infos. `head(b,
+    hidden)` (a causal LM's) writes the graph's first output from the final norm's output and
+    returns its value info; without one, that output is `last_hidden_state`. Without `cache` (a
+    sequence classifier's export) the graph takes no past and gives no present, and positions are
+    0..S-1 (transformers' default when no position ids are given)."""
     H, D, eps = cfg["hidden_size"], cfg["head_dim"], cfg["rms_norm_eps"]
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     n = cfg["num_hidden_layers"]
     x = b.op("Gather", [b.p("model.embed_tokens.weight"), "input_ids"], axis=0)
-    cos, sin = b.rotary_cos_sin("position_ids", D, cfg["rope_theta"])
+    positions = "position_ids"
+    if not cache:
+        seq = b.squeeze(b.dim("input_ids", 1), [0])
+        positions = b.unsqueeze(b.op("Range", [b.i64(0), seq, b.i64(1)]), [0])
+    cos, sin = b.rotary_cos_sin(positions, D, cfg["rope_theta"])
     # Query i (at absolute position past + i) sees key j when j <= past + i and key j is not padding.
-    past = b.dim("past_key_values.0.key", 2)
+    past = b.dim("past_key_values.0.key", 2) if cache else b.i64([0])
     total = b.op("Add", [past, b.dim("input_ids", 1)])
     allowed = b.op("And", [b.key_allowed("attention_mask"), b.causal_allowed(total, start=past)])
     bias = b.allowed_to_bias(allowed)
@@ -154,8 +162,10 @@ def graph(b, cfg):
         k = b.op("Reshape", [b.linear(h, a + "k_proj", bias=False), b.i64([0, 0, kv_heads, D])])
         k = b.op("Transpose", [b.rms_norm(k, a + "k_norm", eps)], perm=[0, 2, 1, 3])
         v = b.split_heads(b.linear(h, a + "v_proj", bias=False), kv_heads, D)
-        k = b.output("Concat", [f"past_key_values.{i}.key", b.rotary(k, cos, sin, D)], f"present.{i}.key", axis=2)
-        v = b.output("Concat", [f"past_key_values.{i}.value", v], f"present.{i}.value", axis=2)
+        k = b.rotary(k, cos, sin, D)
+        if cache:
+            k = b.output("Concat", [f"past_key_values.{i}.key", k], f"present.{i}.key", axis=2)
+            v = b.output("Concat", [f"past_key_values.{i}.value", v], f"present.{i}.value", axis=2)
         k = b.repeat_kv(k, kv_heads, heads // kv_heads, D)
         v = b.repeat_kv(v, kv_heads, heads // kv_heads, D)
         ctx = b.attention(b.rotary(q, cos, sin, D), b.op("Transpose", [k], perm=[0, 1, 3, 2]), v, bias, D)
@@ -164,11 +174,15 @@ def graph(b, cfg):
         gate = b.silu(b.linear(h, p + "mlp.gate_proj", bias=False))
         up = b.linear(h, p + "mlp.up_proj", bias=False)
         x = b.op("Add", [x, b.linear(b.op("Mul", [gate, up]), p + "mlp.down_proj", bias=False)])
-    b.output("Identity", [b.rms_norm(x, "model.norm", eps)], "last_hidden_state")
+    x = b.rms_norm(x, "model.norm", eps)
+    if head is None:
+        b.output("Identity", [x], "last_hidden_state")
 
+    outputs = [head(b, x) if head else ("last_hidden_state", FLOAT, [BATCH, SEQ, H])]
+    if not cache:
+        return [("input_ids", INT64, [BATCH, SEQ]), ("attention_mask", INT64, [BATCH, SEQ])], outputs
     inputs = [("input_ids", INT64, [BATCH, SEQ]), ("attention_mask", INT64, [BATCH, TOTAL]),
               ("position_ids", INT64, [BATCH, SEQ])]
-    outputs = [("last_hidden_state", FLOAT, [BATCH, SEQ, H])]
     for i in range(n):
         for part in ("key", "value"):
             inputs.append((f"past_key_values.{i}.{part}", FLOAT, [BATCH, kv_heads, PAST, D]))

@@ -4,7 +4,8 @@
  * the graph output read, and `filesId`, which changes when the model's files do) and a sha256 of
  * the exact token ids fed (after the prompt, truncation and special tokens): two inputs share an
  * entry only when the model would have seen the same thing. Vectors are kept as the workers
- * return them, before normalisation and dimension cuts, which stay per request.
+ * return them, before normalisation, a model card's step before a cut and dimension cuts, which
+ * stay per request: none of them is part of the key.
  *
  * Two tiers: an LRU in this process bounded by bytes, and optionally Redis shared by replicas
  * (shared-tier.ts). Only the inputs neither tier has go to the engine; hits and computed rows are

@@ -17,7 +17,14 @@ import { checkCount, ContentPart, readImageRef, readParts, resolveItems } from '
 import { imageSourceOptions, type ImageSourceOptions } from '../image-sources.js';
 import { vectorsJson } from '../embeddings.js';
 import { sendJsonText } from '../json-text.js';
-import { ErrorResponse, errorResponses, LiteralUnion, responseHeaders, withHeaders } from '../schemas.js';
+import {
+  ErrorResponse,
+  errorResponses,
+  instructionField,
+  LiteralUnion,
+  responseHeaders,
+  withHeaders,
+} from '../schemas.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 
@@ -35,6 +42,7 @@ const V2RerankBody = Type.Object(
       }),
     ),
     priority: Type.Optional(Type.Integer({ description: 'Accepted and ignored.' })),
+    instruction: Type.Optional(instructionField),
   },
   { additionalProperties: true },
 );
@@ -88,7 +96,10 @@ const V2EmbedBody = Type.Object(
       }),
     ),
     output_dimension: Type.Optional(
-      Type.Integer({ minimum: 1, description: 'Keep the first N components, renormalised (Matryoshka).' }),
+      Type.Integer({
+        minimum: 1,
+        description: 'Keep the first N components, renormalised (the Matryoshka cut, as the model card computes it).',
+      }),
     ),
     max_tokens: Type.Optional(
       Type.Integer({ minimum: 1, description: "Accepted at or above the model's window; a smaller value is a 400." }),
@@ -234,8 +245,12 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       },
     },
     async (request, reply) => {
-      const { model, query, documents, top_n: topN, max_tokens_per_doc: maxTokensPerDoc } = request.body;
-      const result = await rerank(core, { model, query, documents, topN, maxTokensPerDoc }, request.clientSignal);
+      const { model, query, documents, top_n: topN, max_tokens_per_doc: maxTokensPerDoc, instruction } = request.body;
+      const result = await rerank(
+        core,
+        { model, query, documents, topN, maxTokensPerDoc, instruction },
+        request.clientSignal,
+      );
       reportTimings(reply, operationPhases(result.timings));
       return {
         id: result.id,

@@ -41,7 +41,12 @@ const EmbedBody = Type.Object(
         description: "Cut inputs longer than the model's window (absent: the server's truncate setting).",
       }),
     ),
-    dimensions: Type.Optional(Type.Integer({ minimum: 0, description: 'Keep the first N components, renormalised.' })),
+    dimensions: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        description: 'Keep the first N components, renormalised (the Matryoshka cut, as the model card computes it).',
+      }),
+    ),
     keep_alive: Type.Optional(keepAliveSchema),
     options: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Accepted and ignored.' })),
   },

@@ -23,7 +23,7 @@ import { version } from '../../version.js';
 import { reportCacheHits } from '../cache-hits.js';
 import { errorHandler, type ErrorRenderer, type ErrorStatus } from '../errors.js';
 import { sendJsonText } from '../json-text.js';
-import { responseHeaders, withHeaders } from '../schemas.js';
+import { instructionField, responseHeaders, withHeaders } from '../schemas.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 import { float32ToJson } from '../../vectors/encoding.js';
@@ -158,7 +158,7 @@ const EmbedBody = Type.Object(
     prompt_name: PromptName,
     dimensions: Type.Optional(
       Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
-        description: 'Keep the first N components, renormalised.',
+        description: 'Keep the first N components, renormalised (the Matryoshka cut, as the model card computes it).',
       }),
     ),
   },
@@ -189,6 +189,7 @@ const RerankBody = Type.Object(
       'Accepted; a text over the window is always split into windows and scores as its best one.',
     ),
     truncation_direction: TruncationDirection,
+    instruction: Type.Optional(instructionField),
   },
   { additionalProperties: true },
 );
@@ -404,9 +405,13 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
   const serveRerank = (url: string, hide: boolean) =>
     app.post(url, { schema: { ...rerankSchema, hide } }, async (request, reply) => {
       if (!models.reranker) throw none('rerank');
-      const { query, texts, raw_scores: raw, return_text: withText } = request.body;
+      const { query, texts, raw_scores: raw, return_text: withText, instruction } = request.body;
       checkBatch(texts, limit, 'texts');
-      const result = await rerank(core, { model: models.reranker.id, query, documents: texts }, request.clientSignal);
+      const result = await rerank(
+        core,
+        { model: models.reranker.id, query, documents: texts, instruction },
+        request.clientSignal,
+      );
       reportTimings(reply, operationPhases(result.timings));
       return result.results.map(({ index, score, logit }) => ({
         index,

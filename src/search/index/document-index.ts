@@ -17,7 +17,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import type { SparseVector } from '../../core/sparse.js';
 import type { Scored } from '../fusion.js';
 import { Bm25Index } from './bm25.js';
-import { openDatabase, type SqliteDatabase } from '../sqlite.js';
+import { openDatabase, type SqliteDatabase } from '../../sqlite.js';
 import type { SearchImage } from '../types.js';
 
 export interface IndexDocument {

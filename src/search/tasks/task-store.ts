@@ -2,7 +2,7 @@
  * Where task records live. The embedded store is a SQLite file under the data dir, so finished
  * records survive restarts; with several replicas they live in Redis (redis-task-store.ts).
  */
-import type { SqliteDatabase } from '../sqlite.js';
+import type { SqliteDatabase } from '../../sqlite.js';
 import type { SearchOutcome, StoredTask, TaskError, TaskState } from '../types.js';
 
 export interface TaskStore {

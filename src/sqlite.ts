@@ -1,5 +1,5 @@
 /**
- * Opens the embedded SQLite files of search (task records, the local index).
+ * Opens the embedded SQLite files of the server (search task records, the local index, batches).
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';

@@ -1,0 +1,116 @@
+/**
+ * `onnx-gateway embed` as a real process over the tiny embedder: a text file and a JSONL file
+ * embedded to JSONL, `--resume` after a run cut short (a torn last line included) finishing with
+ * every id once and the same vectors, and Ctrl-C (SIGINT) leaving a valid file to resume from.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect, inject, it } from 'vitest';
+
+const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-embed-'));
+
+function embedCommand(args: string[]) {
+  const child = spawn(
+    process.execPath,
+    [
+      'dist/cli/index.js',
+      'embed',
+      ...args,
+      '--model',
+      'tiny-embedder',
+      '--models-dir',
+      inject('tinyModelsDir'),
+      '--workers',
+      '1',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, exited, stderr: () => stderr };
+}
+
+const read = (path: string) =>
+  readFileSync(path, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as { id: string; embedding: number[] });
+
+it('embeds a text file and a JSONL file, and resumes a run cut short without embedding anything twice', async () => {
+  const texts = Array.from({ length: 700 }, (_, i) => `input number ${i}, ${'about something '.repeat(i % 5)}`);
+  writeFileSync(join(dir, 'in.txt'), texts.join('\n') + '\n');
+  const full = join(dir, 'full.jsonl');
+  const run = embedCommand([join(dir, 'in.txt'), '--output', full]);
+  expect(await run.exited, run.stderr()).toBe(0);
+  const vectors = read(full);
+  expect(vectors.map((v) => v.id)).toEqual(texts.map((_, i) => String(i + 1)));
+  expect(vectors[0]!.embedding).toHaveLength(32);
+
+  // A run that stopped after 300 inputs, killed in the middle of writing the next line.
+  const partial = join(dir, 'partial.jsonl');
+  const head = readFileSync(full, 'utf8').split('\n').slice(0, 300).join('\n') + '\n';
+  writeFileSync(partial, head + '{"id":"301","embedd');
+  const refused = embedCommand([join(dir, 'in.txt'), '--output', partial]);
+  expect(await refused.exited).toBe(2);
+  const resumed = embedCommand([join(dir, 'in.txt'), '--output', partial, '--resume']);
+  expect(await resumed.exited, resumed.stderr()).toBe(0);
+  const after = read(partial);
+  expect(after.map((v) => v.id)).toEqual(vectors.map((v) => v.id));
+  after.forEach((v, i) => v.embedding.forEach((x, d) => expect(x).toBeCloseTo(vectors[i]!.embedding[d]!, 5)));
+
+  // JSONL: the text from --field, the id from each record, --dimensions.
+  writeFileSync(
+    join(dir, 'in.jsonl'),
+    texts
+      .slice(0, 5)
+      .map((body, i) => JSON.stringify({ id: `doc-${i}`, body }))
+      .join('\n'),
+  );
+  const fromJsonl = embedCommand([
+    join(dir, 'in.jsonl'),
+    '--output',
+    join(dir, 'j.jsonl'),
+    '--field',
+    'body',
+    '--dimensions',
+    '8',
+  ]);
+  expect(await fromJsonl.exited, fromJsonl.stderr()).toBe(0);
+  const records = read(join(dir, 'j.jsonl'));
+  expect(records.map((r) => r.id)).toEqual(['doc-0', 'doc-1', 'doc-2', 'doc-3', 'doc-4']);
+  expect(records[0]!.embedding).toHaveLength(8);
+  expect(Math.hypot(...records[0]!.embedding)).toBeCloseTo(1, 5);
+});
+
+it('leaves a valid file on Ctrl-C, which --resume completes', async () => {
+  const texts = Array.from(
+    { length: 6000 },
+    (_, i) => `a longer input number ${i} ${'with more words '.repeat(1 + (i % 9))}`,
+  );
+  writeFileSync(join(dir, 'big.txt'), texts.join('\n'));
+  const output = join(dir, 'interrupted.jsonl');
+  const run = embedCommand([join(dir, 'big.txt'), '--output', output]);
+  // Interrupted once the first slices are written.
+  for (;;) {
+    let size = 0;
+    try {
+      size = statSync(output).size;
+    } catch {
+      // not created yet
+    }
+    if (size > 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  run.child.kill('SIGINT');
+  const code = await run.exited;
+  const kept = read(output);
+  // Every line whole, in order; the run stopped before the end (or, on a fast machine, finished).
+  expect(kept.map((v) => v.id)).toEqual(texts.slice(0, kept.length).map((_, i) => String(i + 1)));
+  if (kept.length < texts.length) expect(code).toBe(130);
+  const resumed = embedCommand([join(dir, 'big.txt'), '--output', output, '--resume']);
+  expect(await resumed.exited, resumed.stderr()).toBe(0);
+  expect(read(output).map((v) => v.id)).toEqual(texts.map((_, i) => String(i + 1)));
+});

@@ -1,0 +1,267 @@
+/**
+ * Yes/no rerankers (Qwen3-Reranker) against the golden scores of their stand-ins: the causal LM
+ * export, served through its graph cut to the yes/no logits at the last token, and the
+ * sequence-classification conversion; pulled by repo id from the stand-in Hub, each pair written
+ * in the model card's template (token ids checked), on /v1/rerank and the Cohere and TEI routes,
+ * with the default and with a request's instruction; long documents by their best window.
+ */
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { templatePairs } from '../../src/core/template-pairs.js';
+import type { Server } from '../../src/main.js';
+import { Catalogue } from '../../src/models/catalogue.js';
+import { pullModel, pullTarget } from '../../src/models/download.js';
+import { Hub } from '../../src/models/hub.js';
+import { quantizeFile } from '../../src/quantize/graph.js';
+import { commitSha } from '../fixtures/hub-repos.js';
+import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
+import { auth, startServer } from '../helpers/server.js';
+import { missing } from '../helpers/resources.js';
+
+interface Pair {
+  query: string;
+  document: string;
+  instruction?: string;
+  input_ids: number[];
+  logits: number[];
+  score: number;
+}
+interface Golden {
+  repo: string;
+  form: 'causal-lm' | 'seq-cls';
+  tolerance: number;
+  window: number;
+  instruction: string;
+  rerank: Pair[];
+  instructed: Pair[];
+}
+
+const dir = inject('standinsDir');
+const standinsMissing = inject('standinsMissing');
+const repos = ['onnx-community/Qwen3-Reranker-0.6B-ONNX', 'tomaarsen/Qwen3-Reranker-0.6B-seq-cls'];
+const crossEncoder = 'BAAI/bge-reranker-base';
+const present = dir !== '' && [...repos, crossEncoder].every((repo) => existsSync(join(dir, repo, 'golden.json')));
+const goldens = present
+  ? repos.map((repo) => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8')) as Golden)
+  : [];
+
+describe.skipIf(missing(present, `the Qwen3-Reranker stand-ins could not be generated: ${standinsMissing}`))(
+  'yes/no rerankers against golden scores',
+  () => {
+    const catalogue = Catalogue.load();
+    const commitOf = (repo: string) => {
+      const source = catalogue.get(repo)?.source;
+      return (source?.kind === 'hub' ? source.revision : undefined) ?? commitSha(repo);
+    };
+    let hub: StandInHub;
+    let modelsDir: string;
+    /** One window per document, as the golden cuts them. */
+    let server: Server;
+    /** The default number of windows: long documents by their best. */
+    let windowed: Server;
+    beforeAll(async () => {
+      const all = [...repos, crossEncoder];
+      hub = await startStandInHub(
+        await Promise.all(all.map((repo) => repoFromFolder(join(dir, repo), repo, commitOf(repo)))),
+      );
+      modelsDir = mkdtempSync(join(tmpdir(), 'onnx-gateway-yes-no-'));
+      for (const repo of all)
+        await pullModel(pullTarget(repo, catalogue, modelsDir)!, {
+          modelsDir,
+          hub: new Hub({ endpoint: hub.url }),
+          retries: 0,
+        });
+      // The int8 variant as `models quantize --no-calibration` writes it (calibration feeds no decoder cache).
+      const graphs = join(modelsDir, 'onnx-community', 'Qwen3-Reranker-0.6B-ONNX', 'onnx');
+      await quantizeFile(join(graphs, 'model.onnx'), join(graphs, 'model_int8.onnx'));
+      server = await startServer({
+        modelsDir,
+        models: [...all, `${repos[0]}:int8`],
+        workers: 1,
+        rerankMaxChunks: 1,
+      });
+      windowed = await startServer({ modelsDir, models: [repos[0]], workers: 1 });
+    }, 300_000);
+    afterAll(async () => {
+      await server?.close();
+      await windowed?.close();
+      await hub?.close();
+    });
+
+    const post = async (url: string, payload: object, on = server) => {
+      const res = await on.app.inject({ method: 'POST', url, headers: auth, payload });
+      expect(res.statusCode, res.body).toBe(200);
+      return res.json<unknown>();
+    };
+    const v1 = async (payload: object, on = server) =>
+      (await post('/v1/rerank', payload, on)) as {
+        results: { index: number; relevance_score: number; document?: { text: string } }[];
+        usage: { total_tokens: number };
+      };
+
+    it('serves the causal LM through its cut graph, written once beside the graph', () => {
+      const model = server.registry.resolve(repos[0], 'rerank');
+      expect(model.onnxPath).toMatch(/onnx\/model\.answers-\d+-\d+\.onnx$/);
+      expect(model.labels).toEqual(['yes', 'no']);
+      expect(readdirSync(join(modelsDir, 'onnx-community', 'Qwen3-Reranker-0.6B-ONNX', 'onnx')).sort()).toEqual([
+        'model.answers-4000-3868.onnx',
+        'model.onnx',
+        'model.onnx_data',
+        'model_int8.answers-4000-3868.onnx',
+        'model_int8.onnx',
+      ]);
+      const classifier = server.registry.resolve(repos[1], 'rerank');
+      expect(classifier.onnxPath).toMatch(/onnx\/model\.onnx$/);
+      expect(classifier.rerankTemplate?.name).toBe('qwen3-reranker');
+    });
+
+    for (const golden of goldens) {
+      describe(`${golden.repo} (${golden.form})`, () => {
+        const all = [...golden.rerank, ...golden.instructed];
+
+        it("writes each pair in the model card's template, to the golden ids", async () => {
+          const model = server.registry.resolve(golden.repo, 'rerank');
+          expect(model.maxTokens).toBe(golden.window);
+          for (const pair of all) {
+            const built = await templatePairs(
+              model,
+              model.rerankTemplate!,
+              { query: pair.query, documents: [pair.document], instruction: pair.instruction },
+              { overlap: 0, maxChunks: 1 },
+            );
+            expect(Array.from(built.inputs[0]!.ids), pair.query).toEqual(pair.input_ids);
+          }
+        });
+
+        it('matches the golden scores pair by pair, on /v1/rerank, Cohere v2 and TEI', async () => {
+          for (const pair of golden.rerank) {
+            const body = await v1({ model: golden.repo, query: pair.query, documents: [pair.document] });
+            expect(Math.abs(body.results[0]!.relevance_score - pair.score), pair.query).toBeLessThanOrEqual(
+              golden.tolerance,
+            );
+            expect(body.usage.total_tokens).toBe(pair.input_ids.length);
+            const cohere = (await post('/v2/rerank', {
+              model: golden.repo,
+              query: pair.query,
+              documents: [pair.document],
+            })) as { results: { relevance_score: number }[] };
+            expect(Math.abs(cohere.results[0]!.relevance_score - pair.score)).toBeLessThanOrEqual(golden.tolerance);
+          }
+        });
+
+        it('matches them batched, ranked, cut to top_n, with the documents returned', async () => {
+          const pairs = golden.rerank.filter((p) => p.query === golden.rerank[0]!.query);
+          const others = golden.rerank.filter((p) => p.query !== golden.rerank[0]!.query);
+          const documents = [...pairs, ...others].map((p) => p.document);
+          const body = await v1({ model: golden.repo, query: pairs[0]!.query, documents });
+          expect(body.results).toHaveLength(documents.length);
+          for (const result of body.results.filter((r) => r.index < pairs.length))
+            expect(Math.abs(result.relevance_score - pairs[result.index]!.score)).toBeLessThanOrEqual(golden.tolerance);
+          const scores = body.results.map((r) => r.relevance_score);
+          expect(scores).toEqual([...scores].sort((a, b) => b - a));
+          const top = await v1({
+            model: golden.repo,
+            query: pairs[0]!.query,
+            documents,
+            top_n: 2,
+            return_documents: true,
+          });
+          expect(top.results).toEqual(
+            body.results.slice(0, 2).map((r) => ({ ...r, document: { text: documents[r.index]! } })),
+          );
+        });
+
+        it("follows a request's instruction, on every route", async () => {
+          for (const pair of golden.instructed) {
+            const payload = { model: golden.repo, query: pair.query, documents: [pair.document] };
+            const body = await v1({ ...payload, instruction: pair.instruction });
+            expect(Math.abs(body.results[0]!.relevance_score - pair.score), pair.instruction).toBeLessThanOrEqual(
+              golden.tolerance,
+            );
+            const cohere = (await post('/v2/rerank', { ...payload, instruction: pair.instruction })) as {
+              results: { relevance_score: number }[];
+            };
+            expect(Math.abs(cohere.results[0]!.relevance_score - pair.score)).toBeLessThanOrEqual(golden.tolerance);
+            // The default instruction scores the same pair otherwise.
+            const plain = await v1(payload);
+            expect(Math.abs(plain.results[0]!.relevance_score - pair.score)).toBeGreaterThan(golden.tolerance);
+          }
+          // The model card's instruction, named, is the default.
+          const first = golden.rerank[0]!;
+          const named = await v1({
+            model: golden.repo,
+            query: first.query,
+            documents: [first.document],
+            instruction: golden.instruction,
+          });
+          expect(Math.abs(named.results[0]!.relevance_score - first.score)).toBeLessThanOrEqual(golden.tolerance);
+        });
+      });
+    }
+
+    it("answers TEI's /rerank with the scores and raw logits of the served reranker", async () => {
+      const golden = goldens[0]!;
+      const pair = golden.instructed[0]!;
+      const res = await server.app.inject({
+        method: 'POST',
+        url: '/rerank',
+        headers: auth,
+        payload: { query: pair.query, texts: [pair.document], instruction: pair.instruction, raw_scores: true },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      const [result] = res.json<{ index: number; score: number }[]>();
+      // TEI's reranker is the first served: the causal LM; its raw score is logit(yes) - logit(no).
+      expect(Math.abs(result!.score - (pair.logits[0]! - pair.logits[1]!))).toBeLessThanOrEqual(golden.tolerance * 10);
+    });
+
+    it('serves the int8 variant through its cut graph, its scores within int8 rounding of the golden', async () => {
+      const golden = goldens[0]!;
+      expect(server.registry.resolve(`${repos[0]}:int8`, 'rerank').onnxPath).toMatch(/model_int8\.answers-/);
+      let worst = 0;
+      for (const pair of [...golden.rerank, ...golden.instructed]) {
+        const body = await v1({
+          model: `${repos[0]}:int8`,
+          query: pair.query,
+          documents: [pair.document],
+          instruction: pair.instruction,
+        });
+        worst = Math.max(worst, Math.abs(body.results[0]!.relevance_score - pair.score));
+      }
+      // Rounded to nearest, activations quantized at run time: 0.0044 on these pairs.
+      expect(worst).toBeGreaterThan(0);
+      expect(worst).toBeLessThan(0.02);
+    });
+
+    it('scores a document past the window by its best window', async () => {
+      const golden = goldens[0]!;
+      const long = golden.rerank.find((p) => p.input_ids.length === golden.window)!;
+      const first = await v1({ model: golden.repo, query: long.query, documents: [long.document] });
+      expect(Math.abs(first.results[0]!.relevance_score - long.score)).toBeLessThanOrEqual(golden.tolerance);
+      const best = await v1({ model: golden.repo, query: long.query, documents: [long.document] }, windowed);
+      // More than one window was scored, and the document scores as the best of them.
+      expect(best.usage.total_tokens).toBeGreaterThan(golden.window);
+      expect(best.results[0]!.relevance_score).toBeGreaterThanOrEqual(long.score - golden.tolerance);
+    });
+
+    it('refuses an instruction for a reranker that takes none, and an empty one', async () => {
+      for (const [model, instruction, message] of [
+        [crossEncoder, 'Judge relevance', /takes no instruction/],
+        [repos[0], '', /instruction must not be empty/],
+      ] as const) {
+        const res = await server.app.inject({
+          method: 'POST',
+          url: '/v1/rerank',
+          headers: auth,
+          payload: { model, query: 'q', documents: ['d'], instruction },
+        });
+        expect(res.statusCode).toBe(400);
+        expect(res.json<{ error: { param: string; message: string } }>().error).toMatchObject({
+          param: 'instruction',
+          message: expect.stringMatching(message) as string,
+        });
+      }
+    });
+  },
+);

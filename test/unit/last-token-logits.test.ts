@@ -1,0 +1,128 @@
+/**
+ * The cut of a causal LM's graph to the answer logits at each row's last token
+ * (onnx/last-token-logits.ts), on the Qwen3-Reranker stand-in: the cut graph gives the logits the
+ * whole graph gives at those positions, for rows of different lengths (right-padded), and has no
+ * full-vocabulary head or key/value outputs left; the same for its int8 variant.
+ */
+import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { describe, expect, inject, it } from 'vitest';
+import { cutToLastTokenLogits } from '../../src/onnx/last-token-logits.js';
+import { readModel, toNumber, writeModel, type OnnxModel } from '../../src/onnx/model.js';
+import { DataLocation } from '../../src/onnx/proto.js';
+import { quantizeModel } from '../../src/quantize/graph.js';
+import { output } from '../helpers/ort.js';
+import { missing } from '../helpers/resources.js';
+
+const dir = inject('standinsDir');
+const repo = 'onnx-community/Qwen3-Reranker-0.6B-ONNX';
+const present = dir !== '' && existsSync(join(dir, repo, 'onnx', 'model.onnx'));
+const answers = [4000, 3868]; // the stand-in tokenizer's "yes" and "no"
+
+/** Rows of 7 and 4 tokens, right-padded: ids, mask, positions and an empty cache, as the runner feeds them. */
+function feeds(model: OnnxModel): Record<string, ort.Tensor> {
+  const rows = [
+    [11, 12, 13, 14, 15, 16, 17],
+    [21, 22, 23, 24],
+  ];
+  const width = 7;
+  const ids = new BigInt64Array(rows.length * width);
+  const mask = new BigInt64Array(rows.length * width);
+  const positions = new BigInt64Array(rows.length * width);
+  rows.forEach((row, r) =>
+    row.forEach((id, t) => {
+      ids[r * width + t] = BigInt(id);
+      mask[r * width + t] = 1n;
+      positions[r * width + t] = BigInt(t);
+    }),
+  );
+  const dims = [rows.length, width];
+  const result: Record<string, ort.Tensor> = {
+    input_ids: new ort.Tensor('int64', ids, dims),
+    attention_mask: new ort.Tensor('int64', mask, dims),
+    position_ids: new ort.Tensor('int64', positions, dims),
+  };
+  for (const input of model.graph!.input!) {
+    if (!input.name!.startsWith('past_key_values.')) continue;
+    const shape = input.type!.tensorType!.shape!.dim!.map((d, i) =>
+      i === 0 ? rows.length : d.dimValue !== undefined ? toNumber(d.dimValue) : 0,
+    );
+    result[input.name!] = new ort.Tensor('float32', new Float32Array(0), shape);
+  }
+  return result;
+}
+
+/** The logits of the answers at positions 6 and 3, from the whole graph's [batch, sequence, vocabulary]. */
+function atLastTokens(logits: ort.Tensor): number[][] {
+  const [, sequence, vocabulary] = logits.dims.map(Number) as [number, number, number];
+  const data = logits.data as Float32Array;
+  return [6, 3].map((last, row) => answers.map((id) => data[(row * sequence + last) * vocabulary + id]!));
+}
+
+async function run(path: string, model: OnnxModel, name = 'logits'): Promise<ort.Tensor> {
+  const session = await ort.InferenceSession.create(path);
+  try {
+    return output(await session.run(feeds(model)), name);
+  } finally {
+    await session.release();
+  }
+}
+
+/** The stand-in's graph with its external weights read in (the quantizer reads weights in the graph). */
+function inlined(folder: string): OnnxModel {
+  const model = readModel(readFileSync(join(folder, 'model.onnx')));
+  const data = readFileSync(join(folder, 'model.onnx_data'));
+  for (const t of model.graph!.initializer!) {
+    if (t.dataLocation !== DataLocation.EXTERNAL) continue;
+    const entry = (key: string) => t.externalData!.find((e) => e.key === key)?.value;
+    const offset = Number(entry('offset') ?? 0);
+    t.rawData = data.subarray(offset, offset + Number(entry('length')));
+    t.externalData = [];
+    t.dataLocation = DataLocation.DEFAULT;
+  }
+  return model;
+}
+
+describe.skipIf(missing(present, 'the Qwen3-Reranker stand-in could not be generated'))('last-token logits cut', () => {
+  it('gives the logits of the whole graph at each row’s last token, and nothing over the vocabulary', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'onnx-gateway-cut-'));
+    cpSync(join(dir, repo, 'onnx'), folder, { recursive: true });
+    const whole = readModel(readFileSync(join(folder, 'model.onnx')));
+    const expected = atLastTokens(await run(join(folder, 'model.onnx'), whole));
+
+    const model = readModel(readFileSync(join(folder, 'model.onnx')));
+    const cut = cutToLastTokenLogits(model, answers);
+    expect(cut.head).toBe('MatMul');
+    expect(model.graph!.output!.map((o) => o.name)).toEqual(['logits']);
+    expect(model.graph!.input!.map((i) => i.name)).toEqual(whole.graph!.input!.map((i) => i.name));
+    writeFileSync(join(folder, 'cut.onnx'), writeModel(model));
+    const logits = await run(join(folder, 'cut.onnx'), model);
+    expect(logits.dims).toEqual([2, 2]);
+    const got = Array.from(logits.data as Float32Array);
+    expected.flat().forEach((value, i) => expect(got[i]).toBeCloseTo(value, 5));
+  });
+
+  it('cuts the int8 variant’s DynamicQuantizeMatMul head to the same logits, within int8 rounding', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'onnx-gateway-cut-'));
+    const { model: quantized } = quantizeModel(inlined(join(dir, repo, 'onnx')));
+    writeFileSync(join(folder, 'model_int8.onnx'), writeModel(quantized));
+    const expected = atLastTokens(await run(join(folder, 'model_int8.onnx'), quantized));
+
+    const model = readModel(readFileSync(join(folder, 'model_int8.onnx')));
+    expect(cutToLastTokenLogits(model, answers).head).toBe('DynamicQuantizeMatMul');
+    writeFileSync(join(folder, 'cut.onnx'), writeModel(model));
+    const got = Array.from((await run(join(folder, 'cut.onnx'), model)).data as Float32Array);
+    // The activation's int8 scale is taken over the rows it sees: all positions whole, the last ones cut.
+    const scale = Math.max(...expected.flat().map(Math.abs));
+    expected.flat().forEach((value, i) => expect(Math.abs(got[i]! - value)).toBeLessThan(0.05 * scale));
+  });
+
+  it('refuses a graph without the output or the attention mask', () => {
+    const model = readModel(readFileSync(join(dir, repo, 'onnx', 'model.onnx')));
+    expect(() => cutToLastTokenLogits(model, answers, 'scores')).toThrow(/no output "scores"/);
+    model.graph!.input = model.graph!.input!.filter((i) => i.name !== 'attention_mask');
+    expect(() => cutToLastTokenLogits(model, answers)).toThrow(/no "attention_mask" input/);
+  });
+});
