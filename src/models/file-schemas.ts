@@ -14,6 +14,20 @@ const string = Type.Optional(Type.String());
 const boolean = Type.Optional(Type.Boolean());
 const strings = Type.Optional(Type.Array(Type.String()));
 
+/** A tower's part of an image-text model's config.json. */
+function TowerConfig() {
+  return Type.Object({
+    model_type: string,
+    vocab_size: integer,
+    hidden_size: integer,
+    /** jina-clip's text tower names its width so. */
+    embed_dim: integer,
+    max_position_embeddings: integer,
+    image_size: integer,
+    patch_size: integer,
+  });
+}
+
 /** config.json: the architecture, its sizes, and a classification head's labels. */
 export const ModelConfig = Type.Object({
   model_type: string,
@@ -30,6 +44,10 @@ export const ModelConfig = Type.Object({
   problem_type: string,
   /** sentence-transformers 4+ saves a CrossEncoder's settings here. */
   sentence_transformers: Type.Optional(Type.Object({})),
+  /** Image-text models (CLIP, SigLIP, jina-clip): the two towers' configs and the shared width. */
+  projection_dim: integer,
+  text_config: Type.Optional(TowerConfig()),
+  vision_config: Type.Optional(TowerConfig()),
 });
 export type ModelConfig = Static<typeof ModelConfig>;
 
@@ -96,3 +114,20 @@ export type DenseConfig = Static<typeof DenseConfig>;
 /** SpladePooling's config.json. */
 export const SpladePoolingConfig = Type.Object({ pooling_strategy: string, activation_function: string });
 export type SpladePoolingConfig = Static<typeof SpladePoolingConfig>;
+
+/** preprocessor_config.json: the image size a vision tower takes (the image processor itself reads the rest). */
+export const PreprocessorConfig = Type.Object({
+  image_processor_type: string,
+  do_center_crop: boolean,
+  crop_size: Type.Optional(
+    Type.Union([Type.Integer(), Type.Object({ height: Type.Integer(), width: Type.Integer() })]),
+  ),
+  size: Type.Optional(
+    Type.Union([
+      Type.Integer(),
+      Type.Object({ height: Type.Integer(), width: Type.Integer() }),
+      Type.Object({ shortest_edge: Type.Integer() }),
+    ]),
+  ),
+});
+export type PreprocessorConfig = Static<typeof PreprocessorConfig>;
