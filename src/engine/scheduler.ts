@@ -11,16 +11,27 @@
  *
  * A model that gives several kinds of output (dense, sparse, token vectors) has a queue per kind,
  * so a batch never mixes them; sparse and token results have rows of their own lengths.
+ *
+ * An image-text model's vision tower is a model of its own here: its items are images, each
+ * counted as the tower's sequence length against the token budget. A batch hands their encoded
+ * bytes to the worker (transferred, not copied), which decodes them; an image it can not decode
+ * fails its own request only.
  */
 import { onAbort } from '../abort.js';
 import { ApiError } from '../errors.js';
 import type { BatchResult, BatchTask, OutputKind } from '../worker/protocol.js';
 
 export interface EngineInput {
+  /** Token ids; empty for an image. */
   ids: Int32Array;
   typeIds?: Uint8Array;
   /** How many leading tokens are attended (absent: all); see BatchTask.attended. */
   attended?: number;
+  /**
+   * An image for a vision tower: its encoded bytes (their buffer is handed to the worker, so it
+   * must be the image's alone), the tokens it counts for, and the request field that sent it.
+   */
+  image?: { bytes: Uint8Array; tokens: number; param: string };
 }
 
 export interface JobResult {
@@ -125,6 +136,7 @@ interface Item {
   ids: Int32Array;
   typeIds?: Uint8Array;
   attended?: number;
+  image?: EngineInput['image'];
   length: number;
   enqueuedAt: number;
 }
@@ -134,6 +146,15 @@ interface Queue {
   kind: OutputKind;
   items: Item[];
   maxBatchSize: number;
+  /** Batches of one length only: the model's graph takes no attention mask and padding would change its vectors. */
+  uniformLength: boolean;
+}
+
+/** A model as the scheduler queues it. */
+export interface QueuedModel {
+  id: string;
+  maxBatchSize?: number;
+  feeds?: { uniformLength?: boolean };
 }
 
 export class Scheduler {
@@ -152,19 +173,20 @@ export class Scheduler {
   constructor(
     private readonly lanes: Lanes,
     private readonly options: SchedulerOptions,
-    models: { id: string; maxBatchSize?: number }[],
+    models: QueuedModel[],
     private readonly observer: BatchObserver = {},
   ) {
     for (const model of models) this.addModel(model);
   }
 
   /** A model's queues; a model not added is refused as not served. */
-  addModel(model: { id: string; maxBatchSize?: number }): void {
+  addModel(model: QueuedModel): void {
     const maxBatchSize = Math.min(model.maxBatchSize ?? this.options.maxBatchSize, this.options.maxBatchSize);
+    const uniformLength = model.feeds?.uniformLength === true;
     for (const [key, queue] of this.queues)
-      if (queue.model === model.id) this.queues.set(key, { ...queue, maxBatchSize });
+      if (queue.model === model.id) this.queues.set(key, { ...queue, maxBatchSize, uniformLength });
     if (!this.queues.has(model.id))
-      this.queues.set(model.id, { model: model.id, kind: 'dense', items: [], maxBatchSize });
+      this.queues.set(model.id, { model: model.id, kind: 'dense', items: [], maxBatchSize, uniformLength });
   }
 
   /** The queue of a model's output kind, made on first use (undefined for a model not served). */
@@ -173,7 +195,11 @@ export class Scheduler {
     if (!dense || kind === 'dense') return dense;
     const key = `${model}\u0000${kind}`;
     let queue = this.queues.get(key);
-    if (!queue) this.queues.set(key, (queue = { model, kind, items: [], maxBatchSize: dense.maxBatchSize }));
+    if (!queue)
+      this.queues.set(
+        key,
+        (queue = { model, kind, items: [], maxBatchSize: dense.maxBatchSize, uniformLength: dense.uniformLength }),
+      );
     return queue;
   }
 
@@ -253,7 +279,8 @@ export class Scheduler {
           ids: input.ids,
           typeIds: input.typeIds,
           attended: input.attended,
-          length: input.ids.length,
+          image: input.image,
+          length: input.image?.tokens ?? input.ids.length,
           enqueuedAt: now,
         });
       }
@@ -359,6 +386,7 @@ export class Scheduler {
     for (const index of candidates) {
       if (chosen.length >= cap) break;
       const length = items[index]!.length;
+      if (queue.uniformLength && length !== anchor.length) continue;
       const newLongest = Math.max(longest, length);
       const padded = newLongest * (chosen.length + 1);
       if (padded > maxBatchTokens) continue;
@@ -390,6 +418,7 @@ export class Scheduler {
     const pairs = batch[0]!.typeIds !== undefined;
     const typeIds = pairs ? new Uint8Array(total) : undefined;
     const attended = batch.some((item) => item.attended !== undefined) ? new Int32Array(batch.length) : undefined;
+    const images = batch[0]!.image ? batch.map((item) => item.image!.bytes) : undefined;
     let offset = 0;
     batch.forEach((item, row) => {
       ids.set(item.ids, offset);
@@ -417,6 +446,7 @@ export class Scheduler {
         solo,
         ...(kind === 'dense' ? {} : { kind }),
         ...(attended ? { attended } : {}),
+        ...(images ? { images } : {}),
       })
       .then(
         (result) => {
@@ -439,6 +469,13 @@ export class Scheduler {
             const from = start;
             start += count * stride;
             if (job.settled) return;
+            const failed = result.rowErrors?.[row];
+            if (failed !== undefined) {
+              // An image the worker could not decode fails its own request, not its batch neighbours'.
+              const param = item.image?.param ?? 'input';
+              this.settle(job, new ApiError('invalid_image', `${param}: ${failed}`, { param }));
+              return;
+            }
             job.width = result.width;
             if (kind === 'dense')
               job.output[item.index] = result.output.subarray(row * result.width, (row + 1) * result.width);
@@ -461,7 +498,8 @@ export class Scheduler {
           landed();
           const live = batch.filter((item) => !item.job.settled);
           const retryLane = this.lanes.lane(model);
-          if (attempt === 0 && live.length > 0 && !this.closed && retryLane) {
+          // An image batch's bytes went to the worker that failed: it is not tried again.
+          if (attempt === 0 && live.length > 0 && !this.closed && retryLane && !images) {
             // A worker may have died under this batch; the lane has replaced it, so try once more.
             this.dispatch(queue, retryLane, live, 1);
           } else {
