@@ -449,7 +449,23 @@ export const settings = {
     unit: 'pixels',
     min: 256,
     description:
-      'Most pixels of an input image (checked before decoding: decompression bombs are refused) and of an output image.',
+      "Most pixels of an input image, edited or embedded (read from the image's header before anything decodes it: decompression bombs are refused), and of an output image.",
+  }),
+  embeddingImageMaxBytes: setting('integer', {
+    env: 'ONNX_GATEWAY_EMBEDDING_IMAGE_MAX_BYTES',
+    flag: '--embedding-image-max-bytes',
+    default: 16 * 1024 * 1024,
+    unit: 'bytes',
+    min: 1024,
+    description:
+      "Largest image an embedding request may send or name by URL, as encoded (PNG, JPEG or WebP; 413 above). A request's images come to at most bodyLimit together: as base64 in the body, or fetched.",
+  }),
+  imageUrls: setting('boolean', {
+    env: 'ONNX_GATEWAY_IMAGE_URLS',
+    flag: '--image-urls',
+    default: false,
+    description:
+      'Let embedding requests name images by http(s) URL, fetched as the web reader fetches pages (public addresses only unless readerAllowPrivate, within readerTimeout, at most embeddingImageMaxBytes each). Off: an image URL is a 400; images come as data URIs.',
   }),
   requestTimeout: setting('integer', {
     env: 'ONNX_GATEWAY_REQUEST_TIMEOUT',

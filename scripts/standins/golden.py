@@ -7,6 +7,7 @@ A family passes two callables working on padded int64 batches (float64 results):
   embed:  hidden(input_ids [B, S], attention_mask [B, S], token_type_ids [B, S]) -> [B, S, H]
   rerank: logits(input_ids [B, S], attention_mask [B, S], token_type_ids [B, S]) -> [B, L]
 """
+import io
 import json
 import math
 import os
@@ -367,3 +368,72 @@ def classify(*, repo, family, size, tok, window, logits, labels, activation, pad
              for (text, text_pair), ids, types, lg in zip(cases, rows, type_rows, singles)]
     return {"repo": repo, "family": family, "task": "classify", "size": size, "tolerance": TOLERANCE,
             "window": window, "labels": labels, "activation": activation, "classify": items}, batch_diff
+
+
+# ---------------------------------------------------------------------------------------------
+# Multimodal (text and image towers in one vector space)
+# ---------------------------------------------------------------------------------------------
+MULTIMODAL_TEXTS = [
+    "a photo of a cat",
+    "a diagram of photosynthesis",
+    "A red car parked beside an old oak tree.",
+    EMBED_TEXTS[3],
+    EMBED_TEXTS[6],
+    EMBED_TEXTS[8],
+    PARAGRAPH,
+]
+
+
+def multimodal(*, repo, family, size, out, tok, window, encode, text_fn, image_fn, processor, normalize,
+               dimensions, vision_tokens, image_size, prompts=None, matryoshka=(), extra=None):
+    """golden.json for a text / image embedder, and its test images with their pixel values.
+
+    encode(text) -> input_ids as the server must build them (specials, truncation, padding to a
+    fixed length where the model needs it); text_fn(ids [B, S], mask [B, S]) -> [B, D] and
+    image_fn(pixel_values [B, 3, H, W]) -> [B, D] are the graphs' vector outputs in float64.
+    `processor`: images.pixel_values' config. `out`: the stand-in's Folder (images and their
+    pixel values are written into it)."""
+    import images
+
+    for rel, n in images.write_images(out.root).items():
+        out.files[rel] = n
+    if SKIP:
+        return None
+    cases = [(t, None) for t in MULTIMODAL_TEXTS + ([long_text(tok, window)] if with_long_text(window) else [])]
+    for name in prompts or {}:
+        cases += [(t, name) for t in PROMPT_TEXTS]
+    rows = [encode((prompts[name] if name else "") + text) for text, name in cases]
+    singles = [text_fn(*pad([r], tok.pad_id))[0] for r in rows]
+    short = _short(rows, window)
+    batch = text_fn(*pad([rows[i] for i in short], tok.pad_id))
+    text_diff = float(np.abs(batch - np.stack([singles[i] for i in short])).max())
+    assert text_diff < BATCH_TOLERANCE, f"{repo}: padded text batch differs from one at a time by {text_diff}"
+    texts = [{"text": text, "prompt_name": name, "input_ids": ids, "raw": r7(v), "normalized": r7(l2n(v))}
+             for (text, name), ids, v in zip(cases, rows, singles)]
+
+    pixels = []
+    for name in images.IMAGES:
+        rel = f"{images.FOLDER}/{name}"
+        values = images.pixel_values(os.path.join(out.root, rel), processor)
+        assert values.shape == (3, image_size, image_size), values.shape
+        pixels.append(values)
+        buf = io.BytesIO()
+        np.save(buf, values)
+        out.bytes(rel + ".pixel_values.npy", buf.getvalue())
+    image_singles = [image_fn(p[None].astype(np.float64))[0] for p in pixels]
+    image_batch = image_fn(np.stack(pixels).astype(np.float64))
+    image_diff = float(np.abs(image_batch - np.stack(image_singles)).max())
+    assert image_diff < BATCH_TOLERANCE, f"{repo}: image batch differs from one at a time by {image_diff}"
+    image_items = [{"file": f"{images.FOLDER}/{name}", "pixel_values": f"{images.FOLDER}/{name}.pixel_values.npy",
+                    "pixel_values_sha256": images.sha256_of(p), "raw": r7(v), "normalized": r7(l2n(v))}
+                   for name, p, v in zip(images.IMAGES, pixels, image_singles)]
+
+    golden = {"repo": repo, "family": family, "task": "multimodal", "size": size, "tolerance": TOLERANCE,
+              "normalize": normalize, "dimensions": dimensions, "window": window, "image_size": image_size,
+              "vision_tokens": vision_tokens, "pad_token_id": tok.pad_id, **(extra or {}), "texts": texts, "images": image_items}
+    if prompts:
+        golden["prompts"] = prompts
+    if matryoshka:
+        vectors = singles + image_singles
+        golden["matryoshka"] = {str(d): [r7(l2n(l2n(v)[:d])) for v in vectors] for d in matryoshka}
+    return golden

@@ -12,6 +12,9 @@ server's token ids can be checked against it.
               added tokens, `[CLS] A [SEP]`).
 - qwen3:      byte-level BPE trained here, in the layout of Qwen/Qwen3-Embedding-0.6B (Qwen2
               tokenizer: NFC, Split on the Qwen2 regex then ByteLevel, `A <|endoftext|>`).
+- clip:       byte-level BPE with a `</w>` end-of-word suffix trained here, in the layout of
+              openai/clip-vit-base-patch32 (NFC, whitespace runs to one space, lowercase; the CLIP
+              regex; `<|startoftext|> A <|endoftext|>`).
 
 Run as a script, it writes each kind's files and the ids it expects for a set of texts:
     python3 scripts/standins/tokenizers.py --out <dir> --shared ../shared
@@ -30,7 +33,7 @@ import regex
 
 from onnx_writer import varint  # protobuf varints, as the graph writer writes them
 
-KINDS = ("bert", "mpnet", "xlmr", "modernbert", "qwen3")
+KINDS = ("bert", "mpnet", "xlmr", "modernbert", "qwen3", "clip")
 
 # Rust's char::is_whitespace (Unicode White_Space), which HF tokenizers uses throughout; Python's
 # str.isspace also counts U+001C..U+001F.
@@ -732,10 +735,14 @@ class ByteLevelBpe:
         self.ranks = {pair: r for r, pair in enumerate(merges)}
         self.cache = {}
 
-    def word(self, piece):
-        if piece in self.cache:
-            return self.cache[piece]
+    def word(self, piece, end_of_word_suffix=""):
+        """Ids of a pre-tokenized piece (already byte-level); the suffix marks its last symbol."""
+        key = (piece, end_of_word_suffix)
+        if key in self.cache:
+            return self.cache[key]
         symbols = list(piece)
+        if end_of_word_suffix and symbols:
+            symbols[-1] += end_of_word_suffix
         while len(symbols) > 1:
             pairs = [(self.ranks.get(p, 1 << 30), k) for k, p in enumerate(zip(symbols, symbols[1:]))]
             rank, _ = min(pairs)
@@ -752,7 +759,7 @@ class ByteLevelBpe:
                     k += 1
             symbols = out
         ids = [self.vocab[s] for s in symbols]
-        self.cache[piece] = ids
+        self.cache[key] = ids
         return ids
 
 
@@ -935,7 +942,121 @@ def make_qwen3(shared_dir, model_max_length):
     return tok
 
 
-_MAKERS = {"bert": make_bert, "mpnet": make_mpnet, "xlmr": make_xlmr, "modernbert": make_modernbert, "qwen3": make_qwen3}
+# CLIP's pre-tokenizer regex (transformers' CLIPConverter): contractions, letter runs, single
+# digits, runs of anything else; whitespace between the matches is dropped.
+CLIP_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
+CLIP_SUFFIX = "</w>"
+
+
+def clip_normalize(text):
+    """NFC, runs of whitespace to one space, lowercase (per character, as HF tokenizers does)."""
+    text = regex.sub(r"\s+", " ", unicodedata.normalize("NFC", text))
+    return "".join(ch.lower() for ch in text)
+
+
+class ClipTokenizer(StandInTokenizer):
+    """
+    CLIP's fast tokenizer: added tokens split out (matched in the normalized text), the normalizer
+    above, the CLIP regex (matches kept), bytes to GPT-2's characters, BPE whose word-final symbols
+    carry `</w>`; `<|startoftext|> A <|endoftext|>`.
+    """
+
+    def __init__(self, vocab, merges, added_tokens):
+        self.kind = "clip"
+        self.bpe = ByteLevelBpe(vocab, merges)
+        self.added = AddedTokens(added_tokens)
+        self.vocab_size = len(vocab)
+
+    def encode(self, text):
+        ids = []
+        for piece, token in AddedTokens.split(text, self.added.raw):
+            if token is not None:
+                ids.append(token["id"])
+                continue
+            for sub, sub_token in AddedTokens.split(clip_normalize(piece), self.added.normalized):
+                if sub_token is not None:
+                    ids.append(sub_token["id"])
+                    continue
+                for word in regex.findall(CLIP_PATTERN, sub):
+                    ids.extend(self.bpe.word(byte_level(word), CLIP_SUFFIX))
+        return ids
+
+
+def train_clip_bpe(texts, vocab_size):
+    """CLIP's vocabulary layout: the 256 byte symbols, the same with `</w>`, the merges, then
+    `<|startoftext|>` and `<|endoftext|>` as the last two ids (the end token must be the largest id:
+    the text model pools at argmax(input_ids))."""
+    words = {}
+    for text in texts + EDGE_TEXTS * 5:
+        for word in regex.findall(CLIP_PATTERN, clip_normalize(text)):
+            symbols = list(byte_level(word))
+            symbols[-1] += CLIP_SUFFIX
+            words[tuple(symbols)] = words.get(tuple(symbols), 0) + 1
+    base = list(BYTE_CHARS.values())
+    base += [c + CLIP_SUFFIX for c in base]
+    merges = train_bpe(words, vocab_size - len(base) - 2)
+    vocab = {}
+    for token in base + [a + b for a, b in merges]:
+        vocab.setdefault(token, len(vocab))
+    return vocab, merges
+
+
+def make_clip(shared_dir, model_max_length):
+    # openai/clip-vit-base-patch32's tokenizer (as transformers converts CLIPTokenizer), the BPE part
+    # trained here; Xenova's CLIP repositories ship the same files.
+    vocab, merges = train_clip_bpe(training_texts(shared_dir), 4096)
+    n = len(vocab)
+    added = [added_token(n, "<|startoftext|>", normalized=True), added_token(n + 1, "<|endoftext|>", normalized=True)]
+    for t in added:
+        vocab[t["content"]] = t["id"]
+    bos, eos = n, n + 1
+    tokenizer = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "NFC"},
+            {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
+            {"type": "Lowercase"},
+        ]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": CLIP_PATTERN}, "behavior": "Removed", "invert": True},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        ]},
+        "post_processor": {"type": "RobertaProcessing", "sep": ["<|endoftext|>", eos], "cls": ["<|startoftext|>", bos],
+                           "trim_offsets": False, "add_prefix_space": False},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": bpe_model(vocab, merges, False, continuing_subword_prefix="", end_of_word_suffix=CLIP_SUFFIX)
+        | {"unk_token": "<|endoftext|>"},
+    }
+
+    def special(name):
+        return {"content": name, "lstrip": False, "normalized": True, "rstrip": False, "single_word": False}
+
+    special_tokens_map = {"bos_token": special("<|startoftext|>"), "eos_token": special("<|endoftext|>"),
+                          "pad_token": "<|endoftext|>", "unk_token": special("<|endoftext|>")}
+    tokenizer_config = {
+        "add_prefix_space": False,
+        "added_tokens_decoder": {str(t["id"]): {k: v for k, v in t.items() if k != "id"} for t in added},
+        "bos_token": "<|startoftext|>", "clean_up_tokenization_spaces": True, "do_lower_case": True,
+        "eos_token": "<|endoftext|>", "errors": "replace", "model_max_length": model_max_length,
+        "pad_token": "<|endoftext|>", "tokenizer_class": "CLIPTokenizer", "unk_token": "<|endoftext|>",
+    }
+    tok = ClipTokenizer(vocab, merges, added)
+    by_id = sorted(vocab, key=vocab.get)
+    tok.files = {
+        "tokenizer.json": _json_bytes(tokenizer),
+        "tokenizer_config.json": _json_bytes(tokenizer_config),
+        "special_tokens_map.json": _json_bytes(special_tokens_map),
+        "vocab.json": (json.dumps({t: vocab[t] for t in by_id}, ensure_ascii=False) + "\n").encode("utf-8"),
+        "merges.txt": ("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)).encode("utf-8"),
+    }
+    tok.pad_id = eos
+    tok.bos_id, tok.eos_id = bos, eos
+    tok._set_template([bos], [eos], ([bos], [eos, eos], [eos]), 0)
+    return tok
+
+
+_MAKERS = {"bert": make_bert, "mpnet": make_mpnet, "xlmr": make_xlmr, "modernbert": make_modernbert, "qwen3": make_qwen3,
+           "clip": make_clip}
 
 
 def make_tokenizer(kind, shared_dir, model_max_length):

@@ -3,7 +3,7 @@
  * layer count, widths and vocabulary; random weights) written by the generator in
  * scripts/standins/, so the latency of an architecture can be measured before its weights are
  * downloaded. Needs a checkout (the generator is not part of the npm package) and python3 with
- * numpy, sentencepiece and regex.
+ * numpy, sentencepiece, regex and Pillow.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -36,13 +36,13 @@ export function standinRepos(value: string): Array<{ repo: string; task?: 'embed
 }
 
 const needs =
-  'python3 with numpy, sentencepiece and regex (Debian: apt-get install python3-numpy python3-sentencepiece python3-regex; ONNX_GATEWAY_PYTHON picks the interpreter)';
+  'python3 with numpy, sentencepiece, regex and Pillow (Debian: apt-get install python3-numpy python3-sentencepiece python3-regex python3-pil; ONNX_GATEWAY_PYTHON picks the interpreter)';
 
 /** A python that has what the generator imports (ONNX_GATEWAY_PYTHON, else python3, else Debian's), or undefined. */
 export function standinPython(): string | undefined {
   const candidates = [process.env.ONNX_GATEWAY_PYTHON, 'python3', '/usr/bin/python3'].filter((c): c is string => !!c);
   return candidates.find(
-    (python) => spawnSync(python, ['-c', 'import numpy, sentencepiece, regex'], { stdio: 'ignore' }).status === 0,
+    (python) => spawnSync(python, ['-c', 'import numpy, sentencepiece, regex, PIL'], { stdio: 'ignore' }).status === 0,
   );
 }
 

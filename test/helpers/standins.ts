@@ -2,12 +2,12 @@
  * The exact-interface stand-ins of Hub models (scripts/standins/): generated once into
  * `.data/standins` by the suite's global setup, kept while the generator is unchanged.
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { standinPython, writeStandins } from '../../src/cli/bench-standins.js';
 
 export const standinsHint =
-  'needs python3 with numpy, sentencepiece and regex (Debian: apt-get install python3-numpy python3-sentencepiece python3-regex) and ../shared beside the checkout';
+  'needs python3 with numpy, sentencepiece, regex and Pillow (Debian: apt-get install python3-numpy python3-sentencepiece python3-regex python3-pil) and ../shared beside the checkout';
 
 /** Writes the tiny stand-ins into `dir` (a no-op for those already current); returns why not, if it can not. */
 export function generateStandins(dir: string): string | undefined {
@@ -30,6 +30,26 @@ export function listStandins(dir: string): string[] {
             name.isDirectory() &&
             existsSync(join(folder, 'golden.json')) &&
             ['onnx/model.onnx', 'model.onnx'].some((graph) => existsSync(join(folder, graph)))
+          );
+        })
+        .map((name) => `${owner.name}/${name.name}`),
+    )
+    .sort();
+}
+
+/** The repo ids of the text-and-image stand-ins in `dir` (golden.json of task `multimodal`; their graphs are named in it). */
+export function listMultimodalStandins(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true })
+    .filter((owner) => owner.isDirectory())
+    .flatMap((owner) =>
+      readdirSync(join(dir, owner.name), { withFileTypes: true })
+        .filter((name) => {
+          const golden = join(dir, owner.name, name.name, 'golden.json');
+          return (
+            name.isDirectory() &&
+            existsSync(golden) &&
+            (JSON.parse(readFileSync(golden, 'utf8')) as { task: string }).task === 'multimodal'
           );
         })
         .map((name) => `${owner.name}/${name.name}`),

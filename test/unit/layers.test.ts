@@ -26,6 +26,7 @@ const below: Record<string, string[]> = {
 const layers = Object.keys(below);
 const side = [
   ...['config', 'errors', 'abort', 'duration', 'version', 'v8-flags', 'devices', 'redact-url', 'answer-size'],
+  'image-header',
   ...['models', 'text', 'vectors', 'onnx', 'quantize'],
 ];
 const entries = ['main', 'cli'];

@@ -1,0 +1,254 @@
+/**
+ * Pillow's resize of an 8-bit RGB image (src/libImaging/Resample.c, ImagingResample), pixel for
+ * pixel: the filter weights computed in double precision as `precompute_coeffs` does, normalised to
+ * fixed point with 22 fraction bits, a horizontal pass over only the rows the vertical pass reads,
+ * then the vertical pass, each rounding to 8 bits with Pillow's clip. A pass whose size does not
+ * change is skipped, as Pillow skips it. NEAREST is Pillow's affine scale (Geometry.c), not a filter.
+ *
+ * Images are packed RGB, 3 bytes a pixel (Pillow keeps 4, the fourth unused: the sums are the same).
+ */
+import type { Resample } from '../../models/image-processor.js';
+
+export interface RgbImage {
+  /** height x width x 3, row-major. */
+  data: Uint8Array;
+  width: number;
+  height: number;
+}
+
+interface Filter {
+  weight(x: number): number;
+  support: number;
+}
+
+const box: Filter = { weight: (x) => (x > -0.5 && x <= 0.5 ? 1 : 0), support: 0.5 };
+
+const bilinear: Filter = {
+  weight(x) {
+    if (x < 0) x = -x;
+    return x < 1 ? 1 - x : 0;
+  },
+  support: 1,
+};
+
+// Pillow writes these two constants as C floats (0.54f, 0.46f): their float values, widened.
+const HAMMING_A = Math.fround(0.54);
+const HAMMING_B = Math.fround(0.46);
+const hamming: Filter = {
+  weight(x) {
+    if (x < 0) x = -x;
+    if (x === 0) return 1;
+    if (x >= 1) return 0;
+    x = x * Math.PI;
+    return (Math.sin(x) / x) * (HAMMING_A + HAMMING_B * Math.cos(x));
+  },
+  support: 1,
+};
+
+// Keys' cubic convolution with a = -0.5, written in Pillow's order of operations.
+const A = -0.5;
+const bicubic: Filter = {
+  weight(x) {
+    if (x < 0) x = -x;
+    if (x < 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+    if (x < 2) return (((x - 5) * x + 8) * x - 4) * A;
+    return 0;
+  },
+  support: 2,
+};
+
+function sinc(x: number): number {
+  if (x === 0) return 1;
+  x = x * Math.PI;
+  return Math.sin(x) / x;
+}
+
+const lanczos: Filter = {
+  weight: (x) => (-3 <= x && x < 3 ? sinc(x) * sinc(x / 3) : 0),
+  support: 3,
+};
+
+const filters: Record<Exclude<Resample, 'nearest'>, Filter> = { box, bilinear, hamming, bicubic, lanczos };
+
+/** 8 bits of result, 2 for the overflow of negative lobes and sums over 1: the rest is the fraction. */
+const PRECISION_BITS = 32 - 8 - 2;
+const HALF = 1 << (PRECISION_BITS - 1);
+const ONE = 1 << PRECISION_BITS;
+
+/** For each output pixel along one axis: its first input pixel, how many it reads, and their weights. */
+export interface Coefficients {
+  /** Weights per output pixel (a stride of `ksize`), fixed point with PRECISION_BITS fraction bits. */
+  weights: Int32Array;
+  /** [first, count] per output pixel. */
+  bounds: Int32Array;
+  ksize: number;
+}
+
+/**
+ * Pillow's `precompute_coeffs` for the box [0, inSize) followed by `normalize_coeffs_8bpc`. The
+ * box ends are C floats in Pillow; sizes are integers below 2^24, so they are exact as doubles.
+ */
+export function coefficients(inSize: number, outSize: number, filter: Filter): Coefficients {
+  const scale = inSize / outSize;
+  const filterscale = scale < 1 ? 1 : scale;
+  const support = filter.support * filterscale;
+  const ksize = Math.ceil(support) * 2 + 1;
+  const weights = new Int32Array(outSize * ksize);
+  const bounds = new Int32Array(outSize * 2);
+  const row = new Float64Array(ksize);
+  const ss = 1 / filterscale;
+  for (let xx = 0; xx < outSize; xx++) {
+    const center = (xx + 0.5) * scale;
+    // (int) in C truncates toward zero; a negative start is clamped to 0 either way.
+    let xmin = Math.trunc(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    let xmax = Math.trunc(center + support + 0.5);
+    if (xmax > inSize) xmax = inSize;
+    xmax -= xmin;
+    let ww = 0;
+    for (let x = 0; x < xmax; x++) {
+      const w = filter.weight((x + xmin - center + 0.5) * ss);
+      row[x] = w;
+      ww += w;
+    }
+    const base = xx * ksize;
+    for (let x = 0; x < xmax; x++) {
+      const k = ww !== 0 ? row[x]! / ww : row[x]!;
+      weights[base + x] = k < 0 ? Math.trunc(-0.5 + k * ONE) : Math.trunc(0.5 + k * ONE);
+    }
+    bounds[xx * 2] = xmin;
+    bounds[xx * 2 + 1] = xmax;
+  }
+  return { weights, bounds, ksize };
+}
+
+/** Pillow's clip8: the sum's integer part (an arithmetic shift), clamped to 0..255. */
+function clip8(sum: number): number {
+  const v = sum >> PRECISION_BITS;
+  return v < 0 ? 0 : v > 255 ? 255 : v;
+}
+
+/** Rows [firstRow, firstRow + out.height) of `image`, each resampled along x to out.width pixels. */
+function horizontalPass(image: RgbImage, firstRow: number, out: RgbImage, c: Coefficients): void {
+  const { weights, bounds, ksize } = c;
+  const src = image.data;
+  const dst = out.data;
+  const inStride = image.width * 3;
+  const outWidth = out.width;
+  for (let yy = 0; yy < out.height; yy++) {
+    const rowStart = (yy + firstRow) * inStride;
+    let o = yy * outWidth * 3;
+    for (let xx = 0; xx < outWidth; xx++) {
+      const count = bounds[xx * 2 + 1]!;
+      let p = rowStart + bounds[xx * 2]! * 3;
+      let k = xx * ksize;
+      let s0 = HALF;
+      let s1 = HALF;
+      let s2 = HALF;
+      for (let x = 0; x < count; x++, p += 3, k++) {
+        const w = weights[k]!;
+        s0 += src[p]! * w;
+        s1 += src[p + 1]! * w;
+        s2 += src[p + 2]! * w;
+      }
+      dst[o++] = clip8(s0);
+      dst[o++] = clip8(s1);
+      dst[o++] = clip8(s2);
+    }
+  }
+}
+
+/**
+ * Each output row from the rows its weights cover. Pillow sums per pixel over the taps; summing per
+ * tap over the row gives the same integers (no sum leaves int32) and reads memory in order.
+ */
+function verticalPass(image: RgbImage, out: RgbImage, c: Coefficients): void {
+  const { weights, bounds, ksize } = c;
+  const src = image.data;
+  const dst = out.data;
+  const stride = image.width * 3;
+  const sums = new Int32Array(stride);
+  for (let yy = 0; yy < out.height; yy++) {
+    const first = bounds[yy * 2]!;
+    const count = bounds[yy * 2 + 1]!;
+    sums.fill(HALF);
+    for (let y = 0; y < count; y++) {
+      const w = weights[yy * ksize + y]!;
+      if (w === 0) continue;
+      const rowStart = (first + y) * stride;
+      for (let i = 0; i < stride; i++) sums[i] = sums[i]! + src[rowStart + i]! * w;
+    }
+    const o = yy * stride;
+    for (let i = 0; i < stride; i++) dst[o + i] = clip8(sums[i]!);
+  }
+}
+
+/**
+ * Pillow's NEAREST resize (ImagingScaleAffine): source coordinates stepped in doubles, accumulated
+ * as Pillow accumulates them, truncated; a pixel that would fall outside stays 0 (Pillow's fill).
+ */
+function nearest(image: RgbImage, width: number, height: number): RgbImage {
+  const out = new Uint8Array(width * height * 3);
+  const a0 = image.width / width;
+  const a4 = image.height / height;
+  const columns = new Int32Array(width);
+  let xo = a0 * 0.5;
+  for (let x = 0; x < width; x++) {
+    const xin = xo < 0 ? -1 : Math.trunc(xo);
+    columns[x] = xin < image.width ? xin : -1;
+    xo += a0;
+  }
+  let yo = a4 * 0.5;
+  const src = image.data;
+  for (let y = 0; y < height; y++) {
+    const yin = yo < 0 ? -1 : Math.trunc(yo);
+    yo += a4;
+    if (yin < 0 || yin >= image.height) continue;
+    const row = yin * image.width * 3;
+    let o = y * width * 3;
+    for (let x = 0; x < width; x++, o += 3) {
+      const column = columns[x]!;
+      if (column < 0) continue;
+      const p = row + column * 3;
+      out[o] = src[p]!;
+      out[o + 1] = src[p + 1]!;
+      out[o + 2] = src[p + 2]!;
+    }
+  }
+  return { data: out, width, height };
+}
+
+/** `image` resized to width x height exactly as Pillow's `Image.resize((width, height), resample)` resizes an RGB image. */
+export function resizeRgb(image: RgbImage, width: number, height: number, resample: Resample): RgbImage {
+  if (!Number.isInteger(width) || !Number.isInteger(height) || width < 1 || height < 1)
+    throw new RangeError(`can not resize to ${width}x${height}`);
+  if (image.data.length !== image.width * image.height * 3)
+    throw new RangeError(
+      `${image.width}x${image.height} RGB needs ${image.width * image.height * 3} bytes, got ${image.data.length}`,
+    );
+  if (width === image.width && height === image.height) return { data: image.data.slice(), width, height };
+  if (resample === 'nearest') return nearest(image, width, height);
+
+  const filter = filters[resample];
+  const horizontal = coefficients(image.width, width, filter);
+  const vertical = coefficients(image.height, height, filter);
+  const needHorizontal = width !== image.width;
+  const needVertical = height !== image.height;
+
+  let current = image;
+  if (needHorizontal) {
+    // Only the rows the vertical pass reads: from the first output row's first tap to the last one's last.
+    const firstRow = vertical.bounds[0]!;
+    const lastRow = vertical.bounds[height * 2 - 2]! + vertical.bounds[height * 2 - 1]!;
+    for (let i = 0; i < height; i++) vertical.bounds[i * 2] = vertical.bounds[i * 2]! - firstRow;
+    const rows = lastRow - firstRow;
+    current = { data: new Uint8Array(width * rows * 3), width, height: rows };
+    horizontalPass(image, firstRow, current, horizontal);
+  }
+  if (needVertical) {
+    const out = { data: new Uint8Array(width * height * 3), width, height };
+    verticalPass(current, out, vertical);
+    current = out;
+  }
+  return current;
+}

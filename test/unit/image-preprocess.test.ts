@@ -1,0 +1,194 @@
+/**
+ * Image preprocessing against Pillow itself: test/fixtures/pillow_reference.py (Debian's python3
+ * with python3-pil and numpy) writes test images of many sizes and kinds, the RGB bytes
+ * transformers' load_image gives for each, Pillow's resizes of those bytes with every filter, and
+ * the pixel_values of CLIP, SigLIP and jina-clip processors computed as transformers and open_clip
+ * compute them. Decoding and resizing must give the same bytes (difference 0), pixel_values the
+ * same floats within 1e-6.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readImageProcessor, type Resample } from '../../src/models/image-processor.js';
+import {
+  decodeRgb,
+  ImageDecodeError,
+  preprocessInto,
+  resizeRgb,
+  type RgbImage,
+} from '../../src/worker/image-preprocess/index.js';
+import { referenceProcessors } from '../fixtures/preprocessor-configs.js';
+
+const PYTHON = '/usr/bin/python3';
+const script = fileURLToPath(new URL('../fixtures/pillow_reference.py', import.meta.url));
+const MAX_PIXELS = 40_000_000;
+
+interface Case {
+  name: string;
+  width: number;
+  height: number;
+  decoded: string;
+  resizes: { filter: Resample; width: number; height: number; file: string }[];
+  pixel_values: Record<keyof typeof referenceProcessors, { file: string; height: number; width: number }>;
+}
+
+let dir: string;
+let cases: Case[];
+
+beforeAll(() => {
+  // CI installs python3-pil: without it these tests fail rather than skip.
+  const probe = spawnSync(PYTHON, ['-c', 'import PIL, numpy'], { encoding: 'utf8' });
+  if (probe.status !== 0)
+    throw new Error(
+      `${PYTHON} cannot import PIL and numpy, which the reference pixels come from: ` +
+        `apt-get install python3-pil python3-numpy (${(probe.stderr || String(probe.error)).trim()})`,
+    );
+  dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-pillow-'));
+  const run = spawnSync(PYTHON, [script, '--out', dir], { encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`pillow_reference.py failed: ${run.stderr}`);
+  cases = (JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as { cases: Case[] }).cases;
+}, 300_000);
+
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const bytesOf = (file: string) => new Uint8Array(readFileSync(join(dir, file)));
+
+/** The largest absolute difference, and where, between two equally long arrays. */
+function maxDifference(a: ArrayLike<number>, b: ArrayLike<number>): { max: number; at: number } {
+  let max = 0;
+  let at = -1;
+  for (let i = 0; i < a.length; i++) {
+    const d = Math.abs(a[i]! - b[i]!);
+    if (d > max || Number.isNaN(d)) {
+      max = Number.isNaN(d) ? Infinity : d;
+      at = i;
+    }
+  }
+  return { max, at };
+}
+
+describe('decodeRgb', () => {
+  it('gives the bytes of Pillow: exif_transpose, then convert("RGB")', async () => {
+    const wrong: string[] = [];
+    for (const c of cases) {
+      const image = await decodeRgb(bytesOf(c.name), MAX_PIXELS);
+      const expected = bytesOf(c.decoded);
+      if (image.width !== c.width || image.height !== c.height) {
+        wrong.push(`${c.name}: ${image.width}x${image.height}, Pillow ${c.width}x${c.height}`);
+        continue;
+      }
+      const { max, at } = maxDifference(image.data, expected);
+      if (max !== 0) wrong.push(`${c.name}: differs by ${max} at byte ${at}`);
+    }
+    expect(wrong).toEqual([]);
+    // Every kind the script makes is here (EXIF orientations, alpha, gray, palette, 16-bit, CMYK, WebP).
+    expect(cases.length).toBeGreaterThanOrEqual(35);
+  });
+
+  it('applies every EXIF orientation (2..8 differ from the stored pixels)', async () => {
+    const stored = await decodeRgb(bytesOf('exif-1-40x24.jpg'), MAX_PIXELS);
+    for (let orientation = 2; orientation <= 8; orientation++) {
+      const image = await decodeRgb(bytesOf(`exif-${orientation}-40x24.jpg`), MAX_PIXELS);
+      expect([image.width, image.height]).toEqual(orientation >= 5 ? [24, 40] : [40, 24]);
+      expect(Buffer.from(image.data).equals(Buffer.from(stored.data))).toBe(false);
+    }
+  });
+
+  it('refuses what is not an image, or is cut short, or is too large, with an ImageDecodeError', async () => {
+    const png = bytesOf('rgb-301x199.png');
+    await expect(decodeRgb(new Uint8Array(0), MAX_PIXELS)).rejects.toThrow(ImageDecodeError);
+    await expect(decodeRgb(new TextEncoder().encode('GIF89a not really'), MAX_PIXELS)).rejects.toThrow(
+      /not PNG, JPEG or WebP/,
+    );
+    await expect(decodeRgb(png.subarray(0, 200), MAX_PIXELS)).rejects.toThrow(ImageDecodeError);
+    await expect(decodeRgb(bytesOf('photo-1920x1080.jpg').subarray(0, 5000), MAX_PIXELS)).rejects.toThrow(
+      ImageDecodeError,
+    );
+    await expect(decodeRgb(png, 1000)).rejects.toThrow(/can not be decoded.*pixel limit/i);
+  });
+});
+
+describe('resizeRgb', () => {
+  it("gives Pillow's bytes for every filter, size and direction", () => {
+    const wrong: string[] = [];
+    let compared = 0;
+    for (const c of cases) {
+      const source: RgbImage = { data: bytesOf(c.decoded), width: c.width, height: c.height };
+      for (const r of c.resizes) {
+        const resized = resizeRgb(source, r.width, r.height, r.filter);
+        const { max, at } = maxDifference(resized.data, bytesOf(r.file));
+        if (max !== 0) wrong.push(`${c.name} ${r.filter} ${r.width}x${r.height}: differs by ${max} at byte ${at}`);
+        compared++;
+      }
+    }
+    expect(wrong).toEqual([]);
+    expect(compared).toBeGreaterThan(1000);
+  });
+
+  it('refuses sizes Pillow refuses', () => {
+    const image = { data: new Uint8Array(12), width: 2, height: 2 };
+    expect(() => resizeRgb(image, 0, 3, 'bicubic')).toThrow(RangeError);
+    expect(() => resizeRgb({ ...image, data: new Uint8Array(5) }, 3, 3, 'bicubic')).toThrow(RangeError);
+  });
+});
+
+describe('preprocessInto', () => {
+  it.each(Object.keys(referenceProcessors) as (keyof typeof referenceProcessors)[])(
+    "writes %s's pixel_values as transformers computes them",
+    async (processor) => {
+      const spec = readImageProcessor(referenceProcessors[processor]);
+      const plane = spec.width * spec.height;
+      const wrong: string[] = [];
+      let worst = 0;
+      for (const c of cases) {
+        const expected = new Float32Array(bytesOf(c.pixel_values[processor].file).buffer);
+        expect([c.pixel_values[processor].height, c.pixel_values[processor].width]).toEqual([spec.height, spec.width]);
+        // Written at an offset into a larger batch, as the runner does.
+        const out = new Float32Array(3 * plane + 5).fill(Number.NaN);
+        await preprocessInto(bytesOf(c.name), spec, out, 5, MAX_PIXELS);
+        const { max, at } = maxDifference(out.subarray(5), expected);
+        worst = Math.max(worst, max);
+        if (max > 1e-6) wrong.push(`${c.name}: differs by ${max} at ${at}`);
+      }
+      expect(wrong).toEqual([]);
+      expect(worst).toBeLessThanOrEqual(1e-6);
+    },
+  );
+
+  it('refuses an output that does not fit', async () => {
+    const spec = readImageProcessor(referenceProcessors.clip);
+    const out = new Float32Array(3 * 224 * 224);
+    await expect(preprocessInto(bytesOf('tiny-2x3.png'), spec, out, 1, MAX_PIXELS)).rejects.toThrow(RangeError);
+  });
+
+  it('runs inside a worker thread (sharp included)', async () => {
+    const worker = new Worker(new URL('../fixtures/preprocess-worker.mjs', import.meta.url));
+    try {
+      const spec = readImageProcessor(referenceProcessors.siglip);
+      const c = cases.find((x) => x.name === 'photo-1920x1080.jpg')!;
+      const bytes = bytesOf(c.name);
+      const answer = await new Promise<{ values?: Float32Array; error?: string }>((resolve, reject) => {
+        worker.once('message', resolve);
+        worker.once('error', reject);
+        worker.postMessage({ bytes, spec, maxPixels: MAX_PIXELS });
+      });
+      expect(answer.error).toBeUndefined();
+      const expected = new Float32Array(bytesOf(c.pixel_values.siglip.file).buffer);
+      expect(maxDifference(answer.values!, expected).max).toBeLessThanOrEqual(1e-6);
+
+      const refused = await new Promise<{ error?: string }>((resolve) => {
+        worker.once('message', resolve);
+        worker.postMessage({ bytes: bytes.subarray(0, 100), spec, maxPixels: MAX_PIXELS });
+      });
+      expect(refused.error).toMatch(/^ImageDecodeError: /);
+    } finally {
+      await worker.terminate();
+    }
+  });
+});
