@@ -114,20 +114,3 @@ export type DenseConfig = Static<typeof DenseConfig>;
 /** SpladePooling's config.json. */
 export const SpladePoolingConfig = Type.Object({ pooling_strategy: string, activation_function: string });
 export type SpladePoolingConfig = Static<typeof SpladePoolingConfig>;
-
-/** preprocessor_config.json: the image size a vision tower takes (the image processor itself reads the rest). */
-export const PreprocessorConfig = Type.Object({
-  image_processor_type: string,
-  do_center_crop: boolean,
-  crop_size: Type.Optional(
-    Type.Union([Type.Integer(), Type.Object({ height: Type.Integer(), width: Type.Integer() })]),
-  ),
-  size: Type.Optional(
-    Type.Union([
-      Type.Integer(),
-      Type.Object({ height: Type.Integer(), width: Type.Integer() }),
-      Type.Object({ shortest_edge: Type.Integer() }),
-    ]),
-  ),
-});
-export type PreprocessorConfig = Static<typeof PreprocessorConfig>;

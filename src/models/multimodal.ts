@@ -19,8 +19,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { readGraphInterface, type ElementType, type GraphInterface, type TensorInfo } from '../onnx/interface.js';
-import { ModelFilesError, readModelFile, type GraphFeeds } from './facts.js';
-import { PreprocessorConfig, type ModelConfig, type TokenizerConfig } from './file-schemas.js';
+import { ModelFilesError, type GraphFeeds } from './facts.js';
+import type { ModelConfig, TokenizerConfig } from './file-schemas.js';
+import { readImageProcessor, type ImageProcessorSpec } from './image-processor.js';
 
 export const multimodalFamilies = ['clip', 'siglip', 'jina_clip'] as const;
 export type MultimodalFamily = (typeof multimodalFamilies)[number];
@@ -48,8 +49,8 @@ export interface VisionFacts {
 export interface MultimodalFacts {
   family: MultimodalFamily;
   vision: VisionFacts;
-  /** preprocessor_config.json as the model ships it: the image processor reads it. */
-  preprocessor: Record<string, unknown>;
+  /** preprocessor_config.json's resize, crop and normalisation, as the worker applies them. */
+  processor: ImageProcessorSpec;
 }
 
 /** What an image-text model's files add to a text model's facts, for facts.ts. */
@@ -93,13 +94,18 @@ export async function readMultimodalFacts(
     );
   }
   const preprocessorPath = join(dir, 'preprocessor_config.json');
-  const sizes = readModelFile(preprocessorPath, PreprocessorConfig);
-  if (!sizes) {
+  if (!existsSync(preprocessorPath)) {
     throw new ModelFilesError(
       `Model "${label}": a ${family} model needs preprocessor_config.json (how its images are resized and normalised), which ${dir} lacks. Pull the repository again, or copy the file from it.`,
     );
   }
-  const { height, width } = pixelSize(sizes, label);
+  let processor: ImageProcessorSpec;
+  try {
+    processor = readImageProcessor(JSON.parse(readFileSync(preprocessorPath, 'utf8')), preprocessorPath);
+  } catch (error) {
+    throw new ModelFilesError(`Model "${label}": ${(error as Error).message}`);
+  }
+  const { height, width } = processor;
 
   const joint = graph.inputs.some((input) => input.name === 'pixel_values');
   const visionPath = joint ? onnxPath : visionGraphOf(onnxPath);
@@ -198,7 +204,7 @@ export async function readMultimodalFacts(
     feeds,
     multimodal: {
       family,
-      preprocessor: JSON.parse(readFileSync(preprocessorPath, 'utf8')) as Record<string, unknown>,
+      processor,
       vision: {
         onnxPath: visionPath,
         joint,
@@ -231,26 +237,6 @@ function pooledOutput(outputs: TensorInfo[], names: string[], not?: string): Ten
 function lastDim(info: TensorInfo): number | undefined {
   const last = info.shape[info.shape.length - 1];
   return typeof last === 'number' && last > 0 ? last : undefined;
-}
-
-/** The height and width the image processor makes: the crop where it crops, else the resize's target. */
-function pixelSize(config: PreprocessorConfig, label: string): { height: number; width: number } {
-  const square = (size: number | { height: number; width: number } | { shortest_edge: number }) =>
-    typeof size === 'number'
-      ? { height: size, width: size }
-      : 'height' in size
-        ? { height: size.height, width: size.width }
-        : undefined;
-  const cropped =
-    config.do_center_crop !== false && config.crop_size !== undefined ? square(config.crop_size) : undefined;
-  const resized = config.size !== undefined ? square(config.size) : undefined;
-  const size = cropped ?? resized;
-  if (!size) {
-    throw new ModelFilesError(
-      `Model "${label}": preprocessor_config.json resizes to a shortest edge without a center crop, so its images would not have one size; this server serves image models of a fixed input size.`,
-    );
-  }
-  return size;
 }
 
 /** The text tower's window: the tightest of the tokenizer's and the position table's. */

@@ -22,6 +22,7 @@ import {
   type Task,
 } from './facts.js';
 import type { LateInteractionFacts, ModelHeads } from './heads.js';
+import type { ImageProcessorSpec } from './image-processor.js';
 import type { MultimodalFamily } from './multimodal.js';
 import { readLock, type ModelLock } from './lock.js';
 import { filesIn, modelDir } from './paths.js';
@@ -60,8 +61,8 @@ export interface ModelLoadSpec {
 
 /** What a worker needs to run an image-text model's vision tower. */
 export interface VisionLoadSpec {
-  /** preprocessor_config.json as the model ships it: the worker's image processor reads it. */
-  preprocessor: Record<string, unknown>;
+  /** preprocessor_config.json's resize, crop and normalisation (image-processor.ts). */
+  processor: ImageProcessorSpec;
   pixelType: 'float32' | 'float16';
   height: number;
   width: number;
@@ -314,7 +315,7 @@ function visionTower(
       pixelDummy: undefined,
     },
     vision: {
-      preprocessor: facts.multimodal!.preprocessor,
+      processor: facts.multimodal!.processor,
       pixelType: vision.pixelType,
       height: vision.height,
       width: vision.width,
