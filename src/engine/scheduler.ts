@@ -413,15 +413,16 @@ export class Scheduler {
       if (lane.loadedAt !== undefined && lane.loadedAt > item.enqueuedAt)
         item.job.loadMs = Math.max(item.job.loadMs, lane.loadedAt - item.enqueuedAt);
     }
-    const ids = new Int32Array(total);
+    const images = batch[0]!.image ? batch.map((item) => item.image!.bytes) : undefined;
+    // An image's length is the tokens it counts for; it has no ids.
+    const ids = new Int32Array(images ? 0 : total);
     const lengths = new Int32Array(batch.length);
     const pairs = batch[0]!.typeIds !== undefined;
     const typeIds = pairs ? new Uint8Array(total) : undefined;
     const attended = batch.some((item) => item.attended !== undefined) ? new Int32Array(batch.length) : undefined;
-    const images = batch[0]!.image ? batch.map((item) => item.image!.bytes) : undefined;
     let offset = 0;
     batch.forEach((item, row) => {
-      ids.set(item.ids, offset);
+      if (!images) ids.set(item.ids, offset);
       if (typeIds && item.typeIds) typeIds.set(item.typeIds, offset);
       lengths[row] = item.length;
       if (attended) attended[row] = item.attended ?? item.length;
