@@ -7,10 +7,10 @@ portrait PNG, an RGBA PNG whose transparent pixels still carry colour, a graysca
 EXIF orientation 6, a 7x5 PNG that every processor upscales, and a lossless WebP. JPEGs are saved
 without chroma subsampling, so that decoders agree on their pixels.
 
-Preprocessing is transformers' (or, for `torchvision`, the torchvision transforms a remote-code
-processor composes): `Image.open`, `ImageOps.exif_transpose` (transformers' load_image), `convert
-("RGB")` (alpha dropped, not composited), resize with Pillow at the config's resample, centre crop,
-rescale, normalise, channels first.
+Preprocessing is transformers' (or the torchvision transforms a remote-code processor composes):
+`Image.open`, `ImageOps.exif_transpose` (transformers' load_image), `convert("RGB")` (alpha dropped,
+not composited), resize with Pillow at the config's resample, centre crop, rescale, normalise,
+channels first.
 """
 import hashlib
 import io
@@ -86,11 +86,11 @@ def write_images(folder):
     return sizes
 
 
-def load_rgb(path):
-    """transformers' load_image then convert_rgb: EXIF orientation applied, alpha dropped."""
+def load(path):
+    """The image as transformers' load_image gives it: EXIF orientation applied, mode kept."""
     with Image.open(path) as image:
-        image = ImageOps.exif_transpose(image)
-        return image.convert("RGB")
+        image.load()
+        return ImageOps.exif_transpose(image)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,35 +105,39 @@ def shortest_edge_size(width, height, shortest_edge):
     return (new_short, new_long) if width <= height else (new_long, new_short)
 
 
-def center_crop(image, crop_height, crop_width, rounding):
-    """Crop offsets as transformers computes them (`floor`: (h - ch) // 2) or torchvision
-    (`round`: int(round((h - ch) / 2)))."""
-    height, width = image.shape[:2]
+def crop_box(width, height, crop_height, crop_width, rounding):
+    """Centre crop offsets as transformers computes them (`floor`: (h - ch) // 2) or torchvision
+    (`round`: int(round((h - ch) / 2)), Python's rounding half to even); (left, top, right, bottom)."""
     assert height >= crop_height and width >= crop_width, "images are resized past the crop first"
     if rounding == "floor":
         top, left = (height - crop_height) // 2, (width - crop_width) // 2
     else:
         top, left = int(round((height - crop_height) / 2.0)), int(round((width - crop_width) / 2.0))
-    return image[top:top + crop_height, left:left + crop_width]
+    return left, top, left + crop_width, top + crop_height
 
 
 def pixel_values(path, config):
     """float32 [3, H, W] of the image at `path` as the processor described by `config` makes it.
 
     `config`: {"resize": ("shortest_edge", n) | ("fixed", height, width), "resample": PIL code,
-    "crop": (height, width) or None, "crop_rounding": "floor" | "round", "rescale": factor,
-    "mean": [3], "std": [3]}."""
-    image = load_rgb(path)
+    "crop": (height, width) or None, "crop_rounding": "floor" | "round", "convert_rgb": "first"
+    (transformers: before resizing) | "after_crop" (open_clip's transform: the image is resized in
+    its own mode, RGBA premultiplied by Pillow), "rescale": factor, "mean": [3], "std": [3]}."""
+    image = load(path)
+    convert_first = config.get("convert_rgb", "first") == "first"
+    if convert_first:
+        image = image.convert("RGB")
     kind = config["resize"][0]
     if kind == "shortest_edge":
         size = shortest_edge_size(image.width, image.height, config["resize"][1])
     else:
         size = (config["resize"][2], config["resize"][1])
     image = image.resize(size, resample=config["resample"], reducing_gap=None)
-    arr = np.asarray(image)
     if config["crop"]:
-        arr = center_crop(arr, *config["crop"], config["crop_rounding"])
-    x = arr.astype(np.float64) * config["rescale"]
+        image = image.crop(crop_box(image.width, image.height, *config["crop"], config["crop_rounding"]))
+    if not convert_first:
+        image = image.convert("RGB")
+    x = np.asarray(image).astype(np.float64) * config["rescale"]
     x = (x - np.asarray(config["mean"], np.float64)) / np.asarray(config["std"], np.float64)
     return np.ascontiguousarray(x.transpose(2, 0, 1)).astype(np.float32)
 

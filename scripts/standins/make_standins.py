@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """
-Exact-interface stand-ins of Hub embedding and rerank models: for each repository, its Hugging Face
-folder (real configs and tokenizer, the real ONNX export's input / output names and dtypes) with
-seeded random weights, and golden.json from an independent float64 numpy forward pass.
+Exact-interface stand-ins of Hub embedding, rerank, classification and text-and-image models: for
+each repository, its Hugging Face folder (real configs and tokenizer, the real ONNX export's input /
+output names and dtypes) with seeded random weights, and golden.json from an independent float64
+numpy forward pass (with test images and their pixel values for the text-and-image ones).
 
   python3 make_standins.py --out DIR [--size tiny|real] [--only owner/name,...] [--shared ../shared]
 

@@ -15,6 +15,8 @@ server's token ids can be checked against it.
 - clip:       byte-level BPE with a `</w>` end-of-word suffix trained here, in the layout of
               openai/clip-vit-base-patch32 (NFC, whitespace runs to one space, lowercase; the CLIP
               regex; `<|startoftext|> A <|endoftext|>`).
+- siglip:     a SentencePiece Unigram model trained here (T5's ids: <pad> 0, </s> 1, <unk> 2), as
+              a tokenizer.json that does SiglipTokenizer's canonicalisation and lowercasing; `A </s>`.
 
 Run as a script, it writes each kind's files and the ids it expects for a set of texts:
     python3 scripts/standins/tokenizers.py --out <dir> --shared ../shared
@@ -33,7 +35,7 @@ import regex
 
 from onnx_writer import varint  # protobuf varints, as the graph writer writes them
 
-KINDS = ("bert", "mpnet", "xlmr", "modernbert", "qwen3", "clip")
+KINDS = ("bert", "mpnet", "xlmr", "modernbert", "qwen3", "clip", "siglip")
 
 # Rust's char::is_whitespace (Unicode White_Space), which HF tokenizers uses throughout; Python's
 # str.isspace also counts U+001C..U+001F.
@@ -642,6 +644,114 @@ def make_xlmr(shared_dir, model_max_length):
 
 
 # ----------------------------------------------------------------------------
+# SigLIP: SentencePiece Unigram in T5's layout, after SigLIP's text canonicalisation.
+# ----------------------------------------------------------------------------
+# SiglipTokenizer.canonicalize_text removes Python's string.punctuation.
+SIGLIP_PUNCTUATION = "[" + re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~") + "]"
+SIGLIP_SPECIALS = ("<pad>", "</s>", "<unk>")
+
+
+class SiglipTokenizer(StandInTokenizer):
+    """
+    google/siglip-base-patch16-224's tokenizer as a tokenizer.json: SiglipTokenizer's
+    canonicalisation (ASCII punctuation removed, whitespace runs to one space, stripped),
+    lowercase (do_lower_case), the SentencePiece charsmap; Metaspace; Unigram over the
+    SentencePiece vocabulary as it is (`<pad>` 0, `</s>` 1, `<unk>` 2); `A </s>`. Texts are padded
+    with `</s>` to 64 tokens, as the model was trained (the padding is left to the caller, as in
+    transformers, where `padding="max_length"` is the processor's documented call).
+    """
+
+    def __init__(self, model, model_max_length):
+        self.kind = "siglip"
+        self.model = model
+        self.pieces = spm_pieces(model)
+        assert [p for p, _, _ in self.pieces[:3]] == list(SIGLIP_SPECIALS)
+        self.charsmap = Charsmap(spm_charsmap(model))
+        self.vocab = [(c, 0.0) for c in SIGLIP_SPECIALS] + [(p, float(s)) for p, s, _ in self.pieces[3:]]
+        self.unigram = Unigram(self.vocab, 2)
+        self.vocab_size = len(self.vocab)
+        self.pad_id = 1
+        self.added = AddedTokens([{"id": i, "content": c} for i, c in enumerate(SIGLIP_SPECIALS)])
+        self._set_template([], [1], ([], [1], [1]), 0)
+        self.files = self._files(model_max_length)
+
+    def normalize(self, text):
+        text = regex.sub(SIGLIP_PUNCTUATION, "", text)
+        text = regex.sub(r"\s+", " ", text).strip(" ")
+        text = "".join(ch.lower() for ch in text)
+        return re.sub(" {2,}", " ", self.charsmap.normalize(text))
+
+    def encode(self, text):
+        ids = []
+        for piece, token in AddedTokens.split(text, self.added.raw):
+            if token is not None:
+                ids.append(token["id"])
+                continue
+            normalized = self.normalize(piece).replace(" ", "\u2581")
+            if normalized and not normalized.startswith("\u2581"):
+                normalized = "\u2581" + normalized
+            for word in re.findall("\u2581[^\u2581]*|[^\u2581]+", normalized):
+                ids.extend(self.unigram.segment(word))
+        return ids
+
+    def _files(self, model_max_length):
+        charsmap = base64.b64encode(spm_charsmap(self.model)).decode()
+        metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+        added = [added_token(i, c) for i, c in enumerate(SIGLIP_SPECIALS)]
+        tokenizer = {
+            "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Replace", "pattern": {"Regex": SIGLIP_PUNCTUATION}, "content": ""},
+                {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
+                {"type": "Strip", "strip_left": True, "strip_right": True},
+                {"type": "Lowercase"},
+                {"type": "Precompiled", "precompiled_charsmap": charsmap},
+                {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+            ]},
+            "pre_tokenizer": metaspace,
+            "post_processor": template("$A:0 </s>:0", "$A:0 </s>:0 $B:0 </s>:0", [("</s>", 1)]),
+            "decoder": metaspace,
+            "model": {"type": "Unigram", "unk_id": 2, "vocab": [[p, s] for p, s in self.vocab], "byte_fallback": False},
+        }
+        special_tokens_map = {
+            "eos_token": {"content": "</s>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False},
+            "pad_token": {"content": "</s>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False},
+            "unk_token": {"content": "<unk>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False},
+        }
+        tokenizer_config = {
+            "added_tokens_decoder": {str(t["id"]): {k: v for k, v in t.items() if k != "id"} for t in added},
+            "additional_special_tokens": [], "clean_up_tokenization_spaces": True, "do_lower_case": True,
+            "eos_token": "</s>", "model_input_names": ["input_ids"], "model_max_length": model_max_length,
+            "pad_token": "</s>", "processor_class": "SiglipProcessor", "sp_model_kwargs": {},
+            "tokenizer_class": "SiglipTokenizer", "unk_token": "<unk>",
+        }
+        return {
+            "tokenizer.json": _json_bytes(tokenizer),
+            "tokenizer_config.json": _json_bytes(tokenizer_config),
+            "special_tokens_map.json": _json_bytes(special_tokens_map),
+            "spiece.model": self.model,
+        }
+
+
+def train_t5_unigram(texts, vocab_size):
+    """A Unigram model with T5's special ids: <pad> 0, </s> 1, <unk> 2, no <s>."""
+    import sentencepiece as spm
+
+    spm.set_random_generator_seed(1)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, model_type="unigram", vocab_size=vocab_size,
+        normalization_rule_name="nmt_nfkc", num_threads=1, minloglevel=2,
+        pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+    return model.getvalue()
+
+
+def make_siglip(shared_dir, model_max_length):
+    texts = [t.lower() for t in training_texts(shared_dir)]
+    return SiglipTokenizer(train_t5_unigram(texts, 4000), model_max_length)
+
+
+# ----------------------------------------------------------------------------
 # Byte-level BPE (ModernBERT, Qwen3).
 # ----------------------------------------------------------------------------
 def bytes_to_unicode():
@@ -1056,7 +1166,7 @@ def make_clip(shared_dir, model_max_length):
 
 
 _MAKERS = {"bert": make_bert, "mpnet": make_mpnet, "xlmr": make_xlmr, "modernbert": make_modernbert, "qwen3": make_qwen3,
-           "clip": make_clip}
+           "clip": make_clip, "siglip": make_siglip}
 
 
 def make_tokenizer(kind, shared_dir, model_max_length):

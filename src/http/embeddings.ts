@@ -1,7 +1,8 @@
 /**
- * POST /v1/embeddings and POST /v1/engines/{model}/embeddings (OpenAI's shape).
- * The response is written straight from the Float32Array: float JSON per vector, or base64 of
- * the vector's little-endian bytes. Our extensions: `"encoding_format"` int8, uint8, binary or
+ * POST /v1/embeddings and POST /v1/engines/{model}/embeddings (OpenAI's shape). Inputs may be
+ * texts, token ids, images and content parts, in the shapes of OpenAI, vLLM, Infinity and Jina
+ * (embedding-inputs.ts). The response is written straight from the Float32Array: float JSON per
+ * vector, or base64 of the vector's little-endian bytes. Our extensions: `"encoding_format"` int8, uint8, binary or
  * ubinary answers quantized vectors (core/quantized-embeddings.ts) as arrays of integers, and
  * `"sparse"` a sparse model's vectors as `{"indices": [...], "values": [...]}`, optionally cut to
  * the `top_k` largest.
@@ -15,17 +16,18 @@ import { quantizeEmbeddings, type QuantizedEmbeddings } from '../core/quantized-
 import { invalid } from '../errors.js';
 import { embedSparse, type SparseEmbedResult } from '../core/sparse.js';
 import { float32ToBase64, float32ToJson } from '../vectors/encoding.js';
+import { EmbeddingsInputSchema, MessagesSchema, ModalitySchema, readEmbeddingsInput } from './embedding-inputs.js';
+import { imageSourceOptions } from './image-sources.js';
 import { sendJsonText } from './json-text.js';
 import type { HttpServices } from './services.js';
-import { errorResponses, responseHeaders, withHeaders } from './schemas.js';
+import { ErrorResponse, errorResponses, responseHeaders, withHeaders } from './schemas.js';
 import { operationPhases, reportTimings } from './timing.js';
 
 const EmbeddingsBody = Type.Object(
   {
-    input: Type.Union(
-      [Type.String(), Type.Array(Type.String()), Type.Array(Type.Integer()), Type.Array(Type.Array(Type.Integer()))],
-      { description: "A text, texts, token ids of the model's own vocabulary, or arrays of them." },
-    ),
+    input: Type.Optional(EmbeddingsInputSchema),
+    messages: Type.Optional(MessagesSchema),
+    modality: Type.Optional(ModalitySchema),
     model: Type.Optional(
       Type.String({ description: 'A served embedding model id (GET /v1/models). Absent: the first served embedder.' }),
     ),
@@ -88,7 +90,13 @@ const EmbeddingsResponse = Type.Object({
     }),
   ),
   model: Type.String(),
-  usage: Type.Object({ prompt_tokens: Type.Integer(), total_tokens: Type.Integer() }),
+  usage: Type.Object(
+    { prompt_tokens: Type.Integer(), total_tokens: Type.Integer() },
+    {
+      description:
+        "Tokens fed to the model: each text's tokens (special tokens included), and each image's vision sequence length (its patches, plus the class token where the model has one).",
+    },
+  ),
 });
 
 /** Each vector as JSON: float numbers, base64 of the float32 bytes, or the quantized integers. */
@@ -123,30 +131,35 @@ export function serializeSparseEmbeddings(result: SparseEmbedResult): string {
 
 export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, config }) => {
   const answerLimit = config.maxResponseMb * 1024 * 1024;
+  const imageOptions = { ...imageSourceOptions(config), maxInputs: config.maxInputs };
   const schema = {
     tags: ['Embeddings'],
     body: EmbeddingsBody,
     response: {
       200: withHeaders(EmbeddingsResponse, responseHeaders.timing, responseHeaders.cacheHits),
       ...errorResponses,
+      // An image named by URL: its server failed, or did not answer in time.
+      502: ErrorResponse,
+      504: ErrorResponse,
     },
   };
 
   const handle = async (body: EmbeddingsBody, model: string | undefined, signal: AbortSignal) => {
     const format = body.encoding_format ?? 'float';
+    const { input } = await readEmbeddingsInput(body, imageOptions, signal);
     if (format === 'sparse') {
       if (body.dimensions)
         throw invalid('dimensions', 'dimensions does not apply to sparse vectors; top_k keeps the largest weights.');
       const result = await embedSparse(
         core,
-        { model, input: body.input, inputType: body.input_type, topK: body.top_k, answerLimit },
+        { model, input, inputType: body.input_type, topK: body.top_k, answerLimit },
         signal,
       );
       return { result, payload: serializeSparseEmbeddings(result) };
     }
     if (body.top_k !== undefined)
       throw invalid('top_k', 'top_k applies to sparse vectors only: send "encoding_format": "sparse".');
-    const request = { model, input: body.input, dimensions: body.dimensions, inputType: body.input_type };
+    const request = { model, input, dimensions: body.dimensions, inputType: body.input_type };
     const result = await embed(core, request, signal);
     if (format === 'float' || format === 'base64') return { result, payload: serializeEmbeddings(result, format) };
     return { result, payload: serializeEmbeddings(result, await quantizeEmbeddings(core, request, result, format)) };

@@ -193,8 +193,9 @@ function readSiglip(reader: Reader): ImageProcessorSpec {
   reader.refuseSwitches(['do_resize', 'do_rescale', 'do_normalize', 'do_convert_rgb']);
   let resize: ImageProcessorSpec['resize'];
   if (reader.flag('do_resize', true)) {
-    resize = readSize(reader, 'size', reader.config.size ?? { height: 224, width: 224 }, 'square');
-    // SiglipImageProcessor reads size["height"] and size["width"]: a shortest edge is an error there.
+    // SiglipImageProcessor reads size["height"] and size["width"]: a shortest edge (or a bare number,
+    // which get_size_dict makes one) is an error there.
+    resize = readSize(reader, 'size', reader.config.size ?? { height: 224, width: 224 }, 'shortest');
     if ('shortestEdge' in resize) reader.refuse('size', 'must be {"height": h, "width": w} for SigLIP.');
   }
   const normalize = reader.flag('do_normalize', true);

@@ -44,7 +44,12 @@ export function bertNormalizer({
     if (clean) text = text.replace(DROPPED, '').replace(WHITESPACE, ' ');
     if (chinese) text = text.replace(CJK, ' $& ');
     if (stripAccents) text = text.normalize('NFD').replace(NONSPACING_MARKS, '');
-    if (lowercase) text = text.replace(CAPITAL_SIGMA, '\u03C3').toLowerCase();
+    if (lowercase) text = lowercasePerCharacter(text);
     return text;
   };
+}
+
+/** Lowercasing one character at a time, as HF tokenizers does (BertNormalizer's and the Lowercase normalizer's). */
+export function lowercasePerCharacter(text: string): string {
+  return text.replace(CAPITAL_SIGMA, '\u03C3').toLowerCase();
 }

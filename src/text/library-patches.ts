@@ -4,6 +4,7 @@
  * is slow, a part of each loaded tokenizer is replaced in place with an exact one from this folder:
  *
  *   BertNormalizer `normalize`                  bert-normalizer.ts  faster; astral CJK, per-character lowercasing
+ *   Lowercase normalizer `normalize`            bert-normalizer.ts  per-character lowercasing
  *   Precompiled normalizer `normalize`          precompiled.ts      SentencePiece's charsmap, exactly
  *   ByteLevel pre-tokenizer `pattern`           byte-level.ts       Unicode White_Space, as Oniguruma's \s
  *   WordPiece model `encode`                    wordpiece.ts        the same pieces, 3-4 times faster
@@ -16,7 +17,7 @@
  * library that moved a member stops the start instead of changing the vectors.
  */
 import * as tokenizers from '@huggingface/tokenizers';
-import { bertNormalizer } from './bert-normalizer.js';
+import { bertNormalizer, lowercasePerCharacter } from './bert-normalizer.js';
 import { GPT2_SPLIT } from './byte-level.js';
 import { PrecompiledCharsmap } from './precompiled.js';
 import { unigramSegmenter } from './unigram.js';
@@ -90,6 +91,7 @@ type Class<T> = abstract new (...args: never[]) => T;
 const library = tokenizers as unknown as {
   Tokenizer: new (json: object, config: object) => LibraryTokenizer;
   BertNormalizer: Class<BertNormalizer>;
+  LowercaseNormalizer: Class<LibraryNormalizer>;
   PrecompiledNormalizer: Class<PrecompiledNormalizer>;
   SequenceNormalizer: Class<SequenceNormalizer>;
   BertPreTokenizer: Class<LibraryPreTokenizer>;
@@ -102,6 +104,7 @@ const library = tokenizers as unknown as {
 /** How many parts of a tokenizer each patch replaced. */
 export interface Patched {
   bertNormalizer: number;
+  lowercase: number;
   precompiled: number;
   byteLevel: number;
   wordPiece: number;
@@ -128,7 +131,7 @@ export function isBertLike(tokenizer: LibraryTokenizer): boolean {
 }
 
 function patch(tokenizer: LibraryTokenizer): Patched {
-  const patched: Patched = { bertNormalizer: 0, precompiled: 0, byteLevel: 0, wordPiece: 0, unigram: 0 };
+  const patched: Patched = { bertNormalizer: 0, lowercase: 0, precompiled: 0, byteLevel: 0, wordPiece: 0, unigram: 0 };
   const { normalizer, pre_tokenizer: preTokenizer, model } = tokenizer;
   // Same output, faster: the library's per-character loops dominate tokenising time.
   if (normalizer instanceof library.BertNormalizer) {
@@ -140,6 +143,12 @@ function patch(tokenizer: LibraryTokenizer): Patched {
     } = normalizer.config;
     normalizer.normalize = bertNormalizer({ clean, chinese, lowercase, stripAccents: stripAccents ?? lowercase });
     patched.bertNormalizer++;
+  }
+  // The library lowercases with JavaScript's toLowerCase, whose final sigma HF tokenizers does not have (CLIP, SigLIP).
+  for (const part of sequence(normalizer, library.SequenceNormalizer, (s) => s.normalizers)) {
+    if (!(part instanceof library.LowercaseNormalizer)) continue;
+    part.normalize = lowercasePerCharacter;
+    patched.lowercase++;
   }
   // The library only approximates SentencePiece's charsmap.
   for (const part of sequence(normalizer, library.SequenceNormalizer, (s) => s.normalizers)) {
@@ -232,6 +241,21 @@ export function checkLibraryPatches(): void {
     "the library's encode does not use it",
   );
   expect('wordPiece', wordPieceCalls() > 0, "the library's encode does not call it");
+
+  // Lowercase (inside a Sequence): a final capital sigma becomes σ.
+  const lower = tokenizer({
+    normalizer: { type: 'Sequence', normalizers: [{ type: 'Lowercase' }] },
+    pre_tokenizer: { type: 'BertPreTokenizer' },
+    model: {
+      type: 'WordPiece',
+      unk_token: '[UNK]',
+      continuing_subword_prefix: '##',
+      max_input_chars_per_word: 100,
+      vocab: { '[UNK]': 0, aσ: 1 },
+    },
+  });
+  expect('lowercase', lower.patched.lowercase === 1, 'not applied');
+  expect('lowercase', same(lower.tokenizer.encode('AΣ', CONTENT).ids, [1]), "the library's encode does not use it");
 
   // SentencePiece: a Precompiled normalizer without rules (inside a Sequence) and Unigram. The
   // library applies NFKC (ﬁ -> fi) where HF tokenizers leaves the text as it is.

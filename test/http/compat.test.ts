@@ -9,6 +9,7 @@ import type { Server } from '../../src/main.js';
 import { DEFAULT_CALIBRATION_FILE, readCalibrationTexts } from '../../src/models/calibration-text.js';
 import { calibrationRanges, quantize } from '../../src/vectors/index.js';
 import { floatVectors, type EmbeddingList, type ErrorBody, type RerankList } from '../helpers/bodies.js';
+import { dataUri, encoded } from '../helpers/image-bytes.js';
 import { auth, startServer } from '../helpers/server.js';
 
 /** Cohere's v2 embed answer, with the embedding types this file asks for. */
@@ -198,7 +199,7 @@ describe('Cohere POST /v2/embed', () => {
     expectClose(Array.from(decoded), reference[0]!);
   });
 
-  it('takes inputs of text parts, output_dimension and truncate, and refuses images and NONE over the window', async () => {
+  it('takes inputs of text parts, output_dimension and truncate, and refuses images for a text model and NONE over the window', async () => {
     const parts = await post('/v2/embed', {
       model: 'tiny-embedder',
       inputs: [{ content: [{ type: 'text', text: 'hello world' }] }],
@@ -214,12 +215,15 @@ describe('Cohere POST /v2/embed', () => {
     expect((await post('/v2/embed', { model: 'tiny-embedder', texts: [long], truncate: 'START' })).statusCode).toBe(
       200,
     );
+    // A real image reaches core, which refuses it for a model without a vision tower; bytes that are no image do not.
+    const png = dataUri(await encoded('png', 8, 8));
+    expect(
+      (await post('/v2/embed', { model: 'tiny-embedder', images: ['data:image/png;base64,AAAA'] })).json<ErrorBody>()
+        .error.code,
+    ).toBe('invalid_image');
     for (const body of [
-      { model: 'tiny-embedder', images: ['data:image/png;base64,AAAA'], input_type: 'image' },
-      {
-        model: 'tiny-embedder',
-        inputs: [{ content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }],
-      },
+      { model: 'tiny-embedder', images: [png], input_type: 'image' },
+      { model: 'tiny-embedder', inputs: [{ content: [{ type: 'image_url', image_url: { url: png } }] }] },
       { model: 'tiny-embedder', texts: ['a'], max_tokens: 8 },
       { model: 'tiny-embedder', texts: ['a'], embedding_types: ['int4'] },
       { model: 'tiny-embedder' },

@@ -21,6 +21,7 @@ import {
   resizeRgb,
   type RgbImage,
 } from '../../src/worker/image-preprocess/index.js';
+import { decodePng } from '../../src/worker/image-preprocess/png.js';
 import { referenceProcessors } from '../fixtures/preprocessor-configs.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -98,6 +99,18 @@ describe('decodeRgb', () => {
       expect([image.width, image.height]).toEqual(orientation >= 5 ? [24, 40] : [40, 24]);
       expect(Buffer.from(image.data).equals(Buffer.from(stored.data))).toBe(false);
     }
+  });
+
+  it('decodes the common PNGs itself and leaves the others to sharp', () => {
+    for (const name of ['rgb-301x199.png', 'rgba-97x61.png', 'la-50x70.png', 'gray-123x77.png', 'palette-90x60.png'])
+      expect(decodePng(bytesOf(name), MAX_PIXELS), name).toBeDefined();
+    for (const name of ['gray16-33x21.png', 'rgb16-33x21.png', 'bilevel-40x30.png'])
+      expect(decodePng(bytesOf(name), MAX_PIXELS), name).toBeUndefined();
+    const png = bytesOf('rgb-301x199.png');
+    expect(decodePng(png, 1000)).toBeUndefined();
+    const damaged = png.slice();
+    damaged[40] = damaged[40]! ^ 0xff;
+    expect(decodePng(damaged, MAX_PIXELS)).toBeUndefined();
   });
 
   it('refuses what is not an image, or is cut short, or is too large, with an ImageDecodeError', async () => {

@@ -2,7 +2,8 @@
  * The text-and-image stand-ins (scripts/standins/: CLIP, SigLIP, jina-clip-v2) checked on their own:
  * their ONNX graphs, run by ONNX Runtime on the golden token ids and pixel values, give the vectors
  * of the generator's independent float64 numpy forward pass, one input at a time and batched; and
- * the pixel values written beside each test image are the ones the golden names by hash.
+ * the pixel values written beside each test image are the ones the golden names by hash. The
+ * image preprocessing itself (Pillow's, in the generator) is the server's to match, tested there.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -35,7 +36,8 @@ interface Golden {
   vision_tokens: number;
   pad_token_id: number;
   graphs: { text: string; vision: string };
-  outputs: { text: string; image: string };
+  /** The graphs' vector outputs; a graph that also normalises them names those outputs too. */
+  outputs: { text: string; image: string; text_normalized?: string; image_normalized?: string };
   texts: TextItem[];
   images: ImageItem[];
 }
@@ -88,7 +90,13 @@ describe.skipIf(missing(dir !== '', 'the stand-ins could not be generated'))(
   'multimodal stand-ins: ONNX graphs against the numpy forward pass',
   () => {
     it('has the CLIP, SigLIP and jina-clip-v2 stand-ins', () => {
-      expect(repos).toEqual(expect.arrayContaining(['Xenova/clip-vit-base-patch32']));
+      expect(repos).toEqual([
+        'Xenova/clip-vit-base-patch16',
+        'Xenova/clip-vit-base-patch32',
+        'Xenova/clip-vit-large-patch14',
+        'Xenova/siglip-base-patch16-224',
+        'jinaai/jina-clip-v2',
+      ]);
     });
 
     describe.each(repos)('%s', (repo) => {
@@ -108,13 +116,19 @@ describe.skipIf(missing(dir !== '', 'the stand-ins could not be generated'))(
         if (vision !== text) await vision?.release();
       });
 
-      /** The graph's inputs for a batch of texts and / or images (a graph with both towers gets an empty batch of the other). */
+      /**
+       * The graph's inputs for a batch of texts or of images. A graph with both towers gets a dummy of
+       * the other, as Transformers.js passes it: an empty pixel batch, or a one-token text per image.
+       */
       function feeds(session: ort.InferenceSession, rows: number[][], pixels: Float32Array, images: number) {
-        const { ids, mask } = padded(rows.length ? rows : [[golden.pad_token_id]], golden.pad_token_id);
+        const { ids, mask } = padded(
+          rows.length ? rows : Array.from({ length: images }, () => [1]),
+          golden.pad_token_id,
+        );
         const size = golden.image_size;
         const all: Record<string, ort.Tensor> = {
-          input_ids: rows.length ? ids : new ort.Tensor('int64', new BigInt64Array(0), [0, 1]),
-          attention_mask: rows.length ? mask : new ort.Tensor('int64', new BigInt64Array(0), [0, 1]),
+          input_ids: ids,
+          attention_mask: mask,
           pixel_values: new ort.Tensor('float32', pixels, [images, 3, size, size]),
         };
         return Object.fromEntries(session.inputNames.map((name) => [name, all[name]!]));
@@ -127,6 +141,10 @@ describe.skipIf(missing(dir !== '', 'the stand-ins could not be generated'))(
           const vector = output(result, golden.outputs.text);
           expect(vector.dims).toEqual([1, golden.dimensions]);
           expect(maxDifference(vector.data as Float32Array, item.raw), item.text).toBeLessThan(golden.tolerance);
+          if (golden.outputs.text_normalized) {
+            const normalized = output(result, golden.outputs.text_normalized).data as Float32Array;
+            expect(maxDifference(normalized, item.normalized), item.text).toBeLessThan(golden.tolerance);
+          }
         }
         const batch = await text.run(
           feeds(
@@ -158,6 +176,10 @@ describe.skipIf(missing(dir !== '', 'the stand-ins could not be generated'))(
           const vector = output(result, golden.outputs.image);
           expect(vector.dims).toEqual([1, golden.dimensions]);
           expect(maxDifference(vector.data as Float32Array, item.raw), item.file).toBeLessThan(golden.tolerance);
+          if (golden.outputs.image_normalized) {
+            const normalized = output(result, golden.outputs.image_normalized).data as Float32Array;
+            expect(maxDifference(normalized, item.normalized), item.file).toBeLessThan(golden.tolerance);
+          }
         }
         const batch = await vision.run(feeds(vision, [], all, golden.images.length));
         const vectors = output(batch, golden.outputs.image).data as Float32Array;

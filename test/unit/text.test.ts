@@ -457,6 +457,7 @@ describe('patches of @huggingface/tokenizers', () => {
     };
     expect(loadLibraryTokenizer({ ...base, ...bert }, {}).patched).toEqual({
       bertNormalizer: 1,
+      lowercase: 0,
       precompiled: 0,
       byteLevel: 0,
       wordPiece: 1,

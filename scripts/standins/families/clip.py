@@ -25,6 +25,7 @@ Tiny: each tower 2 layers, hidden 64, 4 heads, the real FFN ratio; projection 32
 size and patch, so the vision sequence is the real one (50, 197, 257 tokens).
 """
 import copy
+import functools
 import math
 
 import numpy as np
@@ -36,7 +37,6 @@ from folder import Folder
 from onnx_writer import FLOAT, INT32, INT64
 from tokenizers import make_tokenizer
 
-TINY_PROJECTION = 32
 OPENAI_MEAN = [0.48145466, 0.4578275, 0.40821073]
 OPENAI_STD = [0.26862954, 0.26130258, 0.27577711]
 
@@ -171,11 +171,12 @@ def all_allowed(batch, seq):
 # ---------------------------------------------------------------------------------------------
 # Patch embeddings (a ViT's Conv with stride = kernel = patch)
 # ---------------------------------------------------------------------------------------------
-def patches_graph(b, weight, patch, bias=None):
-    """pixel_values [B, C, H, W] -> [B, patches, hidden] (row-major patch order)."""
+def patches_graph(b, weight, patch, count, bias=None):
+    """pixel_values [B, C, H, W] -> [B, count, hidden] (row-major patch order). The count is spelled
+    out, so that an empty batch reshapes too (a graph with both towers gets one for the idle tower)."""
     x = b.op("Conv", ["pixel_values", b.p(weight)] + ([b.p(bias)] if bias else []),
              kernel_shape=[patch, patch], strides=[patch, patch])
-    x = b.op("Reshape", [x, b.i64([0, 0, -1])])
+    x = b.op("Reshape", [x, b.i64([0, 0, count])])
     return b.op("Transpose", [x], perm=[0, 2, 1])
 
 
@@ -235,7 +236,7 @@ def vision_graph(W, cfg):
     Hv = v["hidden_size"]
     b = L.Onnx(W, opset=OPSET)
     e = "vision_model.embeddings."
-    x = patches_graph(b, e + "patch_embedding.weight", v["patch_size"])
+    x = patches_graph(b, e + "patch_embedding.weight", v["patch_size"], (v["image_size"] // v["patch_size"]) ** 2)
     shape = b.op("Concat", [b.dim("pixel_values", 0), b.i64([1, Hv])], axis=0)
     cls = b.op("Expand", [b.op("Reshape", [b.p(e + "class_embedding"), b.i64([1, 1, Hv])]), shape])
     x = b.op("Add", [b.op("Concat", [cls, x], axis=1), b.p(e + "position_embedding.weight")])
@@ -276,8 +277,15 @@ def tiny_config(real, size):
         return cfg
     cfg["text_config"] = sizes.shrink(cfg["text_config"], size)
     cfg["vision_config"] = sizes.shrink(cfg["vision_config"], size)
-    cfg["projection_dim"] = cfg["text_config"]["projection_dim"] = cfg["vision_config"]["projection_dim"] = TINY_PROJECTION
+    projection = sizes.TINY_PROJECTION
+    cfg["projection_dim"] = cfg["text_config"]["projection_dim"] = cfg["vision_config"]["projection_dim"] = projection
     return cfg
+
+
+@functools.lru_cache(maxsize=None)
+def _tokenizer(shared_dir):
+    # training the BPE takes seconds: once for the three repositories
+    return make_tokenizer("clip", shared_dir, WINDOW)
 
 
 def truncate(tok, text, window):
@@ -287,7 +295,7 @@ def truncate(tok, text, window):
 
 def write(standin, out_dir, size, shared_dir):
     cfg = tiny_config(standin["config"], size)
-    tok = make_tokenizer("clip", shared_dir, WINDOW)
+    tok = _tokenizer(shared_dir)
     rows = cfg["text_config"]["vocab_size"] if size == "real" else tok.vocab_size
     assert tok.vocab_size <= rows
     cfg["text_config"]["vocab_size"] = rows

@@ -1,7 +1,9 @@
 /**
  * Cohere's v2 rerank and embed, POST /v2/rerank and POST /v2/embed, as the `cohere-ai` SDK's v2
  * client calls them. (Cohere's v1 rerank shape, which Jina's clients speak too, is POST
- * /v1/rerank.) Errors keep the catalogue's shape: the SDK puts the whole body in its error.
+ * /v1/rerank.) Embed takes texts, images (data URIs) and inputs of content parts, read as the
+ * OpenAI-shaped route reads them (embedding-inputs.ts). Errors keep the catalogue's shape: the
+ * SDK puts the whole body in its error.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { randomUUID } from 'node:crypto';
@@ -11,9 +13,11 @@ import { precisions, quantizeEmbeddings } from '../../core/quantized-embeddings.
 import { rerank } from '../../core/rerank.js';
 import { invalid } from '../../errors.js';
 import { reportCacheHits } from '../cache-hits.js';
+import { checkCount, ContentPart, readImageRef, readParts, resolveItems } from '../embedding-inputs.js';
+import { imageSourceOptions, type ImageSourceOptions } from '../image-sources.js';
 import { vectorsJson } from '../embeddings.js';
 import { sendJsonText } from '../json-text.js';
-import { errorResponses, LiteralUnion, responseHeaders, withHeaders } from '../schemas.js';
+import { ErrorResponse, errorResponses, LiteralUnion, responseHeaders, withHeaders } from '../schemas.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 
@@ -52,31 +56,23 @@ type EmbeddingType = (typeof embeddingTypes)[number];
 const V2EmbedBody = Type.Object(
   {
     model: Type.String({ description: 'A served embedding model id.' }),
-    texts: Type.Optional(Type.Array(Type.String(), { description: 'The texts to embed (this or inputs).' })),
+    texts: Type.Optional(Type.Array(Type.String(), { description: 'The texts to embed (this, images or inputs).' })),
     inputs: Type.Optional(
-      Type.Array(
-        Type.Object(
-          {
-            content: Type.Array(
-              Type.Object(
-                {
-                  type: Type.String({ description: '"text" (images are not supported)' }),
-                  text: Type.Optional(Type.String()),
-                },
-                { additionalProperties: true },
-              ),
-            ),
-          },
-          { additionalProperties: true },
-        ),
-        { description: "Inputs of content parts; an input's text parts are read together as one text." },
-      ),
+      Type.Array(Type.Object({ content: Type.Array(ContentPart) }, { additionalProperties: true }), {
+        description:
+          "Inputs of content parts, a vector each: an input's text parts are read together as one text (joined by newlines), a lone image part is that image, and text and images together are one fused input, which models that can not fuse them refuse (400).",
+      }),
     ),
-    images: Type.Optional(Type.Array(Type.String(), { description: 'Not supported: a 400.' })),
+    images: Type.Optional(
+      Type.Array(Type.String(), {
+        description:
+          'Images to embed, a vector each: data URIs (data:image/png;base64,...) of PNG, JPEG or WebP, or http(s) URLs where the server fetches them (ONNX_GATEWAY_IMAGE_URLS).',
+      }),
+    ),
     input_type: Type.Optional(
       LiteralUnion(['search_document', 'search_query', 'classification', 'clustering', 'image'], {
         description:
-          "search_query / search_document: the model's query or document prompt; classification / clustering: the model's prompt of that name, if it has one; image: not supported.",
+          "search_query / search_document: the model's query or document prompt; classification / clustering: the model's prompt of that name, if it has one; image: no prompt (images take none).",
       }),
     ),
     embedding_types: Type.Optional(
@@ -115,37 +111,44 @@ const V2EmbedResponse = Type.Object({
     ),
     { description: 'One list per requested type, a vector per input.' },
   ),
-  texts: Type.Optional(Type.Array(Type.String())),
+  texts: Type.Optional(Type.Array(Type.String(), { description: 'The texts embedded, when every input was a text.' })),
+  images: Type.Optional(
+    Type.Array(
+      Type.Object({ width: Type.Integer(), height: Type.Integer(), format: Type.String(), bit_depth: Type.Integer() }),
+      { description: 'Each image embedded, in order, as its header describes it.' },
+    ),
+  ),
   meta: Type.Object({
     api_version: Type.Object({ version: Type.String() }),
-    billed_units: Type.Object({ input_tokens: Type.Integer() }),
+    billed_units: Type.Object({
+      input_tokens: Type.Integer({
+        description:
+          "Text tokens, and each image's vision sequence length (its patches, plus the class token where the model has one).",
+      }),
+      images: Type.Optional(Type.Integer({ description: 'Images embedded, when there were any.' })),
+    }),
   }),
 });
 
-/** The texts of a v2 embed request: `texts`, or each input's text parts read together. */
-function textsOf(body: V2EmbedBody): string[] {
-  if (body.images !== undefined || body.input_type === 'image')
-    throw invalid(body.images ? 'images' : 'input_type', 'Images are not embedded here; send texts.');
-  if (body.texts !== undefined && body.inputs !== undefined) throw invalid('inputs', 'Send texts or inputs, not both.');
-  if (body.texts !== undefined) return body.texts;
-  if (body.inputs === undefined) throw invalid('texts', 'texts is required (or inputs).');
-  return body.inputs.map((input, i) =>
-    input.content
-      .map((part, j) => {
-        if (part.type !== 'text')
-          throw invalid(
-            `inputs[${i}].content[${j}]`,
-            `inputs[${i}].content[${j}] is of type "${part.type}"; only text is embedded here.`,
-          );
-        if (typeof part.text !== 'string')
-          throw invalid(`inputs[${i}].content[${j}].text`, `inputs[${i}].content[${j}] has no text.`);
-        return part.text;
-      })
-      .join('\n'),
-  );
+/** A v2 embed request's inputs: `texts`, `images` or `inputs` (exactly one), as core's items. */
+function readInputs(body: V2EmbedBody, options: ImageSourceOptions & { maxInputs: number }, signal: AbortSignal) {
+  const given = (['texts', 'images', 'inputs'] as const).filter((field) => body[field] !== undefined);
+  if (given.length === 0) throw invalid('texts', 'texts is required (or images, or inputs).');
+  if (given.length > 1) throw invalid(given[1]!, `Send one of texts, images and inputs; got ${given.join(' and ')}.`);
+  const field = given[0]!;
+  if (field === 'texts') return Promise.resolve({ input: body.texts!, images: [] });
+  const values = field === 'images' ? body.images! : body.inputs!;
+  if (values.length === 0) throw invalid(field, `${field} must not be an empty array.`);
+  checkCount(values.length, options.maxInputs, field);
+  const pending =
+    field === 'images'
+      ? body.images!.map((source, i) => readImageRef(source, `images[${i}]`))
+      : body.inputs!.map((input, i) => readParts(input.content, `inputs[${i}].content`));
+  return resolveItems(pending, options, signal);
 }
 
-export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core }) => {
+export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, config }) => {
+  const imageOptions = { ...imageSourceOptions(config), maxInputs: config.maxInputs };
   app.post(
     '/v2/embed',
     {
@@ -156,12 +159,14 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         response: {
           200: withHeaders(V2EmbedResponse, responseHeaders.timing, responseHeaders.cacheHits),
           ...errorResponses,
+          // An image named by URL: its server failed, or did not answer in time.
+          502: ErrorResponse,
+          504: ErrorResponse,
         },
       },
     },
     async (request, reply) => {
       const body = request.body;
-      const texts = textsOf(body);
       const model = core.registry.resolve(body.model, 'embedding');
       if (body.max_tokens !== undefined && body.max_tokens < model.maxTokens) {
         throw invalid(
@@ -179,9 +184,10 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
             : kind && Object.hasOwn(model.prompts, kind)
               ? kind
               : undefined;
+      const { input, images: headers } = await readInputs(body, imageOptions, request.clientSignal);
       const embedRequest: EmbedRequest = {
         model: model.id,
-        input: texts,
+        input,
         dimensions: body.output_dimension,
         inputType,
         truncate: body.truncate !== 'NONE',
@@ -197,11 +203,22 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
           type === 'float' || type === 'base64' ? type : await quantizeEmbeddings(core, embedRequest, result, type);
         embeddings.push(`${JSON.stringify(type)}:[${vectorsJson(result, format).join(',')}]`);
       }
-      const meta = { api_version: { version: '2' }, billed_units: { input_tokens: result.promptTokens } };
+      const billed = { input_tokens: result.promptTokens, ...(headers.length > 0 ? { images: headers.length } : {}) };
+      const meta = { api_version: { version: '2' }, billed_units: billed };
       const head = `"id":${JSON.stringify(randomUUID())},"response_type":"embeddings_by_type"`;
+      // Cohere answers the texts it embedded, and the images described.
+      const textual = Array.isArray(input) && input.every((item) => typeof item === 'string');
+      const texts = textual ? `,"texts":${JSON.stringify(input)}` : '';
+      const described = headers.map(({ width, height, format, bitDepth }) => ({
+        width,
+        height,
+        format,
+        bit_depth: bitDepth,
+      }));
+      const imagesJson = headers.length > 0 ? `,"images":${JSON.stringify(described)}` : '';
       return sendJsonText(
         reply,
-        `{${head},"embeddings":{${embeddings.join(',')}},"texts":${JSON.stringify(texts)},"meta":${JSON.stringify(meta)}}`,
+        `{${head},"embeddings":{${embeddings.join(',')}}${texts}${imagesJson},"meta":${JSON.stringify(meta)}}`,
       );
     },
   );

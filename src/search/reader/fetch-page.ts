@@ -1,5 +1,6 @@
 /**
- * Fetches one web page for the reader, with the SSRF guard and limits:
+ * Fetches one web page for the reader, or an image an embedding request names by URL, with the
+ * SSRF guard and limits:
  * - only http and https;
  * - every connection's address is checked after DNS resolution, in the socket's own lookup, so
  *   the address checked is the address connected to (no second resolution to rebind);
@@ -32,6 +33,45 @@ function addressCheck(limits: FetchLimits): (address: string) => boolean {
   return limits.allowAddress ?? (limits.allowPrivate ? () => true : isPublicAddress);
 }
 
+/** What is fetched: how the request asks for it, and how errors name it. */
+export interface FetchTarget {
+  /** What the answer is called in errors: "page", "image of input[2]". */
+  what: string;
+  /** How an error names the URL asked for: "this url", "the URL of input[2]". */
+  subject: string;
+  /** The request field that named the URL. */
+  param: string;
+  accept: string;
+  /** The refusal of a body over maxBytes (`size`: its declared length, when it declared one). */
+  tooLarge?: (maxBytes: number, size?: number) => ApiError;
+}
+
+const page: FetchTarget = {
+  what: 'page',
+  subject: 'this url',
+  param: 'url',
+  accept: 'text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,*/*;q=0.1',
+};
+
+/** A body over the limit is the other server's failure by default: a page too large to read. */
+function tooLarge(target: FetchTarget, maxBytes: number, size?: number): ApiError {
+  if (target.tooLarge) return target.tooLarge(maxBytes, size);
+  const message =
+    size === undefined
+      ? `The ${target.what} is larger than ${maxBytes} bytes, the most the reader takes.`
+      : `The ${target.what} is ${size} bytes; the reader takes at most ${maxBytes}.`;
+  return new ApiError('upstream_error', message, { permanent: true });
+}
+
+export interface FetchedBody {
+  /** The URL after redirects. */
+  url: string;
+  status: number;
+  /** The Content-Type header as the server sent it (absent: empty). */
+  contentType: string;
+  body: Buffer;
+}
+
 export interface FetchedPage {
   /** The URL after redirects. */
   url: string;
@@ -48,21 +88,28 @@ const userAgent = `onnx-gateway-reader/${version}`;
  * does not resolve: anything more would map the server's network for the requester. The detail
  * (name, address) is the error's cause, which the server logs.
  */
-function refused(url: URL, hop: boolean, detail: string): ApiError {
-  const what = hop ? 'The page redirected to a URL the reader does not fetch' : 'The reader does not fetch this url';
+function refused(url: URL, hop: boolean, detail: string, target: FetchTarget): ApiError {
+  const what = hop
+    ? `The ${target.what} redirected to a URL the reader does not fetch`
+    : `The reader does not fetch ${target.subject}`;
   return new ApiError('invalid_request', `${what}: its host does not resolve to an address the reader may fetch.`, {
-    param: 'url',
+    param: target.param,
     cause: new Error(`${url.host}: ${detail}`),
   });
 }
 
 /** A socket lookup that refuses addresses the check does not allow. */
-function guardedLookup(url: URL, allowed: (address: string) => boolean, hop: boolean): LookupFunction {
+function guardedLookup(
+  url: URL,
+  allowed: (address: string) => boolean,
+  hop: boolean,
+  target: FetchTarget,
+): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
       if (error) return callback(error, '', 0);
       const bad = addresses.find((a) => !allowed(a.address));
-      if (bad) return callback(refused(url, hop, `resolves to ${bad.address}`), '', 0);
+      if (bad) return callback(refused(url, hop, `resolves to ${bad.address}`, target), '', 0);
       if ((options as { all?: boolean }).all)
         return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
       callback(null, addresses[0]!.address, addresses[0]!.family);
@@ -70,16 +117,20 @@ function guardedLookup(url: URL, allowed: (address: string) => boolean, hop: boo
   };
 }
 
-function parseUrl(raw: string, base?: URL): URL {
+function parseUrl(raw: string, target: FetchTarget, base?: URL): URL {
+  const { param } = target;
   let url: URL;
   try {
     url = new URL(raw, base);
   } catch {
-    throw invalid('url', base ? `The page redirected to an invalid URL "${raw}".` : `url "${raw}" is not a valid URL.`);
+    throw invalid(
+      param,
+      base ? `The ${target.what} redirected to an invalid URL "${raw}".` : `${param} "${raw}" is not a valid URL.`,
+    );
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw invalid('url', `url must be http or https; got ${url.protocol.slice(0, -1)}.`);
-  if (url.username || url.password) throw invalid('url', 'url must not contain credentials.');
+    throw invalid(param, `${param} must be http or https; got ${url.protocol.slice(0, -1)}.`);
+  if (url.username || url.password) throw invalid(param, `${param} must not contain credentials.`);
   return url;
 }
 
@@ -113,21 +164,22 @@ function decodeText(bytes: Buffer, contentType: string): string {
 function once(
   url: URL,
   limits: FetchLimits,
+  target: FetchTarget,
   hop: boolean,
   signal: AbortSignal,
 ): Promise<{ response: IncomingMessage; body?: Buffer }> {
   const literal = url.hostname.replace(/^\[|\]$/g, '');
   // The socket skips the lookup for IP literals, so they are checked here.
   if (isIP(literal) && !addressCheck(limits)(literal))
-    return Promise.reject(refused(url, hop, 'a private, loopback or link-local address'));
+    return Promise.reject(refused(url, hop, 'a private, loopback or link-local address', target));
   return new Promise((resolve, reject) => {
     const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, {
       method: 'GET',
       signal,
-      lookup: guardedLookup(url, addressCheck(limits), hop),
+      lookup: guardedLookup(url, addressCheck(limits), hop, target),
       headers: {
         'user-agent': userAgent,
-        accept: 'text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,*/*;q=0.1',
+        accept: target.accept,
         'accept-encoding': 'gzip, deflate, br',
       },
     });
@@ -141,13 +193,7 @@ function once(
       const declared = Number(response.headers['content-length']);
       if (Number.isFinite(declared) && declared > limits.maxBytes && !response.headers['content-encoding']) {
         request.destroy();
-        reject(
-          new ApiError(
-            'upstream_error',
-            `The page is ${declared} bytes; the reader takes at most ${limits.maxBytes}.`,
-            { permanent: true },
-          ),
-        );
+        reject(tooLarge(target, limits.maxBytes, declared));
         return;
       }
       const chunks: Buffer[] = [];
@@ -158,19 +204,13 @@ function once(
         if (size > limits.maxBytes) {
           request.destroy();
           stream.destroy();
-          reject(
-            new ApiError(
-              'upstream_error',
-              `The page is larger than ${limits.maxBytes} bytes, the most the reader takes.`,
-              { permanent: true },
-            ),
-          );
+          reject(tooLarge(target, limits.maxBytes));
           return;
         }
         chunks.push(chunk);
       });
       stream.on('error', (error) =>
-        reject(new ApiError('upstream_error', `The page could not be read: ${error.message}.`)),
+        reject(new ApiError('upstream_error', `The ${target.what} could not be read: ${error.message}.`)),
       );
       stream.on('end', () => resolve({ response, body: Buffer.concat(chunks) }));
     });
@@ -178,46 +218,59 @@ function once(
   });
 }
 
-export async function fetchPage(raw: string, limits: FetchLimits, signal?: AbortSignal): Promise<FetchedPage> {
-  let url = parseUrl(raw);
+/** One resource, redirects followed, within the limits; a status other than 2xx is an upstream_error. */
+export async function fetchBody(
+  raw: string,
+  limits: FetchLimits,
+  target: FetchTarget,
+  signal?: AbortSignal,
+): Promise<FetchedBody> {
+  let url = parseUrl(raw, target);
   const timeout = AbortSignal.timeout(limits.timeoutMs);
   const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
   for (let hops = 0; ; hops++) {
     let result;
     try {
-      result = await once(url, limits, hops > 0, combined);
+      result = await once(url, limits, target, hops > 0, combined);
     } catch (error) {
       if (error instanceof ApiError) throw error;
-      if (timeout.aborted) throw new ApiError('timeout', `The page did not load within ${limits.timeoutMs} ms.`);
+      if (timeout.aborted)
+        throw new ApiError('timeout', `The ${target.what} did not load within ${limits.timeoutMs} ms.`);
       if (signal?.aborted) throw new ApiError('client_closed');
       const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') throw refused(url, hops > 0, `does not resolve (${code})`);
+      if (code === 'ENOTFOUND' || code === 'EAI_AGAIN')
+        throw refused(url, hops > 0, `does not resolve (${code})`, target);
       throw new ApiError(
         'upstream_error',
-        `The page at ${url.host} could not be fetched: ${code ?? (error as Error).message}.`,
+        `The ${target.what} at ${url.host} could not be fetched: ${code ?? (error as Error).message}.`,
       );
     }
     const { response, body } = result;
     const status = response.statusCode ?? 0;
     if (!body) {
       if (hops >= limits.maxRedirects)
-        throw new ApiError('upstream_error', `The page redirected more than ${limits.maxRedirects} times.`, {
+        throw new ApiError('upstream_error', `The ${target.what} redirected more than ${limits.maxRedirects} times.`, {
           permanent: true,
         });
-      url = parseUrl(response.headers.location!, url);
+      url = parseUrl(response.headers.location!, target, url);
       continue;
     }
-    // A page that is not there (4xx) will not be there on a retry; a failing server (5xx) may recover.
+    // A resource that is not there (4xx) will not be there on a retry; a failing server (5xx) may recover.
     if (status < 200 || status >= 300)
-      throw new ApiError('upstream_error', `The page answered HTTP ${status}.`, {
+      throw new ApiError('upstream_error', `The ${target.what} answered HTTP ${status}.`, {
         permanent: status >= 400 && status < 500,
       });
-    const contentType = response.headers['content-type'] ?? 'text/html';
-    return {
-      url: url.href,
-      status,
-      mediaType: contentType.split(';')[0]!.trim().toLowerCase(),
-      body: decodeText(body, contentType),
-    };
+    return { url: url.href, status, contentType: response.headers['content-type'] ?? '', body };
   }
+}
+
+export async function fetchPage(raw: string, limits: FetchLimits, signal?: AbortSignal): Promise<FetchedPage> {
+  const fetched = await fetchBody(raw, limits, page, signal);
+  const contentType = fetched.contentType || 'text/html';
+  return {
+    url: fetched.url,
+    status: fetched.status,
+    mediaType: contentType.split(';')[0]!.trim().toLowerCase(),
+    body: decodeText(fetched.body, contentType),
+  };
 }

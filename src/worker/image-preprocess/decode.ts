@@ -1,6 +1,7 @@
 /**
  * Encoded PNG, JPEG or WebP bytes to the RGB pixels transformers' `load_image` gives:
- * `ImageOps.exif_transpose(Image.open(...)).convert('RGB')`. sharp decodes and applies the EXIF
+ * `ImageOps.exif_transpose(Image.open(...)).convert('RGB')`. Common PNGs are decoded in png.ts
+ * (lossless: the same pixels, without a sharp pipeline's cost); otherwise sharp decodes and applies the EXIF
  * orientation (the same pixels as Pillow's on these formats); it never resizes here, and embedded
  * ICC profiles are ignored, as Pillow ignores them. Where Pillow's convert('RGB') is not what
  * libvips' sRGB output gives, it is done here as Pillow does it:
@@ -10,6 +11,7 @@
  *   0..255 (libvips would keep the high byte). 16-bit colour PNGs are read as their high bytes by both.
  */
 import sharp, { type OutputInfo } from 'sharp';
+import { decodePng } from './png.js';
 import type { RgbImage } from './resample.js';
 
 // Every image is new: libvips' operation cache would only hold memory.
@@ -102,11 +104,20 @@ export async function decodeRgb(bytes: Uint8Array, maxPixels: number): Promise<R
   if (bytes.length === 0) throw new ImageDecodeError('the image is empty.');
   const format = formatOf(bytes);
   if (!format) throw new ImageDecodeError('the image is not PNG, JPEG or WebP.');
+  if (format === 'png') {
+    const decoded = decodePng(bytes, maxPixels);
+    if (decoded) return decoded;
+  }
   const png = format === 'png' ? pngHeader(bytes) : undefined;
   const gray16 = png !== undefined && png.depth === 16 && png.colourType === 0;
   const cmyk = format === 'jpeg' && jpegComponents(bytes) === 4;
 
-  let pipeline = sharp(bytes, { limitInputPixels: maxPixels, failOn: 'error', ignoreIcc: true }).rotate();
+  let pipeline = sharp(bytes, {
+    limitInputPixels: maxPixels,
+    failOn: 'error',
+    ignoreIcc: true,
+    sequentialRead: true,
+  }).rotate();
   if (cmyk) pipeline = pipeline.pipelineColourspace('cmyk').toColourspace('cmyk');
   else if (gray16) pipeline = pipeline.pipelineColourspace('grey16').toColourspace('grey16');
   let decoded: { data: Buffer; info: OutputInfo };

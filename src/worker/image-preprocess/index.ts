@@ -41,6 +41,8 @@ function tablesOf(spec: ImageProcessorSpec): [Float32Array, Float32Array, Float3
 export function resizeForSpec(image: RgbImage, spec: ImageProcessorSpec, resample: Resample = spec.resample): RgbImage {
   if (!spec.resize) return image;
   const { width, height } = resizedSize(spec.resize, image.width, image.height);
+  // Pillow returns a copy at the same size; the pixels are the same without one.
+  if (width === image.width && height === image.height) return image;
   return resizeRgb(image, width, height, resample);
 }
 

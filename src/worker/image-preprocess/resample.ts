@@ -122,53 +122,92 @@ export function coefficients(inSize: number, outSize: number, filter: Filter): C
   return { weights, bounds, ksize };
 }
 
-/** Pillow's clip8: the sum's integer part (an arithmetic shift), clamped to 0..255. */
-function clip8(sum: number): number {
-  const v = sum >> PRECISION_BITS;
-  return v < 0 ? 0 : v > 255 ? 255 : v;
-}
+/*
+ * The passes write through Uint8ClampedArray views: storing `sum >> PRECISION_BITS` there clamps it to
+ * 0..255, which is Pillow's clip8 (its table covers every sum a filter can reach). Sums stay within
+ * int32 as in Pillow's C (`| 0` tells V8 so).
+ */
 
-/** Rows [firstRow, firstRow + out.height) of `image`, each resampled along x to out.width pixels. */
-function horizontalPass(image: RgbImage, firstRow: number, out: RgbImage, c: Coefficients): void {
+/**
+ * Rows [firstRow, firstRow + rows) of `image`, each resampled along x into `dst` (outWidth x rows).
+ * Two rows at a time share each weight's load; the sums are Pillow's, row by row.
+ */
+function horizontalPass(
+  image: RgbImage,
+  firstRow: number,
+  rows: number,
+  dst: Uint8ClampedArray,
+  outWidth: number,
+  c: Coefficients,
+): void {
   const { weights, bounds, ksize } = c;
   const src = image.data;
-  const dst = out.data;
   const inStride = image.width * 3;
-  const outWidth = out.width;
-  for (let yy = 0; yy < out.height; yy++) {
+  const outStride = outWidth * 3;
+  let yy = 0;
+  for (; yy + 1 < rows; yy += 2) {
     const rowStart = (yy + firstRow) * inStride;
-    let o = yy * outWidth * 3;
-    for (let xx = 0; xx < outWidth; xx++) {
-      const count = bounds[xx * 2 + 1]!;
+    let o = yy * outStride;
+    for (let xx = 0; xx < outWidth; xx++, o += 3) {
       let p = rowStart + bounds[xx * 2]! * 3;
       let k = xx * ksize;
+      const end = k + bounds[xx * 2 + 1]!;
       let s0 = HALF;
       let s1 = HALF;
       let s2 = HALF;
-      for (let x = 0; x < count; x++, p += 3, k++) {
+      let t0 = HALF;
+      let t1 = HALF;
+      let t2 = HALF;
+      for (; k < end; k++, p += 3) {
         const w = weights[k]!;
-        s0 += src[p]! * w;
-        s1 += src[p + 1]! * w;
-        s2 += src[p + 2]! * w;
+        const q = p + inStride;
+        s0 = (s0 + src[p]! * w) | 0;
+        s1 = (s1 + src[p + 1]! * w) | 0;
+        s2 = (s2 + src[p + 2]! * w) | 0;
+        t0 = (t0 + src[q]! * w) | 0;
+        t1 = (t1 + src[q + 1]! * w) | 0;
+        t2 = (t2 + src[q + 2]! * w) | 0;
       }
-      dst[o++] = clip8(s0);
-      dst[o++] = clip8(s1);
-      dst[o++] = clip8(s2);
+      dst[o] = s0 >> PRECISION_BITS;
+      dst[o + 1] = s1 >> PRECISION_BITS;
+      dst[o + 2] = s2 >> PRECISION_BITS;
+      dst[o + outStride] = t0 >> PRECISION_BITS;
+      dst[o + outStride + 1] = t1 >> PRECISION_BITS;
+      dst[o + outStride + 2] = t2 >> PRECISION_BITS;
+    }
+  }
+  if (yy < rows) {
+    const rowStart = (yy + firstRow) * inStride;
+    let o = yy * outStride;
+    for (let xx = 0; xx < outWidth; xx++) {
+      let p = rowStart + bounds[xx * 2]! * 3;
+      let k = xx * ksize;
+      const end = k + bounds[xx * 2 + 1]!;
+      let s0 = HALF;
+      let s1 = HALF;
+      let s2 = HALF;
+      for (; k < end; k++, p += 3) {
+        const w = weights[k]!;
+        s0 = (s0 + src[p]! * w) | 0;
+        s1 = (s1 + src[p + 1]! * w) | 0;
+        s2 = (s2 + src[p + 2]! * w) | 0;
+      }
+      dst[o++] = s0 >> PRECISION_BITS;
+      dst[o++] = s1 >> PRECISION_BITS;
+      dst[o++] = s2 >> PRECISION_BITS;
     }
   }
 }
 
 /**
  * Each output row from the rows its weights cover. Pillow sums per pixel over the taps; summing per
- * tap over the row gives the same integers (no sum leaves int32) and reads memory in order.
+ * tap over the row gives the same integers and reads memory in order.
  */
-function verticalPass(image: RgbImage, out: RgbImage, c: Coefficients): void {
+function verticalPass(src: Uint8Array, width: number, dst: Uint8ClampedArray, height: number, c: Coefficients): void {
   const { weights, bounds, ksize } = c;
-  const src = image.data;
-  const dst = out.data;
-  const stride = image.width * 3;
+  const stride = width * 3;
   const sums = new Int32Array(stride);
-  for (let yy = 0; yy < out.height; yy++) {
+  for (let yy = 0; yy < height; yy++) {
     const first = bounds[yy * 2]!;
     const count = bounds[yy * 2 + 1]!;
     sums.fill(HALF);
@@ -176,10 +215,10 @@ function verticalPass(image: RgbImage, out: RgbImage, c: Coefficients): void {
       const w = weights[yy * ksize + y]!;
       if (w === 0) continue;
       const rowStart = (first + y) * stride;
-      for (let i = 0; i < stride; i++) sums[i] = sums[i]! + src[rowStart + i]! * w;
+      for (let i = 0; i < stride; i++) sums[i] = (sums[i]! + src[rowStart + i]! * w) | 0;
     }
     const o = yy * stride;
-    for (let i = 0; i < stride; i++) dst[o + i] = clip8(sums[i]!);
+    for (let i = 0; i < stride; i++) dst[o + i] = sums[i]! >> PRECISION_BITS;
   }
 }
 
@@ -242,13 +281,14 @@ export function resizeRgb(image: RgbImage, width: number, height: number, resamp
     const lastRow = vertical.bounds[height * 2 - 2]! + vertical.bounds[height * 2 - 1]!;
     for (let i = 0; i < height; i++) vertical.bounds[i * 2] = vertical.bounds[i * 2]! - firstRow;
     const rows = lastRow - firstRow;
-    current = { data: new Uint8Array(width * rows * 3), width, height: rows };
-    horizontalPass(image, firstRow, current, horizontal);
+    const temp = new Uint8ClampedArray(width * rows * 3);
+    horizontalPass(image, firstRow, rows, temp, width, horizontal);
+    current = { data: new Uint8Array(temp.buffer), width, height: rows };
   }
   if (needVertical) {
-    const out = { data: new Uint8Array(width * height * 3), width, height };
-    verticalPass(current, out, vertical);
-    current = out;
+    const out = new Uint8ClampedArray(width * height * 3);
+    verticalPass(current.data, width, out, height, vertical);
+    current = { data: new Uint8Array(out.buffer), width, height };
   }
   return current;
 }
