@@ -206,7 +206,8 @@ export async function encodeInputs(
   }
   const tokenizeMs = performance.now() - started;
   let promptTokens = 0;
-  for (const ids of sequences) promptTokens += ids.length;
+  // A model fed rows padded to a fixed length (SigLIP's text tower) attends every one of them.
+  for (const ids of sequences) promptTokens += Math.max(ids.length, model.feeds.fixedLength ?? 0);
   return { sequences, count, promptTokens, tokenizeMs };
 }
 

@@ -33,8 +33,10 @@ interface Golden {
   tolerance: number;
   vision_tokens: number;
   graphs: Record<string, string>;
-  texts: { text: string; input_ids: number[]; raw: number[]; normalized: number[] }[];
+  texts: { text: string; prompt_name?: string | null; input_ids: number[]; raw: number[]; normalized: number[] }[];
   images: { file: string; raw: number[]; normalized: number[] }[];
+  /** Matryoshka widths: every text's, then every image's vector cut to the width and normalised. */
+  matryoshka?: Record<string, number[][]>;
 }
 
 const dir = inject('standinsDir');
@@ -129,7 +131,12 @@ describe.skipIf(missing(dir !== '' && repos.length > 0, `the image-text stand-in
       let difference = 0;
       for (const item of golden.texts) {
         for (const normalize of [true, false]) {
-          const result = await embed(core, { model: repo, input: [item.text], normalize });
+          const result = await embed(core, {
+            model: repo,
+            input: [item.text],
+            normalize,
+            inputType: item.prompt_name ?? undefined,
+          });
           difference = Math.max(difference, maxDifference(result.vectors, normalize ? item.normalized : item.raw));
           expect(result.promptTokens).toBe(item.input_ids.length);
         }
@@ -157,7 +164,8 @@ describe.skipIf(missing(dir !== '' && repos.length > 0, `the image-text stand-in
           items.push({ image: image(repo, picture.file) });
           expected.push(picture.normalized);
         }
-        const text = golden.texts[i];
+        // One request has one prompt: the texts embedded without one.
+        const text = golden.texts.filter((item) => !item.prompt_name)[i];
         if (text) {
           items.push(text.text);
           expected.push(text.normalized);
@@ -172,9 +180,42 @@ describe.skipIf(missing(dir !== '' && repos.length > 0, `the image-text stand-in
       });
       worst[repo] = Math.max(worst[repo] ?? 0, difference);
       expect(difference).toBeLessThanOrEqual(golden.tolerance);
-      const textTokens = golden.texts.reduce((sum, text) => sum + text.input_ids.length, 0);
+      const textTokens = golden.texts
+        .filter((text) => !text.prompt_name)
+        .reduce((sum, text) => sum + text.input_ids.length, 0);
       expect(result.promptTokens).toBe(textTokens + golden.images.length * golden.vision_tokens);
     });
+
+    it.each(repos.filter((repo) => readGolden(repo).matryoshka))(
+      '%s: Matryoshka dimensions for texts and images',
+      async (repo) => {
+        const golden = readGolden(repo);
+        let difference = 0;
+        for (const [width, rows] of Object.entries(golden.matryoshka!)) {
+          const dimensions = Number(width);
+          const vectors: Float32Array[] = [];
+          for (const item of golden.texts) {
+            const input = [item.text];
+            const result = await embed(core, {
+              model: repo,
+              input,
+              dimensions,
+              inputType: item.prompt_name ?? undefined,
+            });
+            vectors.push(result.vectors);
+          }
+          const images = await embed(core, {
+            model: repo,
+            input: golden.images.map((item) => ({ image: image(repo, item.file) })),
+            dimensions,
+          });
+          golden.images.forEach((_, i) => vectors.push(images.vectors.subarray(i * dimensions, (i + 1) * dimensions)));
+          rows.forEach((row, i) => (difference = Math.max(difference, maxDifference(vectors[i]!, row))));
+        }
+        worst[repo] = Math.max(worst[repo] ?? 0, difference);
+        expect(difference).toBeLessThanOrEqual(golden.tolerance);
+      },
+    );
 
     it('fails only the request of a corrupt image among concurrent requests', async () => {
       const repo = repos[0]!;
@@ -235,6 +276,38 @@ describe.skipIf(missing(dir !== '' && repos.length > 0, `the image-text stand-in
       await expect(
         embed(core, { model: repo, input: [{ image: new TextEncoder().encode('no image at all') }] }),
       ).rejects.toMatchObject({ code: 'invalid_image', param: 'input[0]' });
+    });
+
+    it.each(repos)('%s: POST /v1/embeddings with images as data URIs beside texts, in input order', async (repo) => {
+      const golden = readGolden(repo);
+      const dataUri = (file: string) =>
+        `data:image/${file.endsWith('.png') ? 'png' : file.endsWith('.webp') ? 'webp' : 'jpeg'};base64,${Buffer.from(image(repo, file)).toString('base64')}`;
+      const [first, second] = golden.images as [Golden['images'][number], Golden['images'][number]];
+      const text = golden.texts[0]!;
+      const res = await server.app.inject({
+        method: 'POST',
+        url: '/v1/embeddings',
+        headers: auth,
+        payload: {
+          model: repo,
+          input: [
+            { type: 'image_url', image_url: { url: dataUri(first.file) } },
+            text.text,
+            { type: 'image_url', image_url: { url: dataUri(second.file) } },
+          ],
+        },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      const body = res.json<{ data: { index: number; embedding: number[] }[]; usage: { prompt_tokens: number } }>();
+      const expected = [first.normalized, text.normalized, second.normalized];
+      let difference = 0;
+      body.data.forEach((row, i) => {
+        expect(row.index).toBe(i);
+        difference = Math.max(difference, maxDifference(row.embedding, expected[i]!));
+      });
+      worst[repo] = Math.max(worst[repo] ?? 0, difference);
+      expect(difference).toBeLessThanOrEqual(golden.tolerance);
+      expect(body.usage.prompt_tokens).toBe(text.input_ids.length + 2 * golden.vision_tokens);
     });
 
     it('places both towers in the memory budget and lists them', async () => {
