@@ -19,7 +19,8 @@ export const serverFlags = [
   '--interrupt-budget=8192',
   // V8 12 and 13 (Node 22, 24) tier a function up after a count of its invocations instead (its
   // budget is that count times its bytecode's length): Maglev after 400, TurboFan after 3,000. An
-  // eighth of each, as for V8 11.
+  // eighth of each, as for V8 11: on Node 24 the main thread spent 2.00 ms of CPU per request at
+  // c=32 with them, 2.18 without (8% less; docs/performance.md, a heavily loaded machine).
   '--invocation-count-for-maglev=50',
   '--invocation-count-for-turbofan=375',
   // The memory reducer runs up to three extra full collections once a process goes quiet, to hand
