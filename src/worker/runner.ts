@@ -169,11 +169,16 @@ function emptyPast(past: ModelLoadSpec['feeds']['pastKeyValues'][number], rows: 
   return new ort.Tensor('float32', new Float32Array(0), dims);
 }
 
-/** The output's values as float32: float16 graphs (the fp16 variants) give their outputs in half precision. */
+/**
+ * The output's values as float32: float16 graphs (the fp16 variants) give their outputs in half
+ * precision, as a Uint16Array of their bits, or a Float16Array where node has one (Node 24): the
+ * bits are read through a view either way.
+ */
 function toFloat32(tensor: ort.Tensor): Float32Array {
   if (tensor.type === 'float32') return tensor.data as Float32Array;
   if (tensor.type !== 'float16') throw new Error(`output "${tensor.type}" tensors are not supported`);
-  const half = tensor.data as Uint16Array;
+  const data = tensor.data as ArrayBufferView & { length: number };
+  const half = new Uint16Array(data.buffer, data.byteOffset, data.length);
   const out = new Float32Array(half.length);
   for (let i = 0; i < half.length; i++) out[i] = halfToFloat(half[i]!);
   return out;
