@@ -1,14 +1,18 @@
 /**
  * Half-precision tensors: the fp16 variants take and give float16, which ONNX Runtime's JavaScript
- * API holds as the raw bits in a Uint16Array.
+ * API holds as the raw bits in a Uint16Array, or as a Float16Array where node has one (Node 24).
  */
 import type * as ort from 'onnxruntime-node';
 
-/** The output's values as float32: float16 graphs (the fp16 variants) give their outputs in half precision. */
+/**
+ * The output's values as float32: float16 graphs (the fp16 variants) give their outputs in half
+ * precision, whose bits are read through a view whichever array holds them.
+ */
 export function toFloat32(tensor: ort.Tensor): Float32Array {
   if (tensor.type === 'float32') return tensor.data as Float32Array;
   if (tensor.type !== 'float16') throw new Error(`output "${tensor.type}" tensors are not supported`);
-  const half = tensor.data as Uint16Array;
+  const data = tensor.data as ArrayBufferView & { length: number };
+  const half = new Uint16Array(data.buffer, data.byteOffset, data.length);
   const out = new Float32Array(half.length);
   for (let i = 0; i < half.length; i++) out[i] = halfToFloat(half[i]!);
   return out;
