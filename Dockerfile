@@ -4,23 +4,23 @@
 # or mount a key file and set ONNX_GATEWAY_API_KEYS_FILE. Models are not in the image: mount the
 # models dir (one Hugging Face-layout folder per model) at /models.
 
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
-# A toolchain for native modules whose prebuilt binary can not be fetched (better-sqlite3 falls
-# back to compiling); only this stage has it.
+# A toolchain for native modules whose prebuilt binary can not be fetched (better-sqlite3 12, which
+# only Node 20 loads, falls back to compiling); only this stage has it.
 RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ \
   && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
 # onnxruntime-node's postinstall would download the CUDA provider (its default on linux/x64), which
-# this image does not use. package.json's allowScripts skips it from npm 11.16; the npm of node 20
-# images is older and reads only this variable.
+# this image does not use. package.json's allowScripts skips it from npm 11.16; an older npm reads
+# only this variable.
 RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     ONNX_GATEWAY_HOST=0.0.0.0 \
     ONNX_GATEWAY_PORT=8080 \

@@ -16,6 +16,9 @@
  *                 without its embedding cache: the workloads repeat their inputs, and measure inference
  *   gateway-int8  the same serving the int8 variants (`<id>:int8`; made by `models quantize`)
  *   gateway-cache the gateway with its embedding cache on (256 MB), for the reindex workload
+ *   gateway@NODE  the gateway run by another node binary (Node 24 beside the bench's own, say), named
+ *                 `gateway-node<major>`; `LABEL=gateway@NODE --v8-flag ...` names it LABEL and gives
+ *                 node those flags too (a flag given to node is kept: src/v8-flags.ts)
  *   transformers  bench/peers/transformers-server.ts (fastify + transformers.js pipeline)
  *   minimal       bench/peers/minimal-server.ts (fastify + piscina, 1 input per run)
  *   ort, ort-int8 raw ONNX Runtime (bench/raw-target.ts), one target per layout that can win
@@ -24,7 +27,7 @@
  *                 on one session of the layout's threads; all measured in the same rotation
  *   name=URL      an already running server
  */
-import { type ChildProcess, fork, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -78,6 +81,8 @@ export interface TargetSpec {
   variant: 'fp32' | 'int8';
   /** A raw target's layouts (sessions x intra-op threads x batch). */
   layouts?: { embed: RawLayout; rerank: RawLayout };
+  /** The Node version a gateway runs on, when not the bench's own. */
+  node?: string;
   /** Model ids the workloads name for this target (the int8 gateway serves `<id>:int8`). */
   models: { embed: string; rerank: string };
   start(): Promise<RunningTarget>;
@@ -261,10 +266,87 @@ export function rawLayoutSet(
   return set;
 }
 
+/** Another node binary to run the gateway on, with flags for it. */
+interface OtherNode {
+  execPath: string;
+  nodeArgs: string[];
+  /** Its version, recorded with the target's results. */
+  node: string;
+}
+
+/** The gateway as a target (`gateway`, `gateway-int8`, `gateway-cache`, or on another node binary). */
+function gatewaySpec(
+  name: string,
+  models: { embed: string; rerank: string },
+  opts: TargetOptions,
+  on?: OtherNode,
+): TargetSpec {
+  return {
+    name,
+    kind: 'gateway',
+    variant: name === 'gateway-int8' ? 'int8' : 'fp32',
+    ...(on ? { node: on.node } : {}),
+    models,
+    start: () => {
+      const cli = opts.gatewayFromSrc
+        ? join(REPO_ROOT, 'src', 'cli', 'index.ts')
+        : join(REPO_ROOT, 'dist', 'cli', 'index.js');
+      if (!existsSync(cli))
+        return Promise.reject(
+          new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`),
+        );
+      // Started as npm start starts it: with the flags V8 takes only on node's command line.
+      return startChild(
+        name,
+        (port, apiKey) =>
+          spawn(
+            on?.execPath ?? process.execPath,
+            [
+              ...commandLineFlags,
+              ...(on?.nodeArgs ?? []),
+              ...(opts.gatewayFromSrc ? ['--import', import.meta.resolve('tsx')] : []),
+              cli,
+              'serve',
+            ],
+            {
+              cwd: REPO_ROOT,
+              stdio: ['ignore', 'pipe', 'pipe'],
+              env: {
+                ...process.env,
+                ONNX_GATEWAY_MODELS_DIR: modelsDir(),
+                ONNX_GATEWAY_MODELS: `${models.embed},${models.rerank}`,
+                // The ceiling and the peers cut a pair at 512 tokens; by default the gateway also scores
+                // the further windows of longer documents. One window each keeps the work identical.
+                ONNX_GATEWAY_RERANK_MAX_CHUNKS: process.env.ONNX_GATEWAY_RERANK_MAX_CHUNKS ?? '1',
+                // The workloads send the same inputs again and again: only gateway-cache answers them from its cache.
+                ONNX_GATEWAY_CACHE_MAX_MB: name === 'gateway-cache' ? '256' : '0',
+                ONNX_GATEWAY_PORT: String(port),
+                ONNX_GATEWAY_HOST: '127.0.0.1',
+                ONNX_GATEWAY_API_KEYS: apiKey,
+                ONNX_GATEWAY_LOG_LEVEL: process.env.ONNX_GATEWAY_LOG_LEVEL ?? 'warn',
+              },
+            },
+          ),
+        180_000,
+      );
+    },
+  };
+}
+
 /** `n`: the embedding mix size, for the raw targets' inputs (the HTTP workloads' own). */
 export function targetSpecs(names: string[], opts: TargetOptions & { n?: number }): TargetSpec[] {
   const fp32 = { embed: opts.embedModel, rerank: opts.rerankModel };
   return names.flatMap((name): TargetSpec | TargetSpec[] => {
+    const onNode = /^(?:([\w.-]+)=)?gateway@(\S+)((?:\s+--\S+)*)$/.exec(name.trim());
+    if (onNode) {
+      const [, label, nodePath, flags] = onNode;
+      const node = execFileSync(nodePath!, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim();
+      return gatewaySpec(label ?? `gateway-node${node.split('.')[0]}`, fp32, opts, {
+        execPath: nodePath!,
+        nodeArgs: flags!.split(/\s+/).filter(Boolean),
+        node,
+      });
+    }
     const eq = name.indexOf('=');
     if (eq > 0) {
       const label = name.slice(0, eq);
@@ -301,59 +383,12 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
     if (name === 'gateway' || name === 'gateway-int8' || name === 'gateway-cache') {
       const models =
         name === 'gateway-int8' ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
-      return {
-        name,
-        kind: 'gateway',
-        variant: name === 'gateway-int8' ? 'int8' : 'fp32',
-        models,
-        start: () => {
-          const cli = opts.gatewayFromSrc
-            ? join(REPO_ROOT, 'src', 'cli', 'index.ts')
-            : join(REPO_ROOT, 'dist', 'cli', 'index.js');
-          if (!existsSync(cli))
-            return Promise.reject(
-              new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`),
-            );
-          // Started as npm start starts it: with the flags V8 takes only on node's command line.
-          return startChild(
-            name,
-            (port, apiKey) =>
-              spawn(
-                process.execPath,
-                [
-                  ...commandLineFlags,
-                  ...(opts.gatewayFromSrc ? ['--import', import.meta.resolve('tsx')] : []),
-                  cli,
-                  'serve',
-                ],
-                {
-                  cwd: REPO_ROOT,
-                  stdio: ['ignore', 'pipe', 'pipe'],
-                  env: {
-                    ...process.env,
-                    ONNX_GATEWAY_MODELS_DIR: modelsDir(),
-                    ONNX_GATEWAY_MODELS: `${models.embed},${models.rerank}`,
-                    // The ceiling and the peers cut a pair at 512 tokens; by default the gateway also scores
-                    // the further windows of longer documents. One window each keeps the work identical.
-                    ONNX_GATEWAY_RERANK_MAX_CHUNKS: process.env.ONNX_GATEWAY_RERANK_MAX_CHUNKS ?? '1',
-                    // The workloads send the same inputs again and again: only gateway-cache answers them from its cache.
-                    ONNX_GATEWAY_CACHE_MAX_MB: name === 'gateway-cache' ? '256' : '0',
-                    ONNX_GATEWAY_PORT: String(port),
-                    ONNX_GATEWAY_HOST: '127.0.0.1',
-                    ONNX_GATEWAY_API_KEYS: apiKey,
-                    ONNX_GATEWAY_LOG_LEVEL: process.env.ONNX_GATEWAY_LOG_LEVEL ?? 'warn',
-                  },
-                },
-              ),
-            180_000,
-          );
-        },
-      };
+      return gatewaySpec(name, models, opts);
     }
     const peerFile = { transformers: './peers/transformers-server', minimal: './peers/minimal-server' }[name];
     if (!peerFile)
       throw new Error(
-        `unknown target "${name}" (gateway, gateway-int8, gateway-cache, transformers, minimal, ort, ort-int8, or name=URL)`,
+        `unknown target "${name}" (gateway, gateway-int8, gateway-cache, gateway@NODE, transformers, minimal, ort, ort-int8, or name=URL)`,
       );
     const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
     return {
@@ -600,6 +635,8 @@ export interface HttpTargetResult {
   variant: 'fp32' | 'int8';
   /** A raw target's layouts. */
   layouts?: { embed: RawLayout; rerank: RawLayout };
+  /** The Node version a gateway ran on, when not the bench's own (machine.node). */
+  node?: string;
   /** latency of a 1-token request on the idle server, ms */
   idlePingMs: number | null;
   validation: Record<string, string | null>;
@@ -669,6 +706,7 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
         kind: spec.kind,
         variant: spec.variant,
         layouts: spec.layouts,
+        ...(spec.node ? { node: spec.node } : {}),
         url: null,
         error: null,
         idlePingMs: null,

@@ -2,10 +2,20 @@
  * Opens the embedded SQLite files of the server (search task records, the local index, batches).
  */
 import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
 
-export type SqliteDatabase = Database.Database;
+export type SqliteDatabase = BetterSqlite3.Database;
+
+/**
+ * better-sqlite3 13 (Node-API, its binaries in the package) on Node 22 and later; 12, built for
+ * node's own ABI, on Node 20, where 13 crashes as it opens a database. 12 can not serve Node 24:
+ * from 24.19 node asserts when a garbage collection outside JavaScript frees one of its statements.
+ */
+const Database = createRequire(import.meta.url)(
+  Number(process.versions.node.split('.')[0]) >= 22 ? 'better-sqlite3' : 'better-sqlite3-12',
+) as typeof BetterSqlite3;
 
 /** Opens (creating folders as needed) a database in WAL mode, so readers never wait for a writer. */
 export function openDatabase(path: string): SqliteDatabase {

@@ -338,11 +338,13 @@ function sourceLine(file: string, data: unknown): string {
     throw new Error(`${file}: neither a bench/run.ts, bench/images.ts nor bench/soak.ts result`);
   }
   const when = report.startedAt ? `${report.startedAt.slice(0, 16).replace('T', ' ')} UTC, ` : '';
-  const on = report.machine ? machine(report.machine) : 'the machine is not recorded';
+  // Targets run by another node binary than the bench's own (bench/http.ts, gateway@NODE).
+  const onOtherNodes = (report.http ?? []).filter((t) => t.node).map((t) => `${t.name}: ${t.node}`);
+  const on = report.machine ? machine(report.machine, onOtherNodes) : 'the machine is not recorded';
   return `From ${link} (${when}${on}), made by \`${command}\`.`;
 }
 
-function machine(m: MachineInfo): string {
+function machine(m: MachineInfo, otherNodes: string[] = []): string {
   const simd =
     [
       ['avx512f', 'AVX-512'],
@@ -350,7 +352,9 @@ function machine(m: MachineInfo): string {
       ['neon', 'NEON'],
     ].find(([flag]) => m.cpuFlags.includes(flag!))?.[1] ?? 'no AVX2';
   return (
-    `${m.cores} cores ${m.cpuModel} (${simd}), load ${m.loadavg[0]}, Node ${m.node.replace(/^v/, '')}, ` +
+    `${m.cores} cores ${m.cpuModel} (${simd}), load ${m.loadavg[0]}, Node ${m.node.replace(/^v/, '')}` +
+    (otherNodes.length > 0 ? ` (${otherNodes.join(', ')})` : '') +
+    ', ' +
     `onnxruntime-node ${m.onnxruntimeNode}`
   );
 }

@@ -10,7 +10,9 @@ import type { EmbeddingCache } from './cache/embedding-cache.js';
 export type Limits = Pick<
   Config,
   'maxInputs' | 'maxInputChars' | 'truncate' | 'rerankMaxChunks' | 'rerankChunkOverlap'
->;
+> &
+  /** Bounds on an image to embed (absent: the settings' defaults). */
+  Partial<Pick<Config, 'embeddingImageMaxBytes' | 'imageMaxPixels'>>;
 
 export interface CoreContext {
   registry: Registry;

@@ -9,6 +9,7 @@ import type { CachedJob } from './cache/embedding-cache.js';
 import type { CoreContext, Timings } from './context.js';
 import { promptFor } from './prompts.js';
 import { mapInSlices } from './map-in-slices.js';
+import { embedItems, multimodalItems } from './image-embeddings.js';
 
 /** An image to embed: its encoded bytes (PNG, JPEG or WebP), checked and decoded by the server. */
 export interface ImageItem {
@@ -69,7 +70,7 @@ export interface EmbedResult {
   timings: Timings;
 }
 
-/** Splits the OpenAI input union into texts or token-id lists. */
+/** Splits the OpenAI input union into texts or token-id lists (image items are embed()'s alone: multimodal.ts). */
 export function normaliseInput(input: EmbeddingInput): { texts?: string[]; tokens?: number[][] } {
   if (typeof input === 'string') return { texts: [input] };
   if (!Array.isArray(input))
@@ -79,6 +80,8 @@ export function normaliseInput(input: EmbeddingInput): { texts?: string[]; token
     );
   if (input.length === 0) throw invalid('input', 'input must not be an empty array.');
   if (input.every((item) => typeof item === 'string')) return { texts: input };
+  if (input.some((item) => typeof item === 'object' && item !== null && !Array.isArray(item)))
+    throw invalid('input', 'images are embedded as dense vectors only, by the embeddings operation.');
   if (input.every((item) => typeof item === 'number')) return { tokens: [input] };
   if (input.every((item) => Array.isArray(item))) return { tokens: input };
   throw invalid('input', 'input must not mix strings, numbers and arrays.');
@@ -161,6 +164,8 @@ export async function encodeInputs(
   model: ServedModel,
   request: Pick<EmbedRequest, 'input' | 'inputType' | 'truncate' | 'truncationDirection'>,
   signal?: AbortSignal,
+  /** The request field of each input, by its index (a mixed request's texts are some of its items). */
+  paramOf: (i: number) => string = (i) => `input[${i}]`,
 ): Promise<{ sequences: Int32Array[]; count: number; promptTokens: number; tokenizeMs: number }> {
   const truncate = request.truncate ?? ctx.limits.truncate;
   const direction = request.truncationDirection ?? 'right';
@@ -174,38 +179,39 @@ export async function encodeInputs(
   if (texts) {
     const prefix = promptFor(model, request.inputType);
     texts.forEach((text, i) => {
-      if (text.length === 0) throw invalid(`input[${i}]`, 'input must not contain empty strings.');
+      if (text.length === 0) throw invalid(paramOf(i), 'input must not contain empty strings.');
       if (text.length > ctx.limits.maxInputChars)
         throw invalid(
-          `input[${i}]`,
-          `input[${i}] has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`,
+          paramOf(i),
+          `${paramOf(i)} has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`,
         );
     });
     sequences = await mapInSlices(
       texts,
-      (text, i) => fit(model, model.tokenizer.encode(prefix + text), truncate, direction, `input[${i}]`),
+      (text, i) => fit(model, model.tokenizer.encode(prefix + text), truncate, direction, paramOf(i)),
       signal,
     );
   } else {
     sequences = tokens!.map((ids, i) => {
-      if (ids.length === 0) throw invalid(`input[${i}]`, 'token id arrays must not be empty.');
+      if (ids.length === 0) throw invalid(paramOf(i), 'token id arrays must not be empty.');
       const content = new Int32Array(ids.length);
       for (let t = 0; t < ids.length; t++) {
         const id = ids[t]!;
         if (!Number.isInteger(id) || id < 0 || id >= model.vocabSize) {
           throw invalid(
-            `input[${i}]`,
+            paramOf(i),
             `token ids must be integers in [0, ${model.vocabSize - 1}] for "${model.id}"; got ${id}.`,
           );
         }
         content[t] = id;
       }
-      return fit(model, content, truncate, direction, `input[${i}]`);
+      return fit(model, content, truncate, direction, paramOf(i));
     });
   }
   const tokenizeMs = performance.now() - started;
   let promptTokens = 0;
-  for (const ids of sequences) promptTokens += ids.length;
+  // A model fed rows padded to a fixed length (SigLIP's text tower) attends every one of them.
+  for (const ids of sequences) promptTokens += Math.max(ids.length, model.feeds.fixedLength ?? 0);
   return { sequences, count, promptTokens, tokenizeMs };
 }
 
@@ -214,17 +220,10 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
   const dimensions = checkDimensions(model, request.dimensions);
   // Ollama's keep_alive: it counts from when the model is next idle, this request done.
   if (request.keepAliveMs !== undefined) ctx.lifecycle?.keepAlive(model.id, request.keepAliveMs);
-  const { sequences, count, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
-  // Only the inputs the cache lacks reach the engine.
-  const compute = (missing: Int32Array[]) =>
-    ctx.scheduler.submit(
-      model.id,
-      missing.map((ids) => ({ ids })),
-      signal,
-    );
-  const job: Omit<CachedJob, 'hits'> & { hits?: number } = ctx.embeddingCache
-    ? await ctx.embeddingCache.run(model, sequences, compute)
-    : await compute(sequences);
+  const items = multimodalItems(request.input);
+  const { job, count, promptTokens, tokenizeMs } = items
+    ? await embedItems(ctx, model, request, items, signal)
+    : await embedTexts(ctx, model, request, signal);
   let vectors = job.output;
   // Asking for a width asks for Matryoshka vectors as the model's card computes them: its step
   // before a cut (nomic-embed-text-v1.5's layer norm) over the full width, then cut and normalised
@@ -244,3 +243,26 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
     timings: { tokenizeMs, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs },
   };
 }
+
+/** The rows of a request's texts or token ids, from the cache and the model. */
+export async function embedTexts(
+  ctx: CoreContext,
+  model: ServedModel,
+  request: Pick<EmbedRequest, 'input' | 'inputType' | 'truncate' | 'truncationDirection'>,
+  signal?: AbortSignal,
+  paramOf?: (i: number) => string,
+): Promise<{ job: EmbeddedRows; count: number; promptTokens: number; tokenizeMs: number }> {
+  const { sequences, count, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal, paramOf);
+  // Only the inputs the cache lacks reach the engine.
+  const compute = (missing: Int32Array[]) =>
+    ctx.scheduler.submit(
+      model.id,
+      missing.map((ids) => ({ ids })),
+      signal,
+    );
+  const job = ctx.embeddingCache ? await ctx.embeddingCache.run(model, sequences, compute) : await compute(sequences);
+  return { job, count, promptTokens, tokenizeMs };
+}
+
+/** Pooled rows of a request's inputs, as the cache or the engine gives them. */
+export type EmbeddedRows = Omit<CachedJob, 'hits'> & { hits?: number };

@@ -7,6 +7,8 @@
  * they share the budget; later loads (a request for an unloaded model, an admin's load) take what is
  * free, unloading the least recently used idle models first. A model idle for its keep-alive is
  * unloaded; a request for it loads it again and waits. Loads run one at a time.
+ * An image-text model's vision tower is a model of its own here (`<model>#vision`): it is loaded
+ * when images come, and placed in the budget beside the text tower like any model.
  * Knows models only as load specs with their ids, never as operations.
  */
 import type { Config } from '../config.js';
@@ -57,7 +59,8 @@ export interface EngineOptions {
     | 'queueCapacity'
     | 'memoryBudgetMb'
     | 'preload'
-  > & { keepAliveMs: number };
+  > &
+    Partial<Pick<Config, 'imageMaxPixels'>> & { keepAliveMs: number };
   models: ServedModel[];
   observer?: BatchObserver & LifecycleObserver;
   /** How a model's first session is measured (tests give fake sizes). */
@@ -104,7 +107,8 @@ export class Engine implements Lanes {
       soloThreads: config.soloThreads,
       budgetBytes: memoryBudgetBytes(config.memoryBudgetMb),
     };
-    for (const spec of options.models)
+    const models = options.models.flatMap(withTowers);
+    for (const spec of models)
       this.entries.set(spec.id, { spec, status: 'unloaded', lastUsed: 0, keepAliveMs: config.keepAliveMs });
     this.scheduler = new Scheduler(
       this,
@@ -114,7 +118,7 @@ export class Engine implements Lanes {
         queueCapacity: config.queueCapacity,
         maxInFlight: 2 * config.workers * config.intraOpThreads,
       },
-      options.models,
+      models,
       options.observer,
     );
     this.ready = config.preload
@@ -192,7 +196,11 @@ export class Engine implements Lanes {
   }
 
   /** Serves a model added since start (a pull); one served already is unloaded, to load its new files on demand. */
-  async add(model: ServedModel): Promise<void> {
+  async add(served: ServedModel): Promise<void> {
+    for (const model of withTowers(served)) await this.addOne(model);
+  }
+
+  private async addOne(model: ServedModel): Promise<void> {
     const entry = this.entries.get(model.id);
     if (entry) {
       await this.unload(model.id);
@@ -343,6 +351,7 @@ export class Engine implements Lanes {
     const lane = new ModelLane(entry.spec, entry.spec.device, config.intraOpThreads, {
       spinning: config.ortSpinning,
       memoryArena: config.ortMemoryArena,
+      imageMaxPixels: config.imageMaxPixels,
     });
     entry.lane = lane;
     const report = await lane.report;
@@ -368,6 +377,7 @@ export class Engine implements Lanes {
       entry.lane = new ModelLane(entry.spec, placement.device, placement.threadsPerSession, {
         spinning: config.ortSpinning,
         memoryArena: config.ortMemoryArena,
+        imageMaxPixels: config.imageMaxPixels,
       });
       await entry.lane.report;
     }
@@ -424,6 +434,11 @@ export class Engine implements Lanes {
     this.pastRestarts += lane.restarts;
     if (wasLoaded) this.options.observer?.onUnload?.(entry.spec.id);
   }
+}
+
+/** A served model and, for an image-text model, its vision tower: the engine's models. */
+function withTowers(model: ServedModel): ServedModel[] {
+  return model.images ? [model, model.images.tower] : [model];
 }
 
 /** A keep-alive that never unloads: negative, or too long for a timer (duration.ts gives Infinity for "for ever"). */

@@ -15,6 +15,8 @@ import { WorkerPool, WorkerStartError, workerFile } from './worker-pool.js';
 export interface LaneSessionDefaults {
   spinning: boolean;
   memoryArena: boolean;
+  /** A vision tower's bound on a decoded image's pixels (the imageMaxPixels setting), checked again in the worker. */
+  imageMaxPixels?: number;
 }
 
 export class ModelLane {
@@ -89,6 +91,8 @@ export class ModelLane {
     const transfer: ArrayBuffer[] = [task.ids.buffer as ArrayBuffer, task.lengths.buffer as ArrayBuffer];
     if (task.typeIds) transfer.push(task.typeIds.buffer as ArrayBuffer);
     if (task.attended) transfer.push(task.attended.buffer as ArrayBuffer);
+    // Each image's own buffer (one buffer listed once, should two rows share it).
+    for (const buffer of new Set(task.images?.map((image) => image.buffer as ArrayBuffer))) transfer.push(buffer);
     const pool = task.solo && this.solo ? this.solo : this.sessions;
     return pool.run<BatchResult>(task, transfer);
   }
@@ -105,7 +109,7 @@ export class ModelLane {
       // A second batch waits in each thread, so a thread never idles for a round trip between batches.
       tasksPerThread: 2,
       workerData: {
-        models: [loadSpec(this.spec)],
+        models: [loadSpec(this.spec, this.defaults.imageMaxPixels)],
         session,
         device: this.device,
         deviceLock: deviceLock(this.device),
@@ -115,16 +119,21 @@ export class ModelLane {
 }
 
 /** The plain-data part of a model that crosses into a worker thread. */
-function loadSpec({
-  id,
-  task,
-  onnxPath,
-  pooling,
-  padId,
-  output,
-  heads,
-  specialIds,
-  feeds,
-}: ModelLoadSpec): ModelLoadSpec {
-  return { id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds };
+function loadSpec(
+  { id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds, vision, fillerId }: ModelLoadSpec,
+  imageMaxPixels?: number,
+): ModelLoadSpec {
+  return {
+    id,
+    task,
+    onnxPath,
+    pooling,
+    padId,
+    output,
+    heads,
+    specialIds,
+    feeds,
+    vision: vision && imageMaxPixels !== undefined ? { ...vision, maxPixels: imageMaxPixels } : vision,
+    fillerId,
+  };
 }

@@ -15,16 +15,27 @@
  * Bulk work (a batch's requests) has queues of its own, served only when no interactive queue can
  * take the free slot: a user's request waits at most for the batches already running, never
  * behind bulk inputs still queued.
+ *
+ * An image-text model's vision tower is a model of its own here: its items are images, each
+ * counted as the tower's sequence length against the token budget. A batch hands their encoded
+ * bytes to the worker (transferred, not copied), which decodes them; an image it can not decode
+ * fails its own request only.
  */
 import { onAbort } from '../abort.js';
 import { ApiError } from '../errors.js';
 import type { BatchResult, BatchTask, OutputKind } from '../worker/protocol.js';
 
 export interface EngineInput {
+  /** Token ids; empty for an image. */
   ids: Int32Array;
   typeIds?: Uint8Array;
   /** How many leading tokens are attended (absent: all); see BatchTask.attended. */
   attended?: number;
+  /**
+   * An image for a vision tower: its encoded bytes (their buffer is handed to the worker, so it
+   * must be the image's alone), the tokens it counts for, and the request field that sent it.
+   */
+  image?: { bytes: Uint8Array; tokens: number; param: string };
 }
 
 export interface JobResult {
@@ -133,6 +144,7 @@ interface Item {
   ids: Int32Array;
   typeIds?: Uint8Array;
   attended?: number;
+  image?: EngineInput['image'];
   length: number;
   enqueuedAt: number;
 }
@@ -143,6 +155,15 @@ interface Queue {
   priority: Priority;
   items: Item[];
   maxBatchSize: number;
+  /** Batches of one length only: the model's graph takes no attention mask and padding would change its vectors. */
+  uniformLength: boolean;
+}
+
+/** A model as the scheduler queues it. */
+export interface QueuedModel {
+  id: string;
+  maxBatchSize?: number;
+  feeds?: { uniformLength?: boolean };
 }
 
 export class Scheduler {
@@ -161,19 +182,27 @@ export class Scheduler {
   constructor(
     private readonly lanes: Lanes,
     private readonly options: SchedulerOptions,
-    models: { id: string; maxBatchSize?: number }[],
+    models: QueuedModel[],
     private readonly observer: BatchObserver = {},
   ) {
     for (const model of models) this.addModel(model);
   }
 
   /** A model's queues; a model not added is refused as not served. */
-  addModel(model: { id: string; maxBatchSize?: number }): void {
+  addModel(model: QueuedModel): void {
     const maxBatchSize = Math.min(model.maxBatchSize ?? this.options.maxBatchSize, this.options.maxBatchSize);
+    const uniformLength = model.feeds?.uniformLength === true;
     for (const [key, queue] of this.queues)
-      if (queue.model === model.id) this.queues.set(key, { ...queue, maxBatchSize });
+      if (queue.model === model.id) this.queues.set(key, { ...queue, maxBatchSize, uniformLength });
     if (!this.queues.has(model.id))
-      this.queues.set(model.id, { model: model.id, kind: 'dense', priority: 'interactive', items: [], maxBatchSize });
+      this.queues.set(model.id, {
+        model: model.id,
+        kind: 'dense',
+        priority: 'interactive',
+        items: [],
+        maxBatchSize,
+        uniformLength,
+      });
   }
 
   /** The queue of a model's output kind and priority, made on first use (undefined for a model not served). */
@@ -182,7 +211,18 @@ export class Scheduler {
     if (!dense || (kind === 'dense' && priority === 'interactive')) return dense;
     const key = `${model}\u0000${kind}${priority === 'bulk' ? '\u0000bulk' : ''}`;
     let queue = this.queues.get(key);
-    if (!queue) this.queues.set(key, (queue = { model, kind, priority, items: [], maxBatchSize: dense.maxBatchSize }));
+    if (!queue)
+      this.queues.set(
+        key,
+        (queue = {
+          model,
+          kind,
+          priority,
+          items: [],
+          maxBatchSize: dense.maxBatchSize,
+          uniformLength: dense.uniformLength,
+        }),
+      );
     return queue;
   }
 
@@ -268,7 +308,8 @@ export class Scheduler {
           ids: input.ids,
           typeIds: input.typeIds,
           attended: input.attended,
-          length: input.ids.length,
+          image: input.image,
+          length: input.image?.tokens ?? input.ids.length,
           enqueuedAt: now,
         });
       }
@@ -383,6 +424,7 @@ export class Scheduler {
     for (const index of candidates) {
       if (chosen.length >= cap) break;
       const length = items[index]!.length;
+      if (queue.uniformLength && length !== anchor.length) continue;
       const newLongest = Math.max(longest, length);
       const padded = newLongest * (chosen.length + 1);
       if (padded > maxBatchTokens) continue;
@@ -409,14 +451,16 @@ export class Scheduler {
       if (lane.loadedAt !== undefined && lane.loadedAt > item.enqueuedAt)
         item.job.loadMs = Math.max(item.job.loadMs, lane.loadedAt - item.enqueuedAt);
     }
-    const ids = new Int32Array(total);
+    const images = batch[0]!.image ? batch.map((item) => item.image!.bytes) : undefined;
+    // An image's length is the tokens it counts for; it has no ids.
+    const ids = new Int32Array(images ? 0 : total);
     const lengths = new Int32Array(batch.length);
     const pairs = batch[0]!.typeIds !== undefined;
     const typeIds = pairs ? new Uint8Array(total) : undefined;
     const attended = batch.some((item) => item.attended !== undefined) ? new Int32Array(batch.length) : undefined;
     let offset = 0;
     batch.forEach((item, row) => {
-      ids.set(item.ids, offset);
+      if (!images) ids.set(item.ids, offset);
       if (typeIds && item.typeIds) typeIds.set(item.typeIds, offset);
       lengths[row] = item.length;
       if (attended) attended[row] = item.attended ?? item.length;
@@ -441,6 +485,7 @@ export class Scheduler {
         solo,
         ...(kind === 'dense' ? {} : { kind }),
         ...(attended ? { attended } : {}),
+        ...(images ? { images } : {}),
       })
       .then(
         (result) => {
@@ -463,6 +508,13 @@ export class Scheduler {
             const from = start;
             start += count * stride;
             if (job.settled) return;
+            const failed = result.rowErrors?.[row];
+            if (failed !== undefined) {
+              // An image the worker could not decode fails its own request, not its batch neighbours'.
+              const param = item.image?.param ?? 'input';
+              this.settle(job, new ApiError('invalid_image', `${param}: ${failed}`, { param }));
+              return;
+            }
             job.width = result.width;
             if (kind === 'dense')
               job.output[item.index] = result.output.subarray(row * result.width, (row + 1) * result.width);
@@ -485,7 +537,8 @@ export class Scheduler {
           landed();
           const live = batch.filter((item) => !item.job.settled);
           const retryLane = this.lanes.lane(model);
-          if (attempt === 0 && live.length > 0 && !this.closed && retryLane) {
+          // An image batch's bytes went to the worker that failed: it is not tried again.
+          if (attempt === 0 && live.length > 0 && !this.closed && retryLane && !images) {
             // A worker may have died under this batch; the lane has replaced it, so try once more.
             this.dispatch(queue, retryLane, live, 1);
           } else {

@@ -16,6 +16,7 @@ import { compatRoutes } from './compat/index.js';
 import { embeddingsRoutes } from './embeddings.js';
 import { hostGuard } from './host-guard.js';
 import { imagesRoutes } from './images.js';
+import { parseJsonBodies } from './json-body.js';
 import { frameworkErrors, registerErrorHandling } from './errors.js';
 import { requestLoggerFactory } from './request-logger.js';
 import { responseHeaders, withHeaders } from './schemas.js';
@@ -84,6 +85,8 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
   }
   // The API speaks JSON only: plain text bodies get 415 instead of a confusing validation error.
   app.removeContentTypeParser('text/plain');
+  // An empty JSON body is no options where a route's body is optional (http/json-body.ts).
+  parseJsonBodies(app);
   // Any route can fail with a bug: document its 500 in the route's own error shape (that of its 400).
   // Every answer carries x-request-id (onSend above): document it on every success.
   app.addHook('onRoute', (route) => {

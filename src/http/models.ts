@@ -4,7 +4,7 @@
  * style transfer) that /v1/images/edits runs.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
 import { ApiError } from '../errors.js';
 import { imageTasks, type ServedImageModel } from '../models/image-catalogue.js';
 import { outputKinds } from '../models/heads.js';
@@ -14,6 +14,29 @@ import { keepAliveOf } from '../duration.js';
 import { requireAdmin } from './auth.js';
 import type { HttpServices } from './services.js';
 import { errorResponses, keepAliveSchema, LiteralUnion } from './schemas.js';
+
+type LoadStatus = 'loaded' | 'loading' | 'unloaded';
+
+const Placement = Type.Object(
+  {
+    device: Type.String({ description: '`cpu`, or the accelerator the sessions run on.' }),
+    sessions: Type.Integer({ description: 'Sessions that run batches side by side, each in a worker thread.' }),
+    threads_per_session: Type.Integer({ description: 'ONNX Runtime intra-op threads of each session.' }),
+    solo_threads: Type.Integer({
+      description:
+        'Intra-op threads of the solo session, which runs a batch that is alone on the server; 0 when there is none.',
+    }),
+    resident_bytes: Type.Optional(
+      Type.Integer({
+        description: 'Text models: resident memory the sessions added to the process when the model loaded.',
+      }),
+    ),
+  },
+  {
+    description:
+      "How the model runs. A loaded text model: chosen at load from its measured size and the memory budget. An image pipeline: the image lane's threads, each holding a session of every pipeline.",
+  },
+);
 
 const Model = Type.Object({
   id: Type.String(),
@@ -39,25 +62,17 @@ const Model = Type.Object({
       description: 'Text models: whether the model is loaded (a request for an unloaded model loads it and waits).',
     }),
   ),
-  placement: Type.Optional(
+  placement: Type.Optional(Placement),
+  vision: Type.Optional(
     Type.Object(
       {
-        device: Type.String({ description: '`cpu`, or the accelerator the sessions run on.' }),
-        sessions: Type.Integer({ description: 'Sessions that run batches side by side, each in a worker thread.' }),
-        threads_per_session: Type.Integer({ description: 'ONNX Runtime intra-op threads of each session.' }),
-        solo_threads: Type.Integer({
-          description:
-            'Intra-op threads of the solo session, which runs a batch that is alone on the server; 0 when there is none.',
-        }),
-        resident_bytes: Type.Optional(
-          Type.Integer({
-            description: 'Text models: resident memory the sessions added to the process when the model loaded.',
-          }),
-        ),
+        image_tokens: Type.Integer({ description: 'What one image counts for in usage: the vision sequence length.' }),
+        status: LiteralUnion(['loaded', 'loading', 'unloaded']),
+        placement: Type.Optional(Placement),
       },
       {
         description:
-          "How the model runs. A loaded text model: chosen at load from its measured size and the memory budget. An image pipeline: the image lane's threads, each holding a session of every pipeline.",
+          "Image-text models: the vision tower, loaded when images come and placed in the memory budget beside the text tower (the model's own status and placement).",
       },
     ),
   ),
@@ -67,7 +82,7 @@ export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
   app,
   { registry, isReady, images, core },
 ) => {
-  const lifecycleOf = (model: ServedModel) => {
+  const lifecycleOf = (model: ServedModel): { status?: LoadStatus; placement?: Static<typeof Placement> } => {
     const state = core.lifecycle?.state(model.id);
     if (!state) return {};
     const { placement, residentBytes } = state;
@@ -100,6 +115,15 @@ export const modelsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
     ...(model.task === 'classify' ? { labels: model.labels } : {}),
     ready: isReady(),
     ...lifecycleOf(model),
+    ...(model.images
+      ? {
+          vision: {
+            image_tokens: model.images.sequenceLength,
+            status: 'unloaded' as LoadStatus,
+            ...lifecycleOf(model.images.tower),
+          },
+        }
+      : {}),
   });
   const describeImage = (model: ServedImageModel) => ({
     id: model.id,

@@ -300,6 +300,8 @@ class Pull {
       );
     }
     const graphs: Partial<Record<Variant, string>> = {};
+    /** A two-tower export's vision graphs, taken with the text graphs the lock names. */
+    const towers: string[] = [];
     const data: string[] = [];
     for (const variant of new Set([...asked, ...locked])) {
       const files = variantFiles(variant, paths);
@@ -313,16 +315,20 @@ class Pull {
         `${variant}: ${files.graph}${files.data.length > 0 ? ` with its external data ${files.data.join(', ')}` : ''}`,
       );
       graphs[variant] = files.graph;
+      towers.push(...files.towers);
       data.push(...files.data);
     }
     for (const path of METADATA_FILES) if (this.listed.has(path)) await this.take(path);
     for (const path of moduleConfigFiles(this.json('modules.json'))) if (this.listed.has(path)) await this.take(path);
     // The graphs before their data: what they contain decides whether the data is worth fetching,
     // and which files it is (a graph names its external-data files, whatever they are called).
+    for (const tower of towers) await this.take(tower);
     for (const graph of new Set(Object.values(graphs))) {
       await this.take(graph);
       const folder = graph.slice(0, graph.lastIndexOf('/') + 1);
-      for (const location of (await this.checkFacts(graph)).externalData) {
+      const facts = await this.checkFacts(graph);
+      // A vision tower's graph is in the text tower's folder: its data files are named from there too.
+      for (const location of [...facts.externalData, ...(facts.multimodal?.vision.externalData ?? [])]) {
         const path = `${folder}${location}`;
         if (!this.listed.has(path)) {
           throw new PullRefusal(

@@ -36,6 +36,7 @@ import {
   type ModelHeads,
 } from './heads.js';
 import { rerankTemplates, yesNoRerankerOf, type YesNoFacts } from './yes-no-rerankers.js';
+import { isMultimodal, readMultimodalFacts, type MultimodalFacts } from './multimodal.js';
 
 export type Task = 'embedding' | 'rerank' | 'classify';
 
@@ -66,6 +67,14 @@ export interface GraphFeeds {
   positionIds: boolean;
   /** Decoder exports with a cache: fed empty (no past), shape `[batch, heads, 0, headDim]`. */
   pastKeyValues: Array<{ name: string; type: ElementType; shape: Array<number | string | null> }>;
+  /** Whether the graph takes `attention_mask` (absent: it does; some image-text text towers do not). */
+  attentionMask?: boolean;
+  /** Every row padded to this length with the pad id, as the model was trained (SigLIP's text tower). */
+  fixedLength?: number;
+  /** Rows of one length only in a batch: without an attention mask, padding would change the vectors. */
+  uniformLength?: boolean;
+  /** A joint image-text graph run for texts: `pixel_values` fed zeros of this size (multimodal.ts). */
+  pixelDummy?: { type: 'float32' | 'float16'; height: number; width: number; batchMatched: boolean };
 }
 
 export interface ModelFacts {
@@ -100,6 +109,8 @@ export interface ModelFacts {
   externalData: string[];
   /** A reranker scored by the logits of its answer tokens, with its template (yes-no-rerankers.ts). */
   yesNo?: YesNoFacts;
+  /** An image-text model (CLIP, SigLIP, jina-clip): its vision tower and image processor; the rest is its text tower's. */
+  multimodal?: MultimodalFacts;
 }
 
 /**
@@ -154,6 +165,30 @@ export async function readModelFacts(
     );
   }
 
+  if (isMultimodal(config)) {
+    const tower = await readMultimodalFacts(dir, onnxPath, graph, config, tokenizerConfig, label);
+    return {
+      task: 'embedding',
+      family: config.model_type ?? 'unknown',
+      maxTokens: tower.maxTokens,
+      width: tower.width,
+      pooling: 'mean',
+      // Image-text vectors are compared by cosine; a request may still ask for them as pooled.
+      normalize: true,
+      prompts: promptsOf(stConfig),
+      defaultPromptName: stConfig?.default_prompt_name,
+      rerankScoring: { kind: 'sigmoid' },
+      activation: 'none',
+      declared: { pooling: false, normalize: false, prompts: Object.keys(promptsOf(stConfig)).length > 0 },
+      id2label: labelsOf(config, 1),
+      vocabSize: tower.vocabSize,
+      output: { name: tower.output.info.name, pooled: true, type: tower.output.info.type },
+      heads: { kinds: ['dense'] },
+      feeds: tower.feeds,
+      externalData: graph.externalData,
+      multimodal: tower.multimodal,
+    };
+  }
   const yesNo = yesNoRerankerOf(config, graph.outputs, label, taskHint ?? taskFromConfig(config, stConfig));
   if (yesNo && 'refused' in yesNo) throw new ModelFilesError(`Model "${label}": ${yesNo.refused}.`);
   const task: Task = yesNo ? 'rerank' : (taskHint ?? taskFromConfig(config, stConfig));

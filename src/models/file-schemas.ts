@@ -14,6 +14,20 @@ const string = Type.Optional(Type.String());
 const boolean = Type.Optional(Type.Boolean());
 const strings = Type.Optional(Type.Array(Type.String()));
 
+/** A tower's part of an image-text model's config.json. */
+function TowerConfig() {
+  return Type.Object({
+    model_type: string,
+    vocab_size: integer,
+    hidden_size: integer,
+    /** jina-clip's text tower names its width so. */
+    embed_dim: integer,
+    max_position_embeddings: integer,
+    image_size: integer,
+    patch_size: integer,
+  });
+}
+
 /** config.json: the architecture, its sizes, and a classification head's labels. */
 export const ModelConfig = Type.Object({
   model_type: string,
@@ -30,6 +44,10 @@ export const ModelConfig = Type.Object({
   problem_type: string,
   /** sentence-transformers 4+ saves a CrossEncoder's settings here. */
   sentence_transformers: Type.Optional(Type.Object({})),
+  /** Image-text models (CLIP, SigLIP, jina-clip): the two towers' configs and the shared width. */
+  projection_dim: integer,
+  text_config: Type.Optional(TowerConfig()),
+  vision_config: Type.Optional(TowerConfig()),
 });
 export type ModelConfig = Static<typeof ModelConfig>;
 

@@ -22,6 +22,8 @@ import {
   type Task,
 } from './facts.js';
 import type { LateInteractionFacts, ModelHeads } from './heads.js';
+import type { ImageProcessorSpec } from './image-processor.js';
+import type { MultimodalFamily } from './multimodal.js';
 import { readLock, type ModelLock } from './lock.js';
 import { lastTokenGraph, rerankTemplates, type RerankTemplate } from './yes-no-rerankers.js';
 import { filesIn, modelDir } from './paths.js';
@@ -52,6 +54,32 @@ export interface ModelLoadSpec {
   /** Token ids a sparse vector leaves out: the special tokens of a single sequence. */
   specialIds: number[];
   feeds: GraphFeeds;
+  /** A vision tower: the session takes images (pixel_values), not token ids. */
+  vision?: VisionLoadSpec;
+  /** A token id every text tower takes, for its warm-up run (an image-text model's). */
+  fillerId?: number;
+}
+
+/** What a worker needs to run an image-text model's vision tower. */
+export interface VisionLoadSpec {
+  /** preprocessor_config.json's resize, crop and normalisation (image-processor.ts). */
+  processor: ImageProcessorSpec;
+  pixelType: 'float32' | 'float16';
+  height: number;
+  width: number;
+  /** Most pixels of a decoded image (the engine sets it from the imageMaxPixels setting). */
+  maxPixels?: number;
+  /** A joint graph: `input_ids` fed beside the pixels (the empty text's ids), one row or as many as the images. */
+  textDummy?: { idType: 'int64' | 'int32'; batchMatched: boolean; ids: number[] };
+}
+
+/** An image-text model's vision side, beside its text tower (the served model itself). */
+export interface ServedVision {
+  family: MultimodalFamily;
+  /** Tokens one image counts for (patches, plus the class token where the tower has one). */
+  sequenceLength: number;
+  /** The vision tower, placed and run by the engine as a model of its own (id `<model>#vision`). */
+  tower: ServedModel;
 }
 
 /** A ColBERT model's encoding with its tokens resolved to ids. */
@@ -128,6 +156,8 @@ export interface ServedModel extends ModelLoadSpec {
    * (path, size and modification time). Caches of model outputs are keyed by it.
    */
   filesId: string;
+  /** An image-text model: it embeds images too, through its vision tower. */
+  images?: ServedVision;
   /** Unix seconds: when the model file was written. */
   created: number;
   ownedBy: string;
@@ -224,7 +254,7 @@ export async function loadServedModel(
   const id = served(baseId);
   const source = manifest?.source.kind === 'hub' ? manifest.source : undefined;
   const repo = source?.repo ?? (baseId.includes('/') ? baseId : undefined);
-  return {
+  const text: ServedModel = {
     id,
     baseId,
     aliases: aliases.map(served),
@@ -268,6 +298,58 @@ export async function loadServedModel(
     ownedBy: repo ? repo.split('/')[0]! : 'onnx-gateway',
     description,
   };
+  if (!facts.multimodal) return text;
+  const fillerId = tokenizer.single(new Int32Array(0), text.maxTokens)[0] ?? tokenizer.padId;
+  return { ...text, fillerId, images: visionTower(text, facts, lock, variant, fillerId) };
+}
+
+/**
+ * The vision side of an image-text model: its tower as a model of its own for the engine (placed
+ * in the memory budget beside the text tower, batched in a queue of its own), with the vision
+ * graph, its pooled output and the image processor's configuration.
+ */
+function visionTower(
+  text: ServedModel,
+  facts: ModelFacts,
+  lock: ModelLock | undefined,
+  variant: Variant,
+  fillerId: number,
+): ServedVision {
+  const vision = facts.multimodal!.vision;
+  const graphFolder = dirname(vision.onnxPath);
+  const dataFiles = vision.externalData.map((file) => join(graphFolder, file));
+  const relative = vision.onnxPath
+    .slice(text.dir.length + 1)
+    .split('\\')
+    .join('/');
+  const description = describe(vision.onnxPath, dataFiles, variant, facts);
+  const tower: ServedModel = {
+    ...text,
+    id: `${text.id}#vision`,
+    aliases: [],
+    onnxPath: vision.onnxPath,
+    output: { name: vision.output.name, pooled: true, type: vision.output.type },
+    feeds: {
+      ...text.feeds,
+      attentionMask: false,
+      fixedLength: undefined,
+      uniformLength: undefined,
+      pixelDummy: undefined,
+    },
+    vision: {
+      processor: facts.multimodal!.processor,
+      pixelType: vision.pixelType,
+      height: vision.height,
+      width: vision.width,
+      ...(vision.textDummy ? { textDummy: { ...vision.textDummy, ids: [fillerId] } } : {}),
+    },
+    fillerId: undefined,
+    // Its own identity: the cache keys image vectors by it, apart from the text tower's.
+    filesId: `${filesIdentity(lock, relative, description)}#vision:${vision.output.name}`,
+    created: Math.floor(statSync(vision.onnxPath).mtimeMs / 1000),
+    description,
+  };
+  return { family: facts.multimodal!.family, sequenceLength: vision.sequenceLength, tower };
 }
 
 /**

@@ -4,7 +4,14 @@
  * external-data files; weights in other formats, READMEs and other variants are left on the Hub.
  * And what a pull says when the repository has no graph to take.
  */
-import { externalDataFiles, findVariantGraph, variantCandidates, variantsIn, type Variant } from './variants.js';
+import {
+  externalDataFiles,
+  findTowerGraphs,
+  findVariantGraph,
+  variantCandidates,
+  variantsIn,
+  type Variant,
+} from './variants.js';
 
 /** Taken when present. */
 export const METADATA_FILES = [
@@ -15,6 +22,8 @@ export const METADATA_FILES = [
   'modules.json',
   'sentence_bert_config.json',
   'config_sentence_transformers.json',
+  // Image-text models: how their images are resized, cropped and normalised.
+  'preprocessor_config.json',
 ] as const;
 
 /** The `config.json` of each module modules.json names (`1_Pooling/config.json`, `2_Dense/config.json`, ...). */
@@ -26,10 +35,22 @@ export function moduleConfigFiles(modules: unknown): string[] {
     .map((path) => `${path.replace(/\/+$/, '')}/config.json`);
 }
 
-/** The graph of a variant and its external-data files, or undefined when the listing has no such graph. */
-export function variantFiles(variant: Variant, paths: string[]): { graph: string; data: string[] } | undefined {
+/**
+ * The graph of a variant and its external-data files, or undefined when the listing has no such
+ * graph. A two-tower export's graph is its text tower; `towers` then holds the vision tower's
+ * graph too, fetched with it (its data files are in `data`).
+ */
+export function variantFiles(
+  variant: Variant,
+  paths: string[],
+): { graph: string; towers: string[]; data: string[] } | undefined {
+  const towers = findTowerGraphs(variant, paths);
+  if (towers) {
+    const data = [...externalDataFiles(towers.text, paths), ...externalDataFiles(towers.vision, paths)];
+    return { graph: towers.text, towers: [towers.vision], data };
+  }
   const graph = findVariantGraph(variant, paths);
-  return graph ? { graph, data: externalDataFiles(graph, paths) } : undefined;
+  return graph ? { graph, towers: [], data: externalDataFiles(graph, paths) } : undefined;
 }
 
 /** A path that stays inside the model folder. */

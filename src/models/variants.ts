@@ -49,7 +49,39 @@ export function variantCandidates(variant: Variant): string[] {
  */
 export function findVariantGraph(variant: Variant, paths: Iterable<string>): string | undefined {
   const all = [...paths];
-  for (const candidate of CANDIDATES[variant]) {
+  return findTowerGraphs(variant, all)?.text ?? firstCandidate(CANDIDATES[variant], all);
+}
+
+/**
+ * A two-tower export's graphs of `variant` (transformers.js names them after the one-graph names:
+ * `onnx/text_model.onnx` and `onnx/vision_model.onnx`, `onnx/text_model_fp16.onnx`, ...), where
+ * both towers are among `paths`. They are preferred to a joint `onnx/model.onnx` of the same
+ * repository: each tower then runs alone, without a dummy of the other modality.
+ */
+export function findTowerGraphs(
+  variant: Variant,
+  paths: Iterable<string>,
+): { text: string; vision: string } | undefined {
+  const all = [...paths];
+  const text = firstCandidate(
+    CANDIDATES[variant].map((candidate) => towerPath(candidate, 'text')),
+    all,
+  );
+  if (text === undefined) return undefined;
+  const vision = towerPath(text, 'vision', 'text');
+  return all.includes(vision) ? { text, vision } : undefined;
+}
+
+/** A graph's path with its file name's leading `model` (or `<from>_model`) made `<tower>_model`. */
+export function towerPath(path: string, tower: 'text' | 'vision', from?: 'text' | 'vision'): string {
+  const slash = path.lastIndexOf('/') + 1;
+  const prefix = from ? `${from}_model` : 'model';
+  const name = path.slice(slash);
+  return name.startsWith(prefix) ? `${path.slice(0, slash)}${tower}_model${name.slice(prefix.length)}` : path;
+}
+
+function firstCandidate(candidates: readonly string[], all: string[]): string | undefined {
+  for (const candidate of candidates) {
     if (!candidate.includes('*')) {
       if (all.includes(candidate)) return candidate;
       continue;

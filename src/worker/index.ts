@@ -5,6 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { Runner } from './runner.js';
+import { VisionRunner } from './vision-runner.js';
 import { ImageRunner } from './image-runner.js';
 import { isImageTask, type ImageTask, type ImageTaskResult, type ImageWorkerInit } from './image-protocol.js';
 import { DeviceLock, noLock } from './device-lock.js';
@@ -12,7 +13,8 @@ import type { CloseMessage, TaskMessage, ThreadMessage } from './messages.js';
 import type { BatchResult, BatchTask, ModelReport, WorkerInit } from './protocol.js';
 
 const init = workerData as WorkerInit & ImageWorkerInit;
-const runners = new Map<string, Runner>();
+/** Text models' sessions, and image-text models' vision towers (which take images, not token ids). */
+const runners = new Map<string, Runner | VisionRunner>();
 /** Image models, opened only in the image lane's threads (which hold no text models). */
 const imageRunners = new Map<string, ImageRunner>();
 /** Where sessions open, run and are released: in the device's turns, for a device that has them. */
@@ -22,7 +24,9 @@ async function start(): Promise<ModelReport[]> {
   const reports: ModelReport[] = [];
   for (const spec of init.models) {
     const started = performance.now();
-    const runner = await device.hold(() => Runner.open(spec, init.session, init.device));
+    const runner = await device.hold<Runner | VisionRunner>(() =>
+      spec.vision ? VisionRunner.open(spec, init.session, init.device) : Runner.open(spec, init.session, init.device),
+    );
     runners.set(spec.id, runner);
     reports.push(await device.hold(() => runner.warmUp(performance.now() - started)));
   }

@@ -41,6 +41,11 @@ export interface BatchTask {
    * query's [MASK] expansion is not attended, yet its token vectors are given back.
    */
   attended?: Int32Array;
+  /**
+   * A vision tower's batch: each row's encoded image (PNG, JPEG, WebP), decoded and preprocessed in
+   * the worker into one pixel_values tensor; `ids` is then empty and `lengths` holds each image's tokens.
+   */
+  images?: Uint8Array[];
 }
 
 export interface BatchResult {
@@ -55,6 +60,8 @@ export interface BatchResult {
   counts?: Int32Array;
   /** sparse: the vocabulary id of each weight in `output`, ascending within a row. */
   indices?: Int32Array;
+  /** A vision tower's rows whose image could not be decoded, by row, with why (their output rows are zeros). */
+  rowErrors?: Record<number, string>;
   inferenceMs: number;
 }
 

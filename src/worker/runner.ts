@@ -6,6 +6,9 @@
  * else pool token vectors here; rerankers and classifiers read `logits`. Rows are right-padded, so a row's last
  * real token is at `length - 1` whatever its neighbours.
  *
+ * An image-text model's text tower (multimodal.ts) may take no attention mask, be fed rows padded
+ * to a fixed length (SigLIP), or be a joint graph that also takes `pixel_values` (a dummy of zeros).
+ *
  * A batch may ask for another kind of output than the dense vector (heads.ts): sparse vectors,
  * pooled here from a SPLADE model's logits or a model's token weights so that only the nonzero
  * weights leave the worker, or token vectors (each row's real tokens).
@@ -15,6 +18,7 @@ import type { ModelLoadSpec } from '../models/registry.js';
 import { pool } from '../vectors/pooling.js';
 import { spladePool, tokenRows, tokenWeightsPool } from '../vectors/sparse.js';
 import type { BatchResult, BatchTask, ModelReport, OutputKind, SessionOptions } from './protocol.js';
+import { toFloat32 } from './half.js';
 import { ortSessionOptions } from './session-options.js';
 
 export class Runner {
@@ -40,7 +44,8 @@ export class Runner {
   /** Runs a short and a longer input once so first requests do not pay for allocation; returns what was found. */
   async warmUp(loadMs: number): Promise<ModelReport> {
     const lengths = Int32Array.of(8, 64);
-    const ids = new Int32Array(72).fill(this.spec.padId === 0 ? 100 : this.spec.padId + 1);
+    const filler = this.spec.fillerId ?? (this.spec.padId === 0 ? 100 : this.spec.padId + 1);
+    const ids = new Int32Array(72).fill(filler);
     // Every kind the model gives, so that the first request of each finds its buffers ready.
     let width = 0;
     for (const kind of this.spec.heads.kinds) {
@@ -63,6 +68,8 @@ export class Runner {
     const rows = task.lengths.length;
     let seqLen = 0;
     for (let i = 0; i < rows; i++) seqLen = Math.max(seqLen, task.lengths[i]!);
+    // Rows padded to the length the model was trained with, whatever the batch's longest.
+    if (wanted.fixedLength !== undefined) seqLen = Math.max(seqLen, wanted.fixedLength);
     const size = rows * seqLen;
     const wide = wanted.idType === 'int64';
     const ids = wide ? new BigInt64Array(size) : new Int32Array(size);
@@ -89,10 +96,9 @@ export class Runner {
     }
     const dims = [rows, seqLen];
     const type = wanted.idType;
-    const feeds: Record<string, ort.Tensor> = {
-      input_ids: new ort.Tensor(type, ids, dims),
-      attention_mask: new ort.Tensor(type, mask, dims),
-    };
+    const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor(type, ids, dims) };
+    if (wanted.attentionMask !== false) feeds.attention_mask = new ort.Tensor(type, mask, dims);
+    if (wanted.pixelDummy) feeds.pixel_values = dummyPixels(wanted.pixelDummy, rows);
     if (typeIds) feeds.token_type_ids = new ort.Tensor(type, typeIds, dims);
     if (positions) feeds.position_ids = new ort.Tensor(type, positions, dims);
     for (const past of wanted.pastKeyValues) feeds[past.name] = emptyPast(past, rows);
@@ -162,28 +168,17 @@ export class Runner {
   }
 }
 
+/** A joint image-text graph's pixel_values when it runs for texts: zeros, one image or one per row where the graph ties the batches. */
+function dummyPixels(dummy: NonNullable<ModelLoadSpec['feeds']['pixelDummy']>, rows: number): ort.Tensor {
+  const dims = [dummy.batchMatched ? rows : 1, 3, dummy.height, dummy.width];
+  const size = dims.reduce((a, b) => a * b, 1);
+  if (dummy.type === 'float16') return new ort.Tensor('float16', new Uint16Array(size), dims);
+  return new ort.Tensor('float32', new Float32Array(size), dims);
+}
+
 /** An empty decoder cache: the batch size for the first dimension, no past positions, the fixed sizes as declared. */
 function emptyPast(past: ModelLoadSpec['feeds']['pastKeyValues'][number], rows: number): ort.Tensor {
   const dims = past.shape.map((d, i) => (i === 0 ? rows : typeof d === 'number' ? d : 0));
   if (past.type === 'float16') return new ort.Tensor('float16', new Uint16Array(0), dims);
   return new ort.Tensor('float32', new Float32Array(0), dims);
-}
-
-/** The output's values as float32: float16 graphs (the fp16 variants) give their outputs in half precision. */
-function toFloat32(tensor: ort.Tensor): Float32Array {
-  if (tensor.type === 'float32') return tensor.data as Float32Array;
-  if (tensor.type !== 'float16') throw new Error(`output "${tensor.type}" tensors are not supported`);
-  const half = tensor.data as Uint16Array;
-  const out = new Float32Array(half.length);
-  for (let i = 0; i < half.length; i++) out[i] = halfToFloat(half[i]!);
-  return out;
-}
-
-function halfToFloat(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exponent = (h >> 10) & 0x1f;
-  const fraction = h & 0x3ff;
-  if (exponent === 0) return sign * fraction * 2 ** -24;
-  if (exponent === 0x1f) return fraction ? NaN : sign * Infinity;
-  return sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
 }

@@ -1,7 +1,8 @@
 /**
  * The model lifecycle as clients see it, on a real server over HTTP: models loaded on their first
  * request (preload off), GET /v1/models status and placement, the admin's load and unload (403 for
- * other keys, 404 for an unknown id, 400 for a malformed keep_alive), Ollama's /api/ps and a
+ * other keys, 404 for an unknown id, 400 for a malformed keep_alive, an empty JSON body as no
+ * options), Ollama's /api/ps and a
  * request's keep_alive, and a model pulled with /api/pull served without a restart.
  */
 import { cp, mkdtemp, rm } from 'node:fs/promises';
@@ -99,6 +100,22 @@ describe('the model lifecycle over HTTP', () => {
     const unloaded = await post('/v1/models/tiny-reranker/unload', {}, admin);
     expect(unloaded.json()).toMatchObject({ id: 'tiny-reranker', status: 'unloaded' });
     expect(unloaded.json<ModelCard>().placement).toBeUndefined();
+  });
+
+  it('takes an empty JSON body as no options, as curl sends it with its content-type', async () => {
+    const emptyJson = (url: string) =>
+      server.app.inject({
+        method: 'POST',
+        url,
+        headers: { ...admin, 'content-type': 'application/json' },
+        payload: '',
+      });
+    const loaded = await emptyJson('/v1/models/tiny-reranker/load');
+    expect(loaded.statusCode).toBe(200);
+    expect(loaded.json()).toMatchObject({ id: 'tiny-reranker', status: 'loaded' });
+    const unloaded = await emptyJson('/v1/models/tiny-reranker/unload');
+    expect(unloaded.statusCode).toBe(200);
+    expect(unloaded.json()).toMatchObject({ id: 'tiny-reranker', status: 'unloaded' });
   });
 
   it('gives the same vectors after an unload and a reload', async () => {

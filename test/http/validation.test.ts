@@ -136,7 +136,7 @@ describe('errors', () => {
     expect(res.statusCode).toBe(400);
     expect(res.json<ErrorBody>().error.code).toBe('invalid_json');
   });
-  it('answers an empty JSON body with invalid_json', async () => {
+  it('answers an empty JSON body with invalid_json where the route needs a body', async () => {
     const res = await app().inject({
       method: 'POST',
       url: '/v1/embeddings',
@@ -144,7 +144,25 @@ describe('errors', () => {
       headers: { ...auth, 'content-type': 'application/json' },
     });
     expect(res.statusCode).toBe(400);
-    expect(res.json<ErrorBody>().error.code).toBe('invalid_json');
+    expect(res.json<ErrorBody>().error).toMatchObject({
+      code: 'invalid_json',
+      message: 'The request body is empty; send a JSON object.',
+    });
+  });
+  it('takes an empty JSON body as none where the route reads no body', async () => {
+    // curl sends the content type by habit; the route answers as it would without a body.
+    for (const headers of [auth, { ...auth, 'content-type': 'application/json' }]) {
+      const cancel = await app().inject({
+        method: 'DELETE',
+        url: '/v1/web-search/search/00000000-0000-4000-8000-000000000000',
+        payload: '',
+        headers,
+      });
+      expect(cancel.statusCode).toBe(404);
+      expect(cancel.json<ErrorBody>().error.code).toBe('not_found');
+      const generate = await app().inject({ method: 'POST', url: '/api/generate', payload: '', headers });
+      expect(generate.statusCode).toBe(501);
+    }
   });
   it('answers a JSON array body with invalid_request', async () => {
     const res = await post('/v1/embeddings', ['a']);

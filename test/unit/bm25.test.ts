@@ -4,7 +4,7 @@
  * formula written out for a three-document corpus.
  */
 import { readFileSync, readdirSync } from 'node:fs';
-import Database from 'better-sqlite3';
+import { openDatabase } from '../../src/sqlite.js';
 import { describe, expect, it } from 'vitest';
 import { Bm25Index, analyze } from '../../src/search/index/bm25.js';
 import { DocumentIndex, type IndexDocument } from '../../src/search/index/document-index.js';
@@ -20,7 +20,7 @@ describe('Porter stemmer', () => {
     const classic =
       'caresses ponies ties caress cats feed agreed plastered bled motoring sing conflated troubled sized hopping tanned falling hissing fizzed failing filing happy sky relational conditional rational valenci hesitanci digitizer conformabli radicalli differentli vileli analogousli vietnamization predication operator feudalism decisiveness hopefulness callousness formaliti sensitiviti sensibiliti triplicate formative formalize electriciti electrical hopeful goodness revival allowance inference airliner gyroscopic adjustable defensible irritant replacement adjustment dependent adoption homologou communism activate angulariti homologous effective bowdlerize probate rate cease controll roll generalizations oscillators';
     const words = [...new Set([...classic.split(' '), ...(text.toLowerCase().match(/[a-z]+/g) ?? [])])];
-    const db = new Database(':memory:');
+    const db = openDatabase(':memory:');
     db.exec(
       `CREATE VIRTUAL TABLE words USING fts5(word, tokenize = 'porter ascii'); CREATE VIRTUAL TABLE stems USING fts5vocab(words, 'instance');`,
     );

@@ -33,9 +33,9 @@ describe('Dockerfile', () => {
   const runtime = stages[stages.length - 1]!;
   const args = (name: string) => runtime.filter((i) => i.name === name).map((i) => i.args);
 
-  it('builds in one stage and runs from another, both on node 20 bookworm-slim', () => {
+  it('builds in one stage and runs from another, both on node 24 bookworm-slim', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
-    for (const stage of stages) expect(stage[0]!.args).toMatch(/^node:20-bookworm-slim\b/);
+    for (const stage of stages) expect(stage[0]!.args).toMatch(/^node:24-bookworm-slim\b/);
     expect(stages[0]!.some((i) => i.name === 'RUN' && /npm ci/.test(i.args))).toBe(true);
     expect(stages[0]!.some((i) => i.name === 'RUN' && /npm run build/.test(i.args))).toBe(true);
     expect(stages[0]!.some((i) => i.name === 'RUN' && /npm prune --omit=dev/.test(i.args))).toBe(true);

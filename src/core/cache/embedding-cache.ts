@@ -2,10 +2,11 @@
  * The embedding cache: pooled vectors kept by what determines them, so an input embedded before
  * costs no inference. The key is the model (its id without the variant, the variant, the pooling,
  * the graph output read, and `filesId`, which changes when the model's files do) and a sha256 of
- * the exact token ids fed (after the prompt, truncation and special tokens): two inputs share an
- * entry only when the model would have seen the same thing. Vectors are kept as the workers
- * return them, before normalisation, a model card's step before a cut and dimension cuts, which
- * stay per request: none of them is part of the key.
+ * the exact token ids fed (after the prompt, truncation and special tokens), or of an image's bytes
+ * for an image-text model's vision tower (its own identity): two inputs share an entry only when
+ * the model would have seen the same thing. Vectors are kept as the workers return them, before
+ * normalisation, a model card's step before a cut and dimension cuts, which stay per request: none
+ * of them is part of the key.
  *
  * Two tiers: an LRU in this process bounded by bytes, and optionally Redis shared by replicas
  * (shared-tier.ts). Only the inputs neither tier has go to the engine; hits and computed rows are
@@ -40,7 +41,9 @@ export interface EmbeddingCacheStats {
   sharedErrors: number;
 }
 
-type Compute = (sequences: Int32Array[]) => Promise<JobResult>;
+/** What the model is fed per input: token ids, or an image's encoded bytes (a vision tower's). */
+type Input = Int32Array | Uint8Array;
+type Compute<T extends Input> = (inputs: T[]) => Promise<JobResult>;
 
 export class EmbeddingCache {
   private readonly local: VectorLru | undefined;
@@ -58,13 +61,13 @@ export class EmbeddingCache {
     this.local = maxBytes > 0 ? new VectorLru(maxBytes) : undefined;
   }
 
-  /** The cache key of one input of `model`. */
-  keyOf(model: ServedModel, ids: Int32Array): string {
+  /** The cache key of one input of `model`: its token ids, or an image's bytes. */
+  keyOf(model: ServedModel, ids: Input): string {
     return `${this.tagOf(model)}:${hash('sha256', ids, 'base64')}`;
   }
 
   /** The rows of `sequences` for `model`: from the cache where it has them, from `compute` for the rest. */
-  async run(model: ServedModel, sequences: Int32Array[], compute: Compute): Promise<CachedJob> {
+  async run<T extends Input>(model: ServedModel, sequences: T[], compute: Compute<T>): Promise<CachedJob> {
     const width = model.dimensions;
     const count = sequences.length;
     const keys = sequences.map((ids) => this.keyOf(model, ids));
@@ -129,13 +132,13 @@ export class EmbeddingCache {
    * every index of the key, and stores them. Until they are back, other requests find them pending;
    * registered before the first await, so that a request arriving meanwhile waits for them.
    */
-  private async computeRows(
+  private async computeRows<T extends Input>(
     keys: string[],
     missing: Map<string, number[]>,
-    sequences: Int32Array[],
+    sequences: T[],
     rows: (Float32Array | undefined)[],
     width: number,
-    compute: Compute,
+    compute: Compute<T>,
     timings: { queueMs: number; loadMs: number; inferenceMs: number },
   ): Promise<void> {
     if (keys.length === 0) return;
