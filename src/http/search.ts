@@ -88,6 +88,14 @@ const ImageSchema = Type.Object({
   thumbnail_url: Type.Optional(Type.String()),
   title: Type.Optional(Type.String()),
   page_url: Type.Optional(Type.String()),
+  alt: Type.Optional(Type.String({ description: "An indexed image's alt text." })),
+  score: Type.Optional(
+    Type.Number({
+      description:
+        "Ranked by what it shows: the cosine similarity of the search image model's vectors of the query and the image (absent: an image a result links to, or one whose thumbnail could not be had).",
+    }),
+  ),
+  source: Type.Optional(Type.String({ description: 'Where an indexed image came from.' })),
 });
 
 const TaskDetail = Type.Object(

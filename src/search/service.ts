@@ -3,7 +3,7 @@
  * replicated through it), opened together from the configuration and closed together.
  */
 import { join } from 'node:path';
-import type { Config } from '../config.js';
+import { ConfigError, settings as configSettings, type Config } from '../config.js';
 import type { CoreContext } from '../core/context.js';
 import { openDatabase } from '../sqlite.js';
 import { SearchTasks, type TaskService } from './tasks/local-tasks.js';
@@ -85,17 +85,23 @@ export class SearchService {
   }
 
   static async open(ctx: CoreContext, settings: SearchSettings, log?: SearchLog): Promise<SearchService> {
-    const retriever = openRetriever(ctx, settings);
+    // Image vectors are stored under the model's id, whatever name the setting gives it by.
+    const imageModel = settings.searchImageModel ? ctx.registry.get(settings.searchImageModel) : undefined;
+    if (settings.searchImageModel && !imageModel?.images)
+      throw new ConfigError(
+        `searchImageModel (${configSettings.searchImageModel.env}) "${settings.searchImageModel}" embeds no images: name an image-text model (CLIP, SigLIP, jina-clip).`,
+      );
+    const retriever = openRetriever(ctx, { ...settings, searchImageModel: imageModel?.id ?? '' });
     let provider: SearchProvider;
     if (settings.searchProvider === 'searxng') {
       if (!settings.searxngUrl) throw new Error('searchProvider is "searxng" but searxngUrl is not set.');
       provider = new SearxngSearchProvider(ctx, {
         url: settings.searxngUrl,
         timeoutMs: settings.searxngTimeout,
-        ...(settings.searchImageModel
+        ...(imageModel
           ? {
               thumbnails: {
-                model: settings.searchImageModel,
+                model: imageModel.id,
                 fetch: {
                   timeoutMs: settings.readerTimeout,
                   maxRedirects: readerRedirects,

@@ -6,11 +6,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DocumentIndex, type IndexDocument } from '../../src/search/index/document-index.js';
 import { imageKey, indexDocumentOf } from '../../src/search/index/images.js';
 import { applyOperation, upsertOperation } from '../../src/search/index/writes.js';
+import { openDatabase } from '../../src/sqlite.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-index-images-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -116,7 +116,7 @@ describe('image documents', () => {
 describe('an index file written before image documents', () => {
   it('opens with every document as text, and snapshots copy between old and new files', () => {
     const path = join(dir, 'old.sqlite');
-    const old = new Database(path);
+    const old = openDatabase(path);
     old.exec(`
       CREATE TABLE documents (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, url TEXT NOT NULL, title TEXT NOT NULL,
         text TEXT NOT NULL, source TEXT NOT NULL, language TEXT, region TEXT, published_at INTEGER, images TEXT,
