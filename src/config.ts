@@ -640,6 +640,13 @@ export const settings = {
     description:
       'Comma-separated rankings of the local index that hybrid search fuses: `bm25` (title and text), `dense` (vectors of the served embedder) and `sparse` (term weights of a served sparse model such as SPLADE, which indexing stores whenever one is served). A ranking with nothing to rank with (no model or no vectors yet) stays out.',
   }),
+  searchImageModel: setting('string', {
+    env: 'ONNX_GATEWAY_SEARCH_IMAGE_MODEL',
+    flag: '--search-image-model',
+    default: '',
+    description:
+      "A served multimodal embedder (CLIP, SigLIP, jina-clip) that embeds the local index's image documents and ranks them against a search's query (`includeImages`), and re-ranks SearXNG's image results by their thumbnails; served whether or not `models` names it. Empty: images are not embedded; searches return the images their results link to.",
+  }),
   searchRerankDepth: setting('integer', {
     env: 'ONNX_GATEWAY_SEARCH_RERANK_DEPTH',
     flag: '--search-rerank-depth',
@@ -821,6 +828,9 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
       `searchProvider is "searxng", so searxngUrl (ONNX_GATEWAY_SEARXNG_URL) must be the instance's http(s) URL; got "${config.searxngUrl ?? ''}".`,
     );
   }
+  // The search image model is served whether or not models names it.
+  if (config.searchImageModel && !config.models.includes(config.searchImageModel))
+    config.models = [...config.models, config.searchImageModel];
   if (config.cacheShared && !config.redisUrl) {
     throw new ConfigError(
       'cacheShared (ONNX_GATEWAY_CACHE_SHARED) shares the embedding cache through Redis: set redisUrl (ONNX_GATEWAY_REDIS_URL) too.',

@@ -10,7 +10,7 @@ import { settings, type Config } from '../config.js';
 import type { ImageItem } from '../core/embeddings.js';
 import { ApiError } from '../errors.js';
 import { checkImageBytes, type ImageHeader, type ImageLimits } from '../image-header.js';
-import { fetchBody, type FetchLimits, type FetchTarget } from '../search/reader/fetch-page.js';
+import { fetchBody, readerRedirects, type FetchLimits, type FetchTarget } from '../search/reader/fetch-page.js';
 
 /** An image named in a request, not yet decoded: the text that names it and the field it came from. */
 export interface ImageRef {
@@ -26,7 +26,6 @@ export interface LoadedImage {
 
 /** Image URLs fetched at once for one request: enough to overlap the waits, few enough not to flood a host. */
 const fetchesAtOnce = 4;
-const redirects = 5;
 const accept = 'image/png,image/jpeg,image/webp,*/*;q=0.1';
 
 const base64Text = /^[A-Za-z0-9+/_-]+={0,2}$/;
@@ -91,7 +90,7 @@ export function imageSourceOptions(
     limits: { maxBytes: config.embeddingImageMaxBytes, maxPixels: config.imageMaxPixels },
     maxTotalBytes: config.bodyLimit,
     urls: config.imageUrls
-      ? { timeoutMs: config.readerTimeout, maxRedirects: redirects, allowPrivate: config.readerAllowPrivate }
+      ? { timeoutMs: config.readerTimeout, maxRedirects: readerRedirects, allowPrivate: config.readerAllowPrivate }
       : undefined,
   };
 }

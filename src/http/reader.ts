@@ -3,6 +3,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { readerRedirects } from '../search/reader/fetch-page.js';
 import { Reader } from '../search/reader/read.js';
 import type { HttpServices } from './services.js';
 import { errorResponses, ErrorResponse } from './schemas.js';
@@ -35,7 +36,7 @@ export const readerRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
     fetch: {
       maxBytes: config.readerMaxBytes,
       timeoutMs: config.readerTimeout,
-      maxRedirects: 5,
+      maxRedirects: readerRedirects,
       allowPrivate: config.readerAllowPrivate,
     },
     parseTimeoutMs: config.readerParseTimeout,

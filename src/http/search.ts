@@ -14,7 +14,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import { ApiError, invalid } from '../errors.js';
+import { settings } from '../config.js';
+import type { IndexDocument } from '../search/index/document-index.js';
+import { imageDocumentFromInput } from '../search/index/images.js';
 import { documentFromInput } from '../search/index/sources.js';
+import { imageSourceOptions, loadImages } from './image-sources.js';
 import { renderMarkdown } from '../search/markdown.js';
 import { freshnessValues, normaliseSearchRequest } from '../search/request.js';
 import type { SearchService } from '../search/service.js';
@@ -84,6 +88,14 @@ const ImageSchema = Type.Object({
   thumbnail_url: Type.Optional(Type.String()),
   title: Type.Optional(Type.String()),
   page_url: Type.Optional(Type.String()),
+  alt: Type.Optional(Type.String({ description: "An indexed image's alt text." })),
+  score: Type.Optional(
+    Type.Number({
+      description:
+        "Ranked by what it shows: the cosine similarity of the search image model's vectors of the query and the image (absent: an image a result links to, or one whose thumbnail could not be had).",
+    }),
+  ),
+  source: Type.Optional(Type.String({ description: 'Where an indexed image came from.' })),
 });
 
 const TaskDetail = Type.Object(
@@ -123,7 +135,17 @@ const DocumentsBody = Type.Object(
           ),
           url: Type.Optional(Type.String()),
           title: Type.Optional(Type.String()),
-          text: Type.String(),
+          text: Type.Optional(
+            Type.String({ description: "A text document's text (required unless `image` is given)." }),
+          ),
+          image: Type.Optional(
+            Type.String({
+              description:
+                'An image document instead of a text: the image as a data URI (PNG, JPEG or WebP; an http(s) URL with ONNX_GATEWAY_IMAGE_URLS=true), embedded by the search image model (ONNX_GATEWAY_SEARCH_IMAGE_MODEL) and ranked against queries by what it shows. The index keeps its vector, not its pixels: `url` is where results point (absent: an id of the image).',
+            }),
+          ),
+          alt: Type.Optional(Type.String({ description: "An image document's alt text, shown with it." })),
+          page_url: Type.Optional(Type.String({ description: 'The page an image document belongs to.' })),
           source: Type.Optional(Type.String()),
           language: Type.Optional(Type.String({ description: 'Language tag: "en", "de-CH".' })),
           region: Type.Optional(Type.String()),
@@ -153,7 +175,17 @@ const IndexStats = Type.Object({
   sparse: Type.Record(Type.String(), Type.Integer(), {
     description: 'Documents with a sparse vector, per sparse model (SPLADE).',
   }),
+  images: Type.Object(
+    {
+      documents: Type.Integer(),
+      vectors: Type.Record(Type.String(), Type.Integer(), { description: 'Image documents with a vector, per model.' }),
+    },
+    { description: 'Image documents (ranked by what they show with the search image model).' },
+  ),
   embedder: Type.Union([Type.String(), Type.Null()]),
+  image_model: Type.Union([Type.String(), Type.Null()], {
+    description: 'The search image model (ONNX_GATEWAY_SEARCH_IMAGE_MODEL).',
+  }),
   reranker: Type.Union([Type.String(), Type.Null()]),
   updated_at: Type.Union([Type.String(), Type.Null()]),
   rankings: Type.Array(Type.String(), { description: 'The rankings hybrid search fuses (searchRankings).' }),
@@ -231,6 +263,7 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
   const search: SearchService | undefined = services.search;
   if (!search) return;
   const tags = ['Web search'];
+  const imageOptions = imageSourceOptions(services.config);
   // Long-polls answer at once on shutdown instead of holding the drain for up to a minute.
   app.addHook('preClose', async () => search.tasks.wakeWaiters());
 
@@ -310,7 +343,7 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       }
       const { indexMaxDocumentChars: maxChars, indexMaxDocuments: maxDocuments } = services.config;
       documents.forEach((doc, i) => {
-        const chars = (doc.title?.length ?? 0) + doc.text.length;
+        const chars = (doc.title?.length ?? 0) + (doc.text?.length ?? 0) + (doc.alt?.length ?? 0);
         if (chars > maxChars) {
           throw new ApiError(
             'payload_too_large',
@@ -321,20 +354,47 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
           );
         }
       });
-      const parsed = documents.map((doc, i) => {
-        const digest = createHash('sha256')
-          .update(`${doc.title ?? ''}\n${doc.text}`)
-          .digest('hex')
-          .slice(0, 32);
-        return documentFromInput(
-          doc,
-          { key: digest, url: (key) => `urn:onnx-gateway:document:${encodeURIComponent(key)}`, source: 'api' },
-          `documents[${i}]`,
-        );
+      const texts: { at: number; document: IndexDocument }[] = [];
+      const pictures: { at: number; fields: (typeof documents)[number] & { image: string } }[] = [];
+      documents.forEach((doc, i) => {
+        if (doc.image === undefined) {
+          const digest = createHash('sha256')
+            .update(`${doc.title ?? ''}\n${doc.text ?? ''}`)
+            .digest('hex')
+            .slice(0, 32);
+          const document = documentFromInput(
+            doc,
+            { key: digest, url: (key) => `urn:onnx-gateway:document:${encodeURIComponent(key)}`, source: 'api' },
+            `documents[${i}]`,
+          );
+          texts.push({ at: i, document });
+        } else if (doc.text !== undefined) {
+          throw invalid(
+            `documents[${i}].text`,
+            `documents[${i}] has both text and image: a document is one or the other (an image's words go in alt).`,
+          );
+        } else pictures.push({ at: i, fields: { ...doc, image: doc.image } });
       });
-      const keys = new Set(parsed.map((doc) => doc.key));
+      if (pictures.length > 0 && !search.retriever.options.imageModel)
+        throw invalid(
+          `documents[${pictures[0]!.at}].image`,
+          `Image documents are embedded by the search image model, and none is set (${settings.searchImageModel.env}).`,
+        );
+      const loaded = await loadImages(
+        pictures.map(({ at, fields }) => ({ source: fields.image, param: `documents[${at}].image` })),
+        imageOptions,
+        request.clientSignal,
+      );
+      const images = pictures.map(({ at, fields }, i) =>
+        imageDocumentFromInput(fields, loaded[i]!.item.image, `documents[${at}]`),
+      );
+      const keyAt = new Array<string>(documents.length);
+      texts.forEach(({ at, document }) => (keyAt[at] = document.key));
+      pictures.forEach(({ at }, i) => (keyAt[at] = images[i]!.key));
+      const keys = new Set(keyAt);
       const adding = keys.size - search.index.idsOf([...keys]).size;
-      const held = search.index.stats().documents;
+      const stats = search.index.stats();
+      const held = stats.documents + stats.images.documents;
       if (adding > 0 && held + adding > maxDocuments) {
         throw new ApiError(
           'index_full',
@@ -344,8 +404,19 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
           },
         );
       }
-      const report = await search.ingest(parsed, { signal: request.clientSignal });
-      return { added: report.added, updated: report.updated, embedded: report.embedded, ids: parsed.map((d) => d.key) };
+      const signal = request.clientSignal;
+      const reports = [
+        texts.length > 0
+          ? await search.ingest(
+              texts.map((t) => t.document),
+              { signal },
+            )
+          : undefined,
+        images.length > 0 ? await search.ingestImages(images, { signal }) : undefined,
+      ];
+      const sum = (field: 'added' | 'updated' | 'embedded') =>
+        reports.reduce((total, report) => total + (report?.[field] ?? 0), 0);
+      return { added: sum('added'), updated: sum('updated'), embedded: sum('embedded'), ids: keyAt };
     },
   );
 
@@ -359,7 +430,9 @@ export const searchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         documents: stats.documents,
         vectors: stats.vectors,
         sparse: stats.sparse,
+        images: stats.images,
         embedder: search.retriever.embedder ?? null,
+        image_model: search.retriever.options.imageModel ?? null,
         reranker: search.retriever.reranker ?? null,
         updated_at: iso(stats.updatedAt),
         rankings: [...search.retriever.options.rankings],

@@ -505,6 +505,11 @@ export class Registry {
     return [...this.models.values()];
   }
 
+  /** The served model of this id or alias, if any. */
+  get(name: string): ServedModel | undefined {
+    return this.names.get(name);
+  }
+
   /** Serves a model read since start (a pull over HTTP); it replaces one of the same id. */
   add(model: ServedModel): void {
     const old = this.models.get(model.id);

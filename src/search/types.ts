@@ -50,6 +50,15 @@ export interface SearchImage {
   title?: string;
   /** The page the image appears on. */
   page_url?: string;
+  /** The image's alt text (an indexed image). */
+  alt?: string;
+  /**
+   * Ranked by what it shows: the cosine similarity of the multimodal model's vectors of the query
+   * and of the image. Absent for images that are only linked from matching results.
+   */
+  score?: number;
+  /** Where an indexed image came from. */
+  source?: string;
 }
 
 export interface SearchOutcome {

@@ -3,7 +3,7 @@
  * test that reaches for a field the answer does not have fails to type-check.
  */
 import type { ErrorBody } from '../../src/errors.js';
-import type { SearchResult } from '../../src/search/types.js';
+import type { SearchImage, SearchResult } from '../../src/search/types.js';
 
 export type { ErrorBody };
 
@@ -92,7 +92,7 @@ export interface SearchTask {
   started_at?: string | null;
   finished_at?: string | null;
   results?: SearchResult[];
-  images?: { url: string; thumbnail_url?: string; title?: string; page_url?: string }[];
+  images?: SearchImage[];
   markdown?: string;
   error?: { code: string; message: string };
 }

@@ -7,6 +7,11 @@
  * scored against the query (cosine: the vectors are normalised). That is a few milliseconds for
  * tens of thousands of documents; the matrix is reloaded when the file changes, also when another
  * process (the `index add` command) wrote to it. The inverted index is rebuilt the same way.
+ *
+ * Image documents live beside the text ones: their vector comes from a multimodal model's image
+ * tower, their text is the image's alt text, and they are left out of every text ranking (BM25,
+ * the text embedder's vectors, the backfill); they are ranked by the same model's text tower's
+ * vector of the query (`dense(..., 'image')`).
  */
 import { rmSync, writeFileSync } from 'node:fs';
 import type { SparseVector } from '../../core/sparse.js';
@@ -30,7 +35,11 @@ export interface IndexDocument {
   /** Epoch milliseconds. */
   publishedAt?: number;
   images?: SearchImage[];
+  /** `image`: the document is an image (its `text` is the alt text); absent: a text document. */
+  kind?: DocumentKind;
 }
+
+export type DocumentKind = 'text' | 'image';
 
 export interface StoredDocument extends IndexDocument {
   id: number;
@@ -79,6 +88,8 @@ export interface IndexStats {
   vectors: Record<string, number>;
   /** Documents with a sparse vector of each sparse model. */
   sparse: Record<string, number>;
+  /** Image documents, and those with a vector of each multimodal model. */
+  images: { documents: number; vectors: Record<string, number> };
   updatedAt: number | null;
 }
 
@@ -94,12 +105,13 @@ interface DocumentRow {
   published_at: number | null;
   images: string | null;
   added_at: number;
+  kind: DocumentKind;
 }
 
 export class DocumentIndex {
   private readonly statements;
-  private matrix:
-    { model: string; version: string; ids: Int32Array; dimensions: number; data: Float32Array } | undefined;
+  /** The vectors of one model and kind of documents, by kind. */
+  private readonly matrices = new Map<DocumentKind, VectorMatrix>();
   private lexical: { version: string; index: Bm25Index } | undefined;
   private sparseIndex:
     | { model: string; version: string; postings: Map<number, { ids: number[]; weights: number[] }>; documents: number }
@@ -123,7 +135,8 @@ export class DocumentIndex {
         region TEXT,
         published_at INTEGER,
         images TEXT,
-        added_at INTEGER NOT NULL
+        added_at INTEGER NOT NULL,
+        kind TEXT NOT NULL DEFAULT 'text'
       );
       CREATE INDEX IF NOT EXISTS documents_published ON documents (published_at);
       -- Files written before BM25 moved into memory had an FTS5 table.
@@ -148,18 +161,25 @@ export class DocumentIndex {
         sequence INTEGER NOT NULL
       );
     `);
+    // Files written before image documents have no kind column (every document in them is text);
+    // it is added last, where a new file has it, so snapshots copy between them column for column.
+    const columns = db.prepare<unknown[], { name: string }>('PRAGMA table_info(documents)').all();
+    if (!columns.some((column) => column.name === 'kind'))
+      db.exec("ALTER TABLE documents ADD COLUMN kind TEXT NOT NULL DEFAULT 'text'");
     this.statements = {
       find: db.prepare<unknown[], { id: number }>('SELECT id FROM documents WHERE key = ?'),
       insert: db.prepare(
-        'INSERT INTO documents (key, url, title, text, source, language, region, published_at, images, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        'INSERT INTO documents (key, url, title, text, source, language, region, published_at, images, added_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
       ),
       update: db.prepare(
-        'UPDATE documents SET url = ?, title = ?, text = ?, source = ?, language = ?, region = ?, published_at = ?, images = ?, added_at = ? WHERE id = ?',
+        'UPDATE documents SET url = ?, title = ?, text = ?, source = ?, language = ?, region = ?, published_at = ?, images = ?, added_at = ?, kind = ? WHERE id = ?',
       ),
       texts: db.prepare<unknown[], { id: number; title: string; text: string }>(
-        'SELECT id, title, text FROM documents ORDER BY id',
+        "SELECT id, title, text FROM documents WHERE kind = 'text' ORDER BY id",
       ),
-      text: db.prepare<unknown[], { title: string; text: string }>('SELECT title, text FROM documents WHERE id = ?'),
+      text: db.prepare<unknown[], { title: string; text: string; kind: DocumentKind }>(
+        'SELECT title, text, kind FROM documents WHERE id = ?',
+      ),
       vectorDelete: db.prepare('DELETE FROM document_vectors WHERE document_id = ?'),
       vectorInsert: db.prepare(
         'INSERT OR REPLACE INTO document_vectors (document_id, model, dimensions, vector) VALUES (?, ?, ?, ?)',
@@ -180,16 +200,17 @@ export class DocumentIndex {
       ),
       setApplied: db.prepare('INSERT OR REPLACE INTO replication (one, entry_id, sequence) VALUES (1, ?, ?)'),
       count: db.prepare<unknown[], { n: number; updated: number | null }>(
-        'SELECT count(*) AS n, max(added_at) AS updated FROM documents',
+        'SELECT count(*) AS n, max(added_at) AS updated FROM documents WHERE kind = ?',
       ),
       vectorCounts: db.prepare<unknown[], { model: string; n: number }>(
-        'SELECT model, count(*) AS n FROM document_vectors GROUP BY model',
+        'SELECT v.model, count(*) AS n FROM document_vectors v JOIN documents d ON d.id = v.document_id WHERE d.kind = ? GROUP BY v.model',
       ),
       vectors: db.prepare<unknown[], { document_id: number; dimensions: number; vector: Buffer }>(
-        'SELECT document_id, dimensions, vector FROM document_vectors WHERE model = ? ORDER BY document_id',
+        'SELECT v.document_id, v.dimensions, v.vector FROM document_vectors v JOIN documents d ON d.id = v.document_id WHERE v.model = ? AND d.kind = ? ORDER BY v.document_id',
       ),
+      // Image documents are embedded from their pixels when added, never from their alt text.
       missing: db.prepare<unknown[], DocumentRow>(
-        'SELECT d.* FROM documents d LEFT JOIN document_vectors v ON v.document_id = d.id AND v.model = ? WHERE v.document_id IS NULL ORDER BY d.id LIMIT ?',
+        "SELECT d.* FROM documents d LEFT JOIN document_vectors v ON v.document_id = d.id AND v.model = ? WHERE v.document_id IS NULL AND d.kind = 'text' ORDER BY d.id LIMIT ?",
       ),
     };
   }
@@ -229,12 +250,13 @@ export class DocumentIndex {
           doc.publishedAt ?? null,
           doc.images?.length ? JSON.stringify(doc.images) : null,
           addedAt,
+          doc.kind ?? 'text',
         ];
         const existing = this.statements.find.get(doc.key);
         let id: number;
         if (existing) {
           id = existing.id;
-          changes.push({ id, text: lexicalText(this.statements.text.get(id)!), present: false });
+          changes.push(...lexicalChange(this.statements.text.get(id)!, id, false));
           this.statements.update.run(...fields, id);
           this.statements.vectorDelete.run(id);
           this.statements.sparseDelete.run(id);
@@ -256,7 +278,7 @@ export class DocumentIndex {
           const { indices, values } = sparse.vectors[i]!;
           this.statements.sparseInsert.run(id, sparse.model, bytesOf(indices), bytesOf(values));
         }
-        changes.push({ id, text: lexicalText(doc), present: true });
+        changes.push(...lexicalChange(doc, id, true));
         ids.push(id);
       });
       return { added, updated, ids };
@@ -274,9 +296,9 @@ export class DocumentIndex {
   remove(key: string): boolean {
     const existing = this.statements.find.get(key);
     if (!existing) return false;
-    const text = lexicalText(this.statements.text.get(existing.id)!);
+    const changes = lexicalChange(this.statements.text.get(existing.id)!, existing.id, false);
     this.statements.delete.run(existing.id);
-    this.afterWrite([{ id: existing.id, text, present: false }]);
+    this.afterWrite(changes);
     return true;
   }
 
@@ -357,12 +379,20 @@ export class DocumentIndex {
   }
 
   stats(): IndexStats {
-    const { n, updated } = this.statements.count.get()!;
-    const vectors: Record<string, number> = {};
-    for (const row of this.statements.vectorCounts.all()) vectors[row.model] = row.n;
+    const text = this.statements.count.get('text')!;
+    const images = this.statements.count.get('image')!;
+    const vectorsOf = (kind: DocumentKind) =>
+      Object.fromEntries(this.statements.vectorCounts.all(kind).map((row) => [row.model, row.n]));
     const sparse: Record<string, number> = {};
     for (const row of this.statements.sparseCounts.all()) sparse[row.model] = row.n;
-    return { documents: n, vectors, sparse, updatedAt: updated };
+    const updated = Math.max(text.updated ?? -Infinity, images.updated ?? -Infinity);
+    return {
+      documents: text.n,
+      vectors: vectorsOf('text'),
+      sparse,
+      images: { documents: images.n, vectors: vectorsOf('image') },
+      updatedAt: Number.isFinite(updated) ? updated : null,
+    };
   }
 
   documents(ids: readonly number[]): Map<number, StoredDocument> {
@@ -407,14 +437,20 @@ export class DocumentIndex {
     return ranked.sort((a, b) => b.score - a.score || a.id - b.id).slice(0, limit);
   }
 
-  /** Documents with a vector of `model`. */
-  vectorCount(model: string): number {
-    return this.loadMatrix(model).ids.length;
+  /** Documents of `kind` with a vector of `model`. */
+  vectorCount(model: string, kind: DocumentKind = 'text'): number {
+    return this.loadMatrix(model, kind).ids.length;
   }
 
-  /** Exact cosine search over the vectors of `model`, best first. */
-  dense(query: Float32Array, model: string, limit: number, filter: IndexFilter = {}): Scored[] {
-    const matrix = this.loadMatrix(model);
+  /** Exact cosine search over the vectors of `model` of documents of `kind`, best first. */
+  dense(
+    query: Float32Array,
+    model: string,
+    limit: number,
+    filter: IndexFilter = {},
+    kind: DocumentKind = 'text',
+  ): Scored[] {
+    const matrix = this.loadMatrix(model, kind);
     if (matrix.ids.length === 0) return [];
     if (query.length !== matrix.dimensions)
       throw new Error(`dense: query has ${query.length} dimensions, the index ${matrix.dimensions}`);
@@ -507,10 +543,11 @@ export class DocumentIndex {
     return this.sparseIndex;
   }
 
-  private loadMatrix(model: string) {
+  private loadMatrix(model: string, kind: DocumentKind): VectorMatrix {
     const version = this.version();
-    if (this.matrix?.model === model && this.matrix.version === version) return this.matrix;
-    const rows = this.statements.vectors.all(model);
+    const held = this.matrices.get(kind);
+    if (held?.model === model && held.version === version) return held;
+    const rows = this.statements.vectors.all(model, kind);
     const dimensions = rows[0]?.dimensions ?? 0;
     const ids = new Int32Array(rows.length);
     const data = new Float32Array(rows.length * dimensions);
@@ -519,9 +556,18 @@ export class DocumentIndex {
       ids[i] = row.document_id;
       bytes.set(row.vector.subarray(0, dimensions * 4), i * dimensions * 4);
     });
-    this.matrix = { model, version, ids, dimensions, data };
-    return this.matrix;
+    const matrix = { model, version, ids, dimensions, data };
+    this.matrices.set(kind, matrix);
+    return matrix;
   }
+}
+
+interface VectorMatrix {
+  model: string;
+  version: string;
+  ids: Int32Array;
+  dimensions: number;
+  data: Float32Array;
 }
 
 /** A document's text for BM25 (title and text), or that it left the index. */
@@ -537,6 +583,15 @@ function bytesOf(array: Int32Array | Float32Array): Buffer {
 
 function lexicalText(doc: { title: string; text: string }): string {
   return doc.title ? `${doc.title} ${doc.text}` : doc.text;
+}
+
+/** A document's change to BM25: none for an image document, which is in no text ranking. */
+function lexicalChange(
+  doc: { title: string; text: string; kind?: DocumentKind },
+  id: number,
+  present: boolean,
+): LexicalChange[] {
+  return (doc.kind ?? 'text') === 'text' ? [{ id, text: lexicalText(doc), present }] : [];
 }
 
 function filterClause(filter: IndexFilter, alias: string): { clause: string; params: unknown[] } {
@@ -569,6 +624,7 @@ function fromRow(row: DocumentRow): StoredDocument {
     region: row.region ?? undefined,
     publishedAt: row.published_at ?? undefined,
     images: row.images ? (JSON.parse(row.images) as SearchImage[]) : undefined,
+    ...(row.kind === 'image' ? { kind: 'image' as const } : {}),
     addedAt: row.added_at,
   };
 }

@@ -18,9 +18,13 @@ export interface Ranking {
   rank(query: string, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<Scored[]>;
 }
 
-/** The first served embedding model that gives `kind` of vectors (a SPLADE model gives no dense ones). */
+/**
+ * The first served embedding model that gives `kind` of vectors (a SPLADE model gives no dense
+ * ones), a text embedder before an image-text model: those embed short captions, and rank images.
+ */
 export function servedModel(ctx: CoreContext, kind: 'dense' | 'sparse'): string | undefined {
-  return ctx.registry.list().find((m) => m.task === 'embedding' && m.heads.kinds.includes(kind))?.id;
+  const models = ctx.registry.list().filter((m) => m.task === 'embedding' && m.heads.kinds.includes(kind));
+  return (models.find((m) => !m.images) ?? models[0])?.id;
 }
 
 /**

@@ -7,7 +7,9 @@ import type { CoreContext } from '../../core/context.js';
 import { rerank } from '../../core/rerank.js';
 import { fuse, type FusionMethod, type Scored } from '../fusion.js';
 import type { DocumentIndex, IndexDocument, IndexFilter, StoredDocument } from './document-index.js';
+import { rankImages } from './images.js';
 import { createRankings, servedModel, servedReranker, type Ranking, type RankingName } from './rankings.js';
+import type { SearchImage } from '../types.js';
 
 export interface RetrieverOptions {
   fusion: FusionMethod;
@@ -15,6 +17,8 @@ export interface RetrieverOptions {
   rankings: readonly RankingName[];
   /** Fused candidates the cross-encoder scores (0: no reranking). */
   rerankDepth: number;
+  /** The multimodal model whose vectors the image documents hold (searchImageModel); absent: none. */
+  imageModel?: string;
 }
 
 export type RetrievalMode = RankingName | 'hybrid' | 'rerank';
@@ -108,6 +112,13 @@ export class LocalRetriever {
       default:
         return { ranked: await this.rank(mode, query, limit, filter, signal), reranked: 0 };
     }
+  }
+
+  /** The image documents most like the query, best first; none without an image model. */
+  images(query: string, limit: number, filter?: IndexFilter, signal?: AbortSignal): Promise<SearchImage[]> {
+    const model = this.options.imageModel;
+    if (!model) return Promise.resolve([]);
+    return rankImages(this.ctx, this.index, model, query, limit, filter, signal);
   }
 
   documents(ids: readonly number[]): Map<number, StoredDocument> {

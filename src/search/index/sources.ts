@@ -61,15 +61,7 @@ export function documentFromInput(input: DocumentInput, defaults: DocumentDefaul
   const url = text(input.url) ?? text(meta.url);
   const tag = parseLanguageTag(text(input.language) ?? text(input.lang) ?? text(meta.language) ?? text(meta.lang));
   const region = text(input.region) ?? text(meta.region);
-  const rawDate =
-    input.published_date ?? input.publishedDate ?? input.date ?? meta.published_date ?? meta.publishedDate ?? meta.date;
-  const publishedAt = parseDate(rawDate);
-  if (rawDate !== undefined && rawDate !== null && rawDate !== '' && publishedAt === undefined) {
-    throw invalid(
-      `${param}.published_date`,
-      `${param}.published_date "${JSON.stringify(rawDate)}" is not a date (use ISO 8601).`,
-    );
-  }
+  const publishedAt = publishedDateOf(input, param);
   const key = id ?? url ?? defaults.key;
   const page = url ?? defaults.url(key);
   const images = Array.isArray(input.images)
@@ -89,6 +81,21 @@ export function documentFromInput(input: DocumentInput, defaults: DocumentDefaul
     publishedAt,
     images,
   };
+}
+
+/** A document's publication date in any of its spellings (epoch ms); a value that is no date is refused. */
+export function publishedDateOf(input: DocumentInput, param: string): number | undefined {
+  const meta = typeof input.metadata === 'object' && input.metadata !== null ? (input.metadata as DocumentInput) : {};
+  const raw =
+    input.published_date ?? input.publishedDate ?? input.date ?? meta.published_date ?? meta.publishedDate ?? meta.date;
+  const publishedAt = parseDate(raw);
+  if (raw !== undefined && raw !== null && raw !== '' && publishedAt === undefined) {
+    throw invalid(
+      `${param}.published_date`,
+      `${param}.published_date "${JSON.stringify(raw)}" is not a date (use ISO 8601).`,
+    );
+  }
+  return publishedAt;
 }
 
 /** Splits a Markdown file's front matter (`key: value` lines between `---` fences) from its body. */
@@ -167,7 +174,8 @@ function isJsonl(path: string): boolean {
   return jsonlExtensions.some((ext) => lower.endsWith(ext));
 }
 
-async function* walk(dir: string): AsyncGenerator<string> {
+/** The files under a folder, depth first, in name order; hidden ones left out. */
+export async function* walk(dir: string): AsyncGenerator<string> {
   const entries = await readdir(dir, { withFileTypes: true });
   entries.sort((a, b) => a.name.localeCompare(b.name));
   for (const entry of entries) {

@@ -55,11 +55,19 @@ export class LocalSearchProvider implements SearchProvider {
       });
       if (request.includeImages) images.push(...(doc.images ?? []));
     }
-    return request.includeImages ? { results, images: dedupeImages(images).slice(0, request.count) } : { results };
+    if (!request.includeImages) return { results };
+    // Indexed images ranked by what they show, then those the results link to.
+    const shown = await this.retriever.images(request.query, request.count, filter, signal);
+    return { results, images: [...shown, ...dedupeImages(images).slice(0, request.count)].filter(firstOfUrl()) };
   }
 }
 
 export function dedupeImages(images: SearchImage[]): SearchImage[] {
+  return images.filter(firstOfUrl());
+}
+
+/** A filter that keeps the first image of each url. */
+function firstOfUrl(): (image: SearchImage) => boolean {
   const seen = new Set<string>();
-  return images.filter((image) => !seen.has(image.url) && (seen.add(image.url), true));
+  return (image) => !seen.has(image.url) && (seen.add(image.url), true);
 }

@@ -12,12 +12,15 @@ import { servedReranker } from '../index/rankings.js';
 import { freshnessWindowMs } from '../request.js';
 import type { Freshness, SearchImage, SearchOutcome, SearchProvider, SearchRequest, SearchResult } from '../types.js';
 import { dedupeImages } from './local.js';
+import { rankByThumbnail, type ThumbnailRanking } from './thumbnails.js';
 
 export interface SearxngOptions {
   /** Base URL of the instance, e.g. http://127.0.0.1:8888 */
   url: string;
   /** Longest wait for one SearXNG answer, in ms. */
   timeoutMs: number;
+  /** With a search image model: image results ordered by what their thumbnails show. */
+  thumbnails?: ThumbnailRanking;
 }
 
 /** One result of SearXNG's JSON format (searx/webutils.py get_json_response). */
@@ -84,13 +87,13 @@ export class SearxngSearchProvider implements SearchProvider {
   }
 
   async search(request: SearchRequest, signal: AbortSignal): Promise<SearchOutcome> {
-    const [web, images] = await Promise.all([
+    const [web, imageResults] = await Promise.all([
       this.query(request, undefined, signal),
       request.includeImages ? this.query(request, 'images', signal) : undefined,
     ]);
     const results = await this.rank(request, this.mapResults(request, web), signal);
-    if (!images) return { results };
-    const found = (images.results as SearxngResult[]).flatMap((item): SearchImage[] => {
+    if (!imageResults) return { results };
+    const found = (imageResults.results as SearxngResult[]).flatMap((item): SearchImage[] => {
       const url = httpUrl(item.img_src);
       if (!url) return [];
       return [
@@ -102,7 +105,17 @@ export class SearxngSearchProvider implements SearchProvider {
         },
       ];
     });
-    return { results, images: dedupeImages(found).slice(0, request.count) };
+    const images = dedupeImages(found);
+    if (!this.options.thumbnails) return { results, images: images.slice(0, request.count) };
+    // SearXNG's order is its engines'; the first page's worth (twice the count) is reordered by what each shows.
+    const looked = await rankByThumbnail(
+      this.ctx,
+      this.options.thumbnails,
+      request.query,
+      images.slice(0, 2 * request.count),
+      signal,
+    );
+    return { results, images: looked.slice(0, request.count) };
   }
 
   private async query(

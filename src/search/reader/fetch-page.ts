@@ -17,6 +17,9 @@ import { ApiError, invalid } from '../../errors.js';
 import { version } from '../../version.js';
 import { isPublicAddress } from './address-policy.js';
 
+/** Redirects the reader follows, for pages and images alike. */
+export const readerRedirects = 5;
+
 export interface FetchLimits {
   /** Largest body accepted, after decompression, in bytes. */
   maxBytes: number;
