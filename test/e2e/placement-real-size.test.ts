@@ -52,14 +52,17 @@ describe.skipIf(skip)('placement of a real-size model', () => {
     ).json<ModelCard>();
     expect(model.status).toBe('loaded');
     const placement = model.placement!;
-    // Eight sessions of ~550 MB would hold 4.4 GB: two fit, sharing the eight cores, and no solo session.
+    // What the whole process grew by, sessions, tokenizer and all: the budget holds whatever was placed.
+    expect(process.memoryUsage.rss() - before).toBeLessThanOrEqual(budgetMb * 2 ** 20);
+    expect(placement.resident_bytes).toBeLessThanOrEqual(budgetMb * 2 ** 20);
+    // Eight sessions of ~550 MB would hold 4.4 GB: two fit, sharing the eight cores. A solo session
+    // (all eight cores) is added only where the first session measured small enough for one more to
+    // fit; the resident growth a session's opening shows varies from run to run (node 24 once
+    // measured it under 500 MB), so the test holds the rule, not one measurement's outcome.
     expect(placement.device).toBe('cpu');
     expect(placement.sessions).toBeGreaterThanOrEqual(1);
     expect(placement.sessions).toBeLessThan(8);
     expect(placement.sessions * placement.threads_per_session).toBe(8);
-    expect(placement.solo_threads).toBe(0);
-    expect(placement.resident_bytes).toBeLessThanOrEqual(budgetMb * 2 ** 20);
-    // What the whole process grew by, sessions, tokenizer and all.
-    expect(process.memoryUsage.rss() - before).toBeLessThanOrEqual(budgetMb * 2 ** 20);
+    expect([0, 8]).toContain(placement.solo_threads);
   });
 });
