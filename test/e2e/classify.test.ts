@@ -15,10 +15,10 @@ import type { Server } from '../../src/main.js';
 import { Catalogue, moderationCategories } from '../../src/models/catalogue.js';
 import { pullModel, pullTarget } from '../../src/models/download.js';
 import { Hub } from '../../src/models/hub.js';
-import { commitSha } from '../fixtures/hub-repos.js';
 import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
 import type { ErrorBody } from '../helpers/bodies.js';
 import { missing } from '../helpers/resources.js';
+import { standinCommit } from '../helpers/standins.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
 import { expectConforms, specDocument } from '../helpers/specs.js';
 
@@ -69,11 +69,7 @@ describe.skipIf(missing(dir !== '', `the stand-ins could not be generated: ${sta
     let hub: StandInHub;
     let server: Server;
     let modelsDir: string;
-    /** The commit the stand-in Hub serves a repository at: the catalogue's pin, else one of its own. */
-    const commitOf = (repo: string) => {
-      const source = catalogue.get(repo)?.source;
-      return (source?.kind === 'hub' ? source.revision : undefined) ?? commitSha(repo);
-    };
+    const commitOf = (repo: string) => standinCommit(catalogue, repo);
     const post = async (url: string, payload: unknown) =>
       server.app.inject({ method: 'POST', url, headers: auth, payload: payload as object });
 

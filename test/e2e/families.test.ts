@@ -15,10 +15,9 @@ import { Catalogue } from '../../src/models/catalogue.js';
 import { pullModel, PullRefusal, pullTarget } from '../../src/models/download.js';
 import { Hub } from '../../src/models/hub.js';
 import { readLock } from '../../src/models/lock.js';
-import { commitSha } from '../fixtures/hub-repos.js';
 import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
 import { auth, startServer } from '../helpers/server.js';
-import { listStandins } from '../helpers/standins.js';
+import { listStandins, standinCommit } from '../helpers/standins.js';
 import { missing } from '../helpers/resources.js';
 
 interface EmbeddingItem {
@@ -66,11 +65,7 @@ describe.skipIf(missing(dir !== '', `the family stand-ins could not be generated
   `model families against golden outputs${dir ? '' : ` (${standinsMissing})`}`,
   () => {
     const catalogue = Catalogue.load();
-    /** The commit the stand-in Hub serves a repository at: the catalogue's pin, else one of its own. */
-    const commitOf = (repo: string) => {
-      const source = catalogue.get(repo)?.source;
-      return (source?.kind === 'hub' ? source.revision : undefined) ?? commitSha(repo);
-    };
+    const commitOf = (repo: string) => standinCommit(catalogue, repo);
     let hub: StandInHub;
     let modelsDir: string;
     let server: Server;

@@ -20,11 +20,10 @@ import { Catalogue } from '../../src/models/catalogue.js';
 import { pullModel, pullTarget } from '../../src/models/download.js';
 import { Hub } from '../../src/models/hub.js';
 import { readLock } from '../../src/models/lock.js';
-import { commitSha } from '../fixtures/hub-repos.js';
 import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
 import { missing } from '../helpers/resources.js';
 import { auth, startServer } from '../helpers/server.js';
-import { listMultimodalStandins } from '../helpers/standins.js';
+import { listMultimodalStandins, standinCommit } from '../helpers/standins.js';
 
 interface Golden {
   repo: string;
@@ -84,10 +83,7 @@ describe.skipIf(missing(dir !== '' && repos.length > 0, `the image-text stand-in
   'image-text models against golden outputs',
   () => {
     const catalogue = Catalogue.load();
-    const commitOf = (repo: string) => {
-      const source = catalogue.get(repo)?.source;
-      return (source?.kind === 'hub' ? source.revision : undefined) ?? commitSha(repo);
-    };
+    const commitOf = (repo: string) => standinCommit(catalogue, repo);
     let hub: StandInHub;
     let modelsDir: string;
     let server: Server;

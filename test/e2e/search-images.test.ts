@@ -19,11 +19,11 @@ import { Catalogue } from '../../src/models/catalogue.js';
 import { pullModel, pullTarget } from '../../src/models/download.js';
 import { Hub } from '../../src/models/hub.js';
 import { cosine } from '../../src/vectors/scores.js';
-import { commitSha } from '../fixtures/hub-repos.js';
 import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
 import { imageResult, startStandInSearxng, type StandInSearxng } from '../fixtures/stand-in-searxng.js';
 import type { EmbeddingList, SearchTask } from '../helpers/bodies.js';
 import { missing } from '../helpers/resources.js';
+import { standinCommit } from '../helpers/standins.js';
 import { auth, startServer, testKey } from '../helpers/server.js';
 
 const run = promisify(execFile);
@@ -63,14 +63,7 @@ describe.skipIf(missing(dir !== '', `the stand-ins are not there: ${standinsMiss
   beforeAll(async () => {
     hub = await startStandInHub(
       await Promise.all(
-        [clip, textModel].map((repo) => {
-          const source = catalogue.get(repo)?.source;
-          return repoFromFolder(
-            join(dir, repo),
-            repo,
-            (source?.kind === 'hub' ? source.revision : undefined) ?? commitSha(repo),
-          );
-        }),
+        [clip, textModel].map((repo) => repoFromFolder(join(dir, repo), repo, standinCommit(catalogue, repo))),
       ),
     );
     modelsDir = mkdtempSync(join(tmpdir(), 'onnx-gateway-search-images-'));

@@ -15,10 +15,10 @@ import { Catalogue } from '../../src/models/catalogue.js';
 import { pullModel, pullTarget } from '../../src/models/download.js';
 import { Hub } from '../../src/models/hub.js';
 import { quantizeFile } from '../../src/quantize/graph.js';
-import { commitSha } from '../fixtures/hub-repos.js';
 import { repoFromFolder, startStandInHub, type StandInHub } from '../fixtures/stand-in-hub.js';
 import { auth, startServer } from '../helpers/server.js';
 import { missing } from '../helpers/resources.js';
+import { standinCommit } from '../helpers/standins.js';
 
 interface Pair {
   query: string;
@@ -51,10 +51,7 @@ describe.skipIf(missing(present, `the Qwen3-Reranker stand-ins could not be gene
   'yes/no rerankers against golden scores',
   () => {
     const catalogue = Catalogue.load();
-    const commitOf = (repo: string) => {
-      const source = catalogue.get(repo)?.source;
-      return (source?.kind === 'hub' ? source.revision : undefined) ?? commitSha(repo);
-    };
+    const commitOf = (repo: string) => standinCommit(catalogue, repo);
     let hub: StandInHub;
     let modelsDir: string;
     /** One window per document, as the golden cuts them. */

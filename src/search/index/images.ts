@@ -13,7 +13,7 @@ import { embed } from '../../core/embeddings.js';
 import { invalid } from '../../errors.js';
 import type { SearchImage } from '../types.js';
 import type { DocumentIndex, IndexDocument, IndexFilter } from './document-index.js';
-import type { IngestOptions, IngestReport } from './ingest.js';
+import { count, inBatches, type IngestOptions, type IngestReport } from './ingest.js';
 import { publishedDateOf, walk, type DocumentInput } from './sources.js';
 import type { IndexWriter } from './writes.js';
 
@@ -88,14 +88,8 @@ export async function ingestImages(
   images: AsyncIterable<ImageDocument> | Iterable<ImageDocument>,
   options: Omit<IngestOptions, 'embed'> = {},
 ): Promise<IngestReport> {
-  const batchSize = options.batchSize ?? 32;
   const report: IngestReport = { added: 0, updated: 0, embedded: 0, ids: [] };
-  let batch: ImageDocument[] = [];
-
-  const flush = async () => {
-    if (batch.length === 0) return;
-    const taken = batch;
-    batch = [];
+  await inBatches(images, options.batchSize ?? 32, async (taken) => {
     const result = await embed(ctx, { model, input: taken.map((image) => ({ image: image.bytes })) }, options.signal);
     const written = await writer.upsert(
       taken.map(indexDocumentOf),
@@ -103,17 +97,9 @@ export async function ingestImages(
       options.signal,
     );
     report.embedded += taken.length;
-    report.added += written.added;
-    report.updated += written.updated;
-    report.ids.push(...written.ids);
+    count(report, written);
     options.onProgress?.(report);
-  };
-
-  for await (const image of images) {
-    batch.push(image);
-    if (batch.length >= batchSize) await flush();
-  }
-  await flush();
+  });
   return report;
 }
 

@@ -9,7 +9,7 @@ import { embedSparse } from '../../core/sparse.js';
 import type { DocumentEncodings, DocumentIndex, IndexDocument } from './document-index.js';
 import { servedModel } from './rankings.js';
 import { modelText } from './retriever.js';
-import type { IndexWriter } from './writes.js';
+import type { IndexWriter, WriteReport } from './writes.js';
 
 export interface IngestOptions {
   /** Compute vectors (default: when an embedder is served). */
@@ -38,14 +38,8 @@ export async function ingestDocuments(
   const embedder = options.embed === false || !ctx ? undefined : servedModel(ctx, 'dense');
   // A served sparse model (SPLADE) gives every document its sparse vector too, for the `sparse` ranking.
   const sparseModel = options.embed === false || !ctx ? undefined : servedModel(ctx, 'sparse');
-  const batchSize = options.batchSize ?? 64;
   const report: IngestReport = { added: 0, updated: 0, embedded: 0, ids: [] };
-  let batch: IndexDocument[] = [];
-
-  const flush = async () => {
-    if (batch.length === 0) return;
-    const docs = batch;
-    batch = [];
+  await inBatches(documents, options.batchSize ?? 64, async (docs) => {
     const encodings: DocumentEncodings = {};
     if (embedder) {
       const result = await embed(
@@ -64,19 +58,33 @@ export async function ingestDocuments(
       );
       encodings.sparse = { model: sparseModel, vectors: result.vectors };
     }
-    const written = await writer.upsert(docs, encodings, options.signal);
-    report.added += written.added;
-    report.updated += written.updated;
-    report.ids.push(...written.ids);
+    count(report, await writer.upsert(docs, encodings, options.signal));
     options.onProgress?.(report);
-  };
-
-  for await (const doc of documents) {
-    batch.push(doc);
-    if (batch.length >= batchSize) await flush();
-  }
-  await flush();
+  });
   return report;
+}
+
+/** Runs `write` on consecutive batches of up to `size` items, in order. */
+export async function inBatches<T>(
+  items: AsyncIterable<T> | Iterable<T>,
+  size: number,
+  write: (batch: T[]) => Promise<void>,
+): Promise<void> {
+  let batch: T[] = [];
+  for await (const item of items) {
+    batch.push(item);
+    if (batch.length < size) continue;
+    await write(batch);
+    batch = [];
+  }
+  if (batch.length > 0) await write(batch);
+}
+
+/** Adds a write's counts and ids to a report. */
+export function count(report: IngestReport, written: WriteReport): void {
+  report.added += written.added;
+  report.updated += written.updated;
+  report.ids.push(...written.ids);
 }
 
 /** Gives vectors of the served embedder to documents that lack them (added without, or under another embedder). */
