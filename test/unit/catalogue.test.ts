@@ -16,13 +16,20 @@ describe('the shipped catalogue', () => {
     const repos = hub.map((m) => (m.source as { repo: string }).repo);
     expect(new Set(repos).size).toBe(repos.length);
     for (const m of pinned) expect((m.source as { revision: string }).revision, m.id).toMatch(/^[0-9a-f]{40}$/);
-    // Listed where no commit of theirs could be checked here: the classifiers and the Qwen3 rerankers.
+    // Listed where no commit of theirs could be checked here: the classifiers, the Qwen3 rerankers and
+    // two CLIP sizes.
     expect(
       hub
         .filter((m) => m.task !== 'classify' && !pinned.includes(m))
         .map((m) => m.id)
         .sort(),
-    ).toEqual(['Qwen3-Reranker-0.6B', 'Qwen3-Reranker-4B', 'Qwen3-Reranker-8B']);
+    ).toEqual([
+      'Qwen3-Reranker-0.6B',
+      'Qwen3-Reranker-4B',
+      'Qwen3-Reranker-8B',
+      'clip-vit-base-patch16',
+      'clip-vit-large-patch14',
+    ]);
   });
 
   it('lists moderation classifiers with their label tables; an unpinned manifest claims no verification', () => {
