@@ -40,6 +40,11 @@ const FAMILIES = {
   'bert classifier (sigmoid)': 'Xenova/toxic-bert',
   'distilbert classifier (softmax)': 'Xenova/distilbert-base-uncased-finetuned-sst-2-english',
 };
+/** Image-text models: both towers on the device, the images decoded and preprocessed in their worker. */
+const IMAGE_TEXT = {
+  clip: 'Xenova/clip-vit-base-patch32',
+  siglip: 'Xenova/siglip-base-patch16-224',
+};
 /** A BERT with an fp16 graph beside its fp32 one: on an accelerator, the fp16 graph is served. */
 const HALF = 'intfloat/e5-small-v2';
 const halfTolerance = 5e-3;
@@ -52,6 +57,8 @@ interface Golden {
   rerank?: Array<{ query: string; document: string; score: number }>;
   classify?: Array<{ text: string; text_pair: string | null; scores: number[] }>;
   sparse?: Array<{ text: string; indices: number[]; values: number[] }>;
+  texts?: Array<{ text: string; normalized: number[] }>;
+  images?: Array<{ file: string; normalized: number[] }>;
   queries?: Array<{ text: string; vectors: number[][] }>;
   scores?: Array<{ query: string; document: string; score: number }>;
   items?: Array<{ text?: string; normalized?: number[]; query?: string; document?: string; score?: number }>;
@@ -112,7 +119,7 @@ describe.skipIf(missing(present, hint))(
     beforeAll(async () => {
       // One models dir with the stand-ins and the synthetic pair, linked in place.
       const modelsDir = mkdtempSync(join(tmpdir(), 'onnx-gateway-webgpu-'));
-      for (const repo of [...Object.values(FAMILIES), ON_CPU]) {
+      for (const repo of [...Object.values(FAMILIES), ...Object.values(IMAGE_TEXT), ON_CPU]) {
         mkdirSync(join(modelsDir, dirname(repo)), { recursive: true });
         symlinkSync(join(standins, repo), join(modelsDir, repo));
         goldens.set(repo, JSON.parse(readFileSync(join(standins, repo, 'golden.json'), 'utf8')) as Golden);
@@ -127,7 +134,7 @@ describe.skipIf(missing(present, hint))(
       }
       server = await startServer({
         modelsDir,
-        models: [EMBEDDER, RERANKER, ...Object.values(FAMILIES), HALF, ON_CPU],
+        models: [EMBEDDER, RERANKER, ...Object.values(FAMILIES), ...Object.values(IMAGE_TEXT), HALF, ON_CPU],
         device: 'webgpu',
         deviceMap: [`${ON_CPU}=cpu`],
         teiModels: [FAMILIES.colbert],
@@ -148,7 +155,7 @@ describe.skipIf(missing(present, hint))(
       const devices = Object.fromEntries(listed.map((model) => [model.id, model.placement.device]));
       expect(devices).toEqual(
         Object.fromEntries(
-          [EMBEDDER, RERANKER, ...Object.values(FAMILIES), HALF, ON_CPU].map((id) => [
+          [EMBEDDER, RERANKER, ...Object.values(FAMILIES), ...Object.values(IMAGE_TEXT), HALF, ON_CPU].map((id) => [
             id,
             id === ON_CPU ? 'cpu' : 'webgpu',
           ]),
@@ -231,6 +238,38 @@ describe.skipIf(missing(present, hint))(
           ...(first!.prompt_name ? { input_type: first!.prompt_name } : {}),
         });
         expect(worst(floatVectors(alone)[0]!, expected(first!)), first!.text).toBeLessThanOrEqual(tolerance);
+      });
+    }
+
+    for (const [family, repo] of Object.entries(IMAGE_TEXT)) {
+      it(`matches the golden text and image vectors of ${repo} (${family}), both towers on the device`, async () => {
+        const golden = goldens.get(repo)!;
+        const texts = await post<EmbeddingList>('/v1/embeddings', {
+          model: repo,
+          input: golden.texts!.map((item) => item.text),
+        });
+        golden.texts!.forEach((item, i) =>
+          expect(worst(floatVectors(texts)[i]!, item.normalized), item.text).toBeLessThanOrEqual(tolerance),
+        );
+        const mime: Record<string, string> = { jpg: 'image/jpeg', png: 'image/png', webp: 'image/webp' };
+        const images = await post<EmbeddingList>('/v1/embeddings', {
+          model: repo,
+          input: golden.images!.map((item) => ({
+            type: 'image_url',
+            image_url: {
+              url: `data:${mime[item.file.split('.').pop()!]};base64,${readFileSync(join(standins, repo, item.file)).toString('base64')}`,
+            },
+          })),
+        });
+        golden.images!.forEach((item, i) =>
+          expect(worst(floatVectors(images)[i]!, item.normalized), item.file).toBeLessThanOrEqual(tolerance),
+        );
+        type Listed = { id: string; placement: { device: string }; vision?: { placement?: { device: string } } };
+        const listed = (await server.app.inject({ method: 'GET', url: '/v1/models', headers: auth })).json<{
+          data: Listed[];
+        }>().data;
+        const model = listed.find((m) => m.id === repo)!;
+        expect([model.placement.device, model.vision?.placement?.device]).toEqual(['webgpu', 'webgpu']);
       });
     }
 
