@@ -18,8 +18,9 @@
  *
  * An image-text model's vision tower is a model of its own here: its items are images, each
  * counted as the tower's sequence length against the token budget. A batch hands their encoded
- * bytes to the worker (transferred, not copied), which decodes them; an image it can not decode
- * fails its own request only.
+ * bytes to the worker (transferred), which decodes them; an image it can not decode fails its own
+ * request only. The first try transfers copies, so that a batch whose worker dies is tried again
+ * with the originals, as a text batch is.
  */
 import { onAbort } from '../abort.js';
 import { ApiError } from '../errors.js';
@@ -451,7 +452,10 @@ export class Scheduler {
       if (lane.loadedAt !== undefined && lane.loadedAt > item.enqueuedAt)
         item.job.loadMs = Math.max(item.job.loadMs, lane.loadedAt - item.enqueuedAt);
     }
-    const images = batch[0]!.image ? batch.map((item) => item.image!.bytes) : undefined;
+    // A transferred buffer is gone from this thread: keep the originals for the one retry.
+    const images = batch[0]!.image
+      ? batch.map((item) => (attempt === 0 ? item.image!.bytes.slice() : item.image!.bytes))
+      : undefined;
     // An image's length is the tokens it counts for; it has no ids.
     const ids = new Int32Array(images ? 0 : total);
     const lengths = new Int32Array(batch.length);
@@ -537,8 +541,7 @@ export class Scheduler {
           landed();
           const live = batch.filter((item) => !item.job.settled);
           const retryLane = this.lanes.lane(model);
-          // An image batch's bytes went to the worker that failed: it is not tried again.
-          if (attempt === 0 && live.length > 0 && !this.closed && retryLane && !images) {
+          if (attempt === 0 && live.length > 0 && !this.closed && retryLane) {
             // A worker may have died under this batch; the lane has replaced it, so try once more.
             this.dispatch(queue, retryLane, live, 1);
           } else {

@@ -219,6 +219,38 @@ describe('Scheduler', () => {
     await expect(scheduler.submit('m', [seq(2)])).rejects.toMatchObject({ code: 'internal' });
   });
 
+  it('retries an image batch whose worker fails with the images it had, though the first try transferred its bytes', async () => {
+    const runner = new FakeRunner();
+    const sent: number[][][] = [];
+    const run = runner.run.bind(runner);
+    runner.run = (task: BatchTask) => {
+      sent.push(task.images!.map((bytes) => Array.from(bytes)));
+      // As postMessage does: the buffers leave this thread.
+      structuredClone(task.images, { transfer: task.images!.map((bytes) => bytes.buffer as ArrayBuffer) });
+      return run(task);
+    };
+    const scheduler = new Scheduler(runner, options, [{ id: 'm' }]);
+    const image = (value: number) => ({
+      ids: new Int32Array(0),
+      image: { bytes: new Uint8Array([value, value + 1, value + 2]), tokens: 50, param: 'input' },
+    });
+    runner.failNext = 1;
+    const result = await scheduler.submit('m', [image(1), image(7)]);
+    expect(sent).toEqual([
+      [
+        [1, 2, 3],
+        [7, 8, 9],
+      ],
+      [
+        [1, 2, 3],
+        [7, 8, 9],
+      ],
+    ]);
+    expect([result.output[1], result.output[3]]).toEqual([50, 50]);
+    runner.failNext = 2;
+    await expect(scheduler.submit('m', [image(3)])).rejects.toMatchObject({ code: 'internal' });
+  });
+
   it('loses and duplicates nothing under many concurrent requests', async () => {
     const runner = new FakeRunner();
     const scheduler = new Scheduler(runner, { ...options, queueCapacity: 10_000, maxInFlight: 2 }, [{ id: 'm' }]);
