@@ -25,6 +25,7 @@ import {
   responseHeaders,
   withHeaders,
 } from '../schemas.js';
+import { longInputsFields } from '../long-inputs.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 
@@ -105,6 +106,7 @@ const V2EmbedBody = Type.Object(
       Type.Integer({ minimum: 1, description: "Accepted at or above the model's window; a smaller value is a 400." }),
     ),
     priority: Type.Optional(Type.Integer({ description: 'Accepted and ignored.' })),
+    ...longInputsFields,
   },
   { additionalProperties: true },
 );
@@ -203,6 +205,8 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         inputType,
         truncate: body.truncate !== 'NONE',
         truncationDirection: body.truncate === 'START' ? 'left' : 'right',
+        longInputs: body.long_inputs,
+        lateChunking: body.late_chunking,
       };
       const result = await embed(core, embedRequest, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));
