@@ -178,6 +178,14 @@ describe.skipIf(missing(modelsDir !== undefined, sharedModelsHint))(
     it('follows the server setting: longInputs chunk, bounded by maxInputTokens; truncate false refuses', async () => {
       const { data } = await embedding(chunking, { input: golden.chunk.text });
       expect(worstDifference(data[0]!.embedding, golden.chunk.normalized)).toBeLessThanOrEqual(tolerance);
+      // The routes whose truncate field is absent follow the setting too.
+      const cohere = await post(chunking, '/v2/embed', { model, texts: [golden.chunk.text] });
+      const ollama = await post(chunking, '/api/embed', { model, input: golden.chunk.text });
+      for (const vector of [
+        cohere.json<{ embeddings: { float: number[][] } }>().embeddings.float[0]!,
+        ollama.json<{ embeddings: number[][] }>().embeddings[0]!,
+      ])
+        expect(worstDifference(vector, golden.chunk.normalized)).toBeLessThanOrEqual(tolerance);
       // A request may still ask for truncation.
       const cut = await embedding(chunking, { input: golden.chunk.text, long_inputs: 'truncate' });
       expect(worstDifference(cut.data[0]!.embedding, golden.chunk.truncated)).toBeLessThanOrEqual(tolerance);

@@ -93,7 +93,8 @@ const V2EmbedBody = Type.Object(
     ),
     truncate: Type.Optional(
       LiteralUnion(['NONE', 'START', 'END'], {
-        description: 'END (default) cuts the end of a long input, START its start; NONE makes it a 400.',
+        description:
+          "END cuts the end of a long input, START its start; NONE makes it a 400. Absent: the server's longInputs setting (END's cut by default).",
       }),
     ),
     output_dimension: Type.Optional(
@@ -203,7 +204,8 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         input,
         dimensions: body.output_dimension,
         inputType,
-        truncate: body.truncate !== 'NONE',
+        // Absent: the server's default, which is END's unless the server is set otherwise.
+        truncate: body.truncate === undefined ? undefined : body.truncate !== 'NONE',
         truncationDirection: body.truncate === 'START' ? 'left' : 'right',
         longInputs: body.long_inputs,
         lateChunking: body.late_chunking,
