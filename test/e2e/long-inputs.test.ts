@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Server } from '../../src/main.js';
 import { auth, sharedModelsDir, sharedModelsHint, startServer } from '../helpers/server.js';
 import { missing } from '../helpers/resources.js';
@@ -232,3 +232,81 @@ describe.skipIf(missing(modelsDir !== undefined, sharedModelsHint))(
     });
   },
 );
+
+const standins = inject('standinsDir');
+const E5 = 'intfloat/multilingual-e5-small';
+const BGE = 'BAAI/bge-small-en-v1.5';
+const CLIP = 'Xenova/clip-vit-base-patch32';
+const SPLADE = 'prithivida/Splade_PP_en_v1';
+const families = [E5, BGE, CLIP, SPLADE];
+
+describe.skipIf(
+  missing(
+    standins !== '' && families.every((repo) => existsSync(join(standins, repo, 'golden.json'))),
+    'needs the stand-ins (python3 with numpy, sentencepiece, regex and Pillow)',
+  ),
+)('inputs past the window on other families (stand-ins)', () => {
+  let server: Server;
+  beforeAll(async () => {
+    server = await startServer({ modelsDir: standins, models: families, workers: 1 });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+  const post = (payload: object) =>
+    server.app.inject({ method: 'POST', url: '/v1/embeddings', headers: auth, payload });
+  const long = `Chapter one. ${'The committee met again to discuss the budget, the roads and the new library. '.repeat(60)}`;
+
+  it("puts a SentencePiece model's prompt before every window, and late-chunks after it", async () => {
+    const served = server.registry.list().find((m) => m.id === E5)!;
+    const prompt = served.tokenizer.encode('query: ');
+    const joined = served.tokenizer.encode(`query: ${long}`);
+    // The prompt's tokens as the text's tokenisation starts with them.
+    let shared = 0;
+    while (shared < prompt.length && prompt[shared] === joined[shared]) shared++;
+    const room = served.maxTokens - served.tokenizer.singleSpecials - shared;
+    const windows = Math.ceil((joined.length - shared) / room);
+    expect(windows).toBeGreaterThan(1);
+    const res = await post({ model: E5, input: long, input_type: 'query', long_inputs: 'chunk' });
+    expect(res.statusCode, res.body).toBe(200);
+    const { usage } = res.json<{ usage: { prompt_tokens: number } }>();
+    expect(usage.prompt_tokens).toBe(
+      joined.length + (windows - 1) * shared + windows * served.tokenizer.singleSpecials,
+    );
+
+    const late = await post({
+      model: E5,
+      input: ['first part.', 'second part.'],
+      input_type: 'query',
+      late_chunking: true,
+    });
+    expect(late.statusCode, late.body).toBe(200);
+    expect(late.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens).toBe(
+      prompt.length +
+        served.tokenizer.encode('first part.').length +
+        served.tokenizer.encode('second part.').length +
+        served.tokenizer.singleSpecials,
+    );
+  });
+
+  it("chunks a CLS-pooling model and an image-text model's texts; late chunking refuses them, naming why", async () => {
+    for (const model of [BGE, CLIP]) {
+      const res = await post({ model, input: long, long_inputs: 'chunk' });
+      expect(res.statusCode, `${model}: ${res.body}`).toBe(200);
+    }
+    const cls = await post({ model: BGE, input: ['a', 'b'], late_chunking: true });
+    expect(cls.statusCode).toBe(400);
+    expect(cls.json<ErrorBody>().error.message).toContain('pools by cls');
+    const clip = await post({ model: CLIP, input: ['a', 'b'], late_chunking: true });
+    expect(clip.statusCode).toBe(400);
+    expect(clip.json<ErrorBody>().error.param).toBe('late_chunking');
+  });
+
+  it('refuses chunk for sparse vectors, and cuts them by default', async () => {
+    const refused = await post({ model: SPLADE, input: long, encoding_format: 'sparse', long_inputs: 'chunk' });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json<ErrorBody>().error).toMatchObject({ code: 'invalid_request', param: 'long_inputs' });
+    const cut = await post({ model: SPLADE, input: long, encoding_format: 'sparse' });
+    expect(cut.statusCode, cut.body).toBe(200);
+  });
+});
