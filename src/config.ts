@@ -311,7 +311,26 @@ export const settings = {
     env: 'ONNX_GATEWAY_TRUNCATE',
     flag: '--truncate',
     default: true,
-    description: "Cut embedding inputs longer than the model's window (false: answer 400 input_too_long).",
+    description:
+      "Cut inputs longer than the model's window (false: answer 400 input_too_long). For embeddings, false is longInputs refuse where longInputs is not set.",
+  }),
+  longInputs: setting('string', {
+    env: 'ONNX_GATEWAY_LONG_INPUTS',
+    flag: '--long-inputs',
+    default: null,
+    defaultText: 'truncate (refuse where truncate is false)',
+    choices: ['truncate', 'chunk', 'refuse'],
+    description:
+      "What embeddings do with an input longer than the model's window, where the request's `long_inputs` does not say: cut it (truncate), embed it in windows and average them (chunk; dense vectors only, others are cut), or answer 400 input_too_long (refuse).",
+  }),
+  maxInputTokens: setting('integer', {
+    env: 'ONNX_GATEWAY_MAX_INPUT_TOKENS',
+    flag: '--max-input-tokens',
+    default: 32_768,
+    unit: 'tokens',
+    min: 1,
+    description:
+      'Longest input embedded in windows (long_inputs chunk), special tokens included; longer ones get 400 input_too_long.',
   }),
   cacheMaxMb: setting('integer', {
     env: 'ONNX_GATEWAY_CACHE_MAX_MB',
@@ -801,6 +820,8 @@ export function loadConfig(overrides: RawConfig = {}, env: NodeJS.ProcessEnv = p
     );
   }
   config.keepAliveMs = keepAliveMs;
+  // truncate false, the older setting, refuses long embedding inputs unless longInputs says otherwise.
+  config.longInputs ??= config.truncate ? 'truncate' : 'refuse';
   const notPullable = config.pullAllow.filter((entry) => entry !== '*' && !isRepoId(entry) && !isRepoId(`${entry}/x`));
   if (notPullable.length > 0) {
     throw new ConfigError(

@@ -33,6 +33,7 @@ interface EmbedOptions {
   output: string;
   field: string;
   dimensions?: string;
+  longInputs?: string;
   resume?: boolean;
   modelsDir?: string;
   models?: string;
@@ -110,6 +111,10 @@ export function registerEmbedCommand(program: Command): void {
     .requiredOption('--output <file>', 'the output file (JSONL)')
     .option('--field <name>', 'the field of a JSONL input that holds the text', 'text')
     .option('--dimensions <n>', "the first N dimensions, renormalised (default: the model's width)")
+    .option(
+      '--long-inputs <mode>',
+      "inputs longer than the model's window: truncate (the default), chunk (embedded in windows, averaged) or refuse (the command stops)",
+    )
     .option('--resume', 'go on from an existing output file: inputs whose id it holds are skipped')
     .option('--models-dir <dir>', `${settings.modelsDir.description} (env ${settings.modelsDir.env})`)
     .option('--workers <n>', `${settings.workers.description} (env ${settings.workers.env})`)
@@ -121,7 +126,8 @@ export function registerEmbedCommand(program: Command): void {
           modelsDir: options.modelsDir,
           workers: options.workers,
           logLevel: 'silent',
-          // Inputs longer than the model's window are cut, as the server does by default.
+          // Inputs longer than the model's window are cut, as the server does by default, unless --long-inputs says otherwise.
+          longInputs: options.longInputs,
           cacheMaxMb: 0,
         });
       } catch (error) {

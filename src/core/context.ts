@@ -11,8 +11,11 @@ export type Limits = Pick<
   Config,
   'maxInputs' | 'maxInputChars' | 'truncate' | 'rerankMaxChunks' | 'rerankChunkOverlap'
 > &
-  /** Bounds on an image to embed (absent: the settings' defaults). */
-  Partial<Pick<Config, 'embeddingImageMaxBytes' | 'imageMaxPixels'>>;
+  /**
+   * Bounds on an image to embed, and what embeddings do with long inputs (absent: the settings'
+   * defaults; long inputs as truncate says).
+   */
+  Partial<Pick<Config, 'embeddingImageMaxBytes' | 'imageMaxPixels' | 'longInputs' | 'maxInputTokens'>>;
 
 export interface CoreContext {
   registry: Registry;

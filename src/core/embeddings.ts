@@ -1,6 +1,7 @@
 /**
  * The embeddings operation: inputs (texts, token ids or images) in, one vector per input out.
  */
+import { settings } from '../config.js';
 import { ApiError, invalid } from '../errors.js';
 import type { OutputKind } from '../models/heads.js';
 import type { ServedModel } from '../models/registry.js';
@@ -10,6 +11,8 @@ import type { CoreContext, Timings } from './context.js';
 import { promptFor } from './prompts.js';
 import { mapInSlices } from './map-in-slices.js';
 import { embedItems, multimodalItems } from './image-embeddings.js';
+import { lateChunk } from './late-chunking.js';
+import { averageWindows, chunkWindows, longInputsOf, type LongInputs } from './long-inputs.js';
 
 /** An image to embed: its encoded bytes (PNG, JPEG or WebP), checked and decoded by the server. */
 export interface ImageItem {
@@ -39,8 +42,18 @@ export interface EmbedRequest {
    * prompt name the model declares. Absent: the model's default prompt, if it has one.
    */
   inputType?: string;
-  /** Overrides the server's truncation setting for this request. */
+  /**
+   * An input longer than the window: cut, embedded in windows averaged into one vector, or refused
+   * (long-inputs.ts). Absent: as `truncate` says, else the server's longInputs setting.
+   */
+  longInputs?: LongInputs;
+  /** The older switch: true cuts long inputs, false refuses them (when longInputs is absent). */
   truncate?: boolean;
+  /**
+   * Late chunking (late-chunking.ts): the texts run as one sequence, each text's vector the mean of
+   * its own tokens' vectors. For mean-pooling models whose graph gives token vectors.
+   */
+  lateChunking?: boolean;
   /** Which end of a too-long input is cut: `right` (the default) keeps its start, `left` its end. */
   truncationDirection?: 'left' | 'right';
   /**
@@ -158,16 +171,68 @@ export function resolveWithKind(ctx: CoreContext, name: string | undefined, kind
   return model;
 }
 
-/** Inputs to token ids as a request asks: prompt, truncation, the window; token-id inputs checked against the vocabulary. */
+/** The request's texts, refused when one is empty or over maxInputChars, or when there are too many. */
+export function checkTexts(ctx: CoreContext, texts: string[], paramOf: (i: number) => string): void {
+  if (texts.length > ctx.limits.maxInputs)
+    throw invalid(
+      'input',
+      `input has ${texts.length} items; at most ${ctx.limits.maxInputs} are accepted per request.`,
+    );
+  texts.forEach((text, i) => {
+    if (text.length === 0) throw invalid(paramOf(i), 'input must not contain empty strings.');
+    if (text.length > ctx.limits.maxInputChars)
+      throw invalid(
+        paramOf(i),
+        `${paramOf(i)} has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`,
+      );
+  });
+}
+
+/** Token-id inputs, checked against the model's vocabulary. */
+export function checkTokenIds(model: ServedModel, tokens: number[][], paramOf: (i: number) => string): Int32Array[] {
+  return tokens.map((ids, i) => {
+    if (ids.length === 0) throw invalid(paramOf(i), 'token id arrays must not be empty.');
+    const content = new Int32Array(ids.length);
+    for (let t = 0; t < ids.length; t++) {
+      const id = ids[t]!;
+      if (!Number.isInteger(id) || id < 0 || id >= model.vocabSize) {
+        throw invalid(
+          paramOf(i),
+          `token ids must be integers in [0, ${model.vocabSize - 1}] for "${model.id}"; got ${id}.`,
+        );
+      }
+      content[t] = id;
+    }
+    return content;
+  });
+}
+
+/** The token ids of a request's inputs: every sequence fed, and how each input was split into windows. */
+export interface EncodedInputs {
+  /** The sequences fed, special tokens included: one per input, or a chunked input's windows one after another. */
+  sequences: Int32Array[];
+  /** With long_inputs chunk: per input, the content tokens of each of its windows (its weights). */
+  windows?: number[][];
+  count: number;
+  promptTokens: number;
+  tokenizeMs: number;
+}
+
+/**
+ * Inputs to token ids as a request asks: prompt, the window (cut, refused or split into windows),
+ * token-id inputs checked against the vocabulary. `chunks` says whether the caller averages
+ * windows (dense vectors), and `output` names what it gives where it does not.
+ */
 export async function encodeInputs(
   ctx: CoreContext,
   model: ServedModel,
-  request: Pick<EmbedRequest, 'input' | 'inputType' | 'truncate' | 'truncationDirection'>,
+  request: Pick<EmbedRequest, 'input' | 'inputType' | 'truncate' | 'truncationDirection' | 'longInputs'>,
   signal?: AbortSignal,
   /** The request field of each input, by its index (a mixed request's texts are some of its items). */
   paramOf: (i: number) => string = (i) => `input[${i}]`,
-): Promise<{ sequences: Int32Array[]; count: number; promptTokens: number; tokenizeMs: number }> {
-  const truncate = request.truncate ?? ctx.limits.truncate;
+  { chunks = false, output = 'sparse or token vectors' }: { chunks?: boolean; output?: string } = {},
+): Promise<EncodedInputs> {
+  const mode = longInputsOf(request, ctx.limits, chunks, output);
   const direction = request.truncationDirection ?? 'right';
   const { texts, tokens } = normaliseInput(request.input);
   const count = (texts ?? tokens)!.length;
@@ -175,44 +240,34 @@ export async function encodeInputs(
     throw invalid('input', `input has ${count} items; at most ${ctx.limits.maxInputs} are accepted per request.`);
 
   const started = performance.now();
-  let sequences: Int32Array[];
+  let inputs: Int32Array[];
+  let promptIds: Int32Array = new Int32Array(0);
   if (texts) {
     const prefix = promptFor(model, request.inputType);
-    texts.forEach((text, i) => {
-      if (text.length === 0) throw invalid(paramOf(i), 'input must not contain empty strings.');
-      if (text.length > ctx.limits.maxInputChars)
-        throw invalid(
-          paramOf(i),
-          `${paramOf(i)} has ${text.length} characters; at most ${ctx.limits.maxInputChars} are accepted.`,
-        );
-    });
-    sequences = await mapInSlices(
-      texts,
-      (text, i) => fit(model, model.tokenizer.encode(prefix + text), truncate, direction, paramOf(i)),
-      signal,
-    );
+    checkTexts(ctx, texts, paramOf);
+    if (mode === 'chunk' && prefix) promptIds = model.tokenizer.encode(prefix);
+    inputs = await mapInSlices(texts, (text) => model.tokenizer.encode(prefix + text), signal);
   } else {
-    sequences = tokens!.map((ids, i) => {
-      if (ids.length === 0) throw invalid(paramOf(i), 'token id arrays must not be empty.');
-      const content = new Int32Array(ids.length);
-      for (let t = 0; t < ids.length; t++) {
-        const id = ids[t]!;
-        if (!Number.isInteger(id) || id < 0 || id >= model.vocabSize) {
-          throw invalid(
-            paramOf(i),
-            `token ids must be integers in [0, ${model.vocabSize - 1}] for "${model.id}"; got ${id}.`,
-          );
-        }
-        content[t] = id;
-      }
-      return fit(model, content, truncate, direction, paramOf(i));
+    inputs = checkTokenIds(model, tokens!, paramOf);
+  }
+  let sequences: Int32Array[];
+  let windows: number[][] | undefined;
+  if (mode === 'chunk') {
+    const maxInputTokens = ctx.limits.maxInputTokens ?? settings.maxInputTokens.default!;
+    sequences = [];
+    windows = inputs.map((ids, i) => {
+      const split = chunkWindows(model, ids, promptIds, maxInputTokens, paramOf(i));
+      sequences.push(...split.sequences);
+      return split.contentTokens;
     });
+  } else {
+    sequences = inputs.map((ids, i) => fit(model, ids, mode === 'truncate', direction, paramOf(i)));
   }
   const tokenizeMs = performance.now() - started;
   let promptTokens = 0;
   // A model fed rows padded to a fixed length (SigLIP's text tower) attends every one of them.
   for (const ids of sequences) promptTokens += Math.max(ids.length, model.feeds.fixedLength ?? 0);
-  return { sequences, count, promptTokens, tokenizeMs };
+  return { sequences, windows, count, promptTokens, tokenizeMs };
 }
 
 export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
@@ -221,9 +276,16 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
   // Ollama's keep_alive: it counts from when the model is next idle, this request done.
   if (request.keepAliveMs !== undefined) ctx.lifecycle?.keepAlive(model.id, request.keepAliveMs);
   const items = multimodalItems(request.input);
-  const { job, count, promptTokens, tokenizeMs } = items
-    ? await embedItems(ctx, model, request, items, signal)
-    : await embedTexts(ctx, model, request, signal);
+  if (request.lateChunking && items)
+    throw invalid(
+      'late_chunking',
+      'late_chunking reads texts or token ids as one document; images can not be part of it.',
+    );
+  const { job, count, promptTokens, tokenizeMs } = request.lateChunking
+    ? await lateChunk(ctx, model, request, signal)
+    : items
+      ? await embedItems(ctx, model, request, items, signal)
+      : await embedTexts(ctx, model, request, signal);
   let vectors = job.output;
   // Asking for a width asks for Matryoshka vectors as the model's card computes them: its step
   // before a cut (nomic-embed-text-v1.5's layer norm) over the full width, then cut and normalised
@@ -248,12 +310,20 @@ export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: Ab
 export async function embedTexts(
   ctx: CoreContext,
   model: ServedModel,
-  request: Pick<EmbedRequest, 'input' | 'inputType' | 'truncate' | 'truncationDirection'>,
+  request: Pick<EmbedRequest, 'input' | 'inputType' | 'truncate' | 'truncationDirection' | 'longInputs'>,
   signal?: AbortSignal,
   paramOf?: (i: number) => string,
 ): Promise<{ job: EmbeddedRows; count: number; promptTokens: number; tokenizeMs: number }> {
-  const { sequences, count, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal, paramOf);
-  // Only the inputs the cache lacks reach the engine.
+  const { sequences, windows, count, promptTokens, tokenizeMs } = await encodeInputs(
+    ctx,
+    model,
+    request,
+    signal,
+    paramOf,
+    { chunks: true },
+  );
+  // Only the inputs the cache lacks reach the engine; a chunked input's windows are inputs like any
+  // other, cached by their own token ids, and their rows are averaged here, before normalisation.
   const compute = (missing: Int32Array[]) =>
     ctx.scheduler.submit(
       model.id,
@@ -261,6 +331,7 @@ export async function embedTexts(
       signal,
     );
   const job = ctx.embeddingCache ? await ctx.embeddingCache.run(model, sequences, compute) : await compute(sequences);
+  if (windows && windows.length !== sequences.length) job.output = averageWindows(job.output, job.width, windows);
   return { job, count, promptTokens, tokenizeMs };
 }
 

@@ -15,7 +15,7 @@ import { encodeInputs, resolveWithKind, type EmbedRequest } from './embeddings.j
 
 export interface SparseEmbedRequest extends Pick<
   EmbedRequest,
-  'model' | 'input' | 'inputType' | 'truncate' | 'truncationDirection'
+  'model' | 'input' | 'inputType' | 'truncate' | 'truncationDirection' | 'longInputs'
 > {
   /** Keep each vector's `topK` largest weights (absent: all nonzero weights). */
   topK?: number;
@@ -48,7 +48,9 @@ export async function embedSparse(
   const { topK } = request;
   if (topK !== undefined && (!Number.isInteger(topK) || topK < 1))
     throw invalid('top_k', `top_k must be a positive integer; got ${topK}.`);
-  const { sequences, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
+  const { sequences, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal, undefined, {
+    output: 'sparse vectors',
+  });
   if (request.answerLimit !== undefined) {
     // A SPLADE vector may weigh every vocabulary entry; token weights, at most one per token.
     const { dimension, pooling } = model.heads.sparse!;

@@ -9,11 +9,12 @@ import { checkAnswerSize, thousands, NUMBER_BYTES } from '../answer-size.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeInputs, normaliseInput, resolveWithKind, type EmbedRequest } from './embeddings.js';
 import { encodeDocument, encodeQuery, tokenVectors } from './late-interaction.js';
+import { longInputsOf } from './long-inputs.js';
 import { mapInSlices } from './map-in-slices.js';
 
 export interface TokenEmbedRequest extends Pick<
   EmbedRequest,
-  'model' | 'input' | 'inputType' | 'truncate' | 'truncationDirection'
+  'model' | 'input' | 'inputType' | 'truncate' | 'truncationDirection' | 'longInputs'
 > {
   /** Most bytes of the answer text the caller sends: a request that could need more is refused before inference. */
   answerLimit?: number;
@@ -59,7 +60,7 @@ export async function embedTokens(
     if (request.inputType !== undefined && request.inputType !== 'query' && request.inputType !== 'document') {
       throw invalid('input_type', `"${model.id}" encodes queries or documents; got "${request.inputType}".`);
     }
-    const truncate = request.truncate ?? ctx.limits.truncate;
+    const truncate = longInputsOf(request, ctx.limits, false, 'token vectors') === 'truncate';
     const late = model.lateInteraction;
     const limit = Math.min((side === 'query' ? late.queryLength : late.documentLength) - 1, model.maxTokens);
     const inputs = await mapInSlices(
@@ -95,7 +96,9 @@ export async function embedTokens(
       timings: { tokenizeMs, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs },
     };
   }
-  const { sequences, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal);
+  const { sequences, promptTokens, tokenizeMs } = await encodeInputs(ctx, model, request, signal, undefined, {
+    output: 'token vectors',
+  });
   checkTokenAnswer(
     request.answerLimit,
     sequences.map((ids) => ids.length),

@@ -20,6 +20,7 @@ import { float32ToBase64, float32ToJson } from '../vectors/encoding.js';
 import { EmbeddingsInputSchema, MessagesSchema, ModalitySchema, readEmbeddingsInput } from './embedding-inputs.js';
 import { imageSourceOptions, type ImageSourceOptions } from './image-sources.js';
 import { sendJsonText } from './json-text.js';
+import { longInputsFields } from './long-inputs.js';
 import type { HttpServices } from './services.js';
 import { ErrorResponse, errorResponses, responseHeaders, withHeaders } from './schemas.js';
 import { operationPhases, reportTimings } from './timing.js';
@@ -69,6 +70,7 @@ export const EmbeddingsBody = Type.Object(
         description: "Adds the model's query or document prefix, for models trained with one.",
       }),
     ),
+    ...longInputsFields,
   },
   { additionalProperties: true },
 );
@@ -148,16 +150,28 @@ export async function createEmbeddings(
   if (format === 'sparse') {
     if (body.dimensions)
       throw invalid('dimensions', 'dimensions does not apply to sparse vectors; top_k keeps the largest weights.');
+    if (body.late_chunking)
+      throw invalid(
+        'late_chunking',
+        'late_chunking averages dense token vectors; it does not apply to sparse vectors.',
+      );
     const result = await embedSparse(
       core,
-      { model, input, inputType: body.input_type, topK: body.top_k, answerLimit },
+      { model, input, inputType: body.input_type, topK: body.top_k, answerLimit, longInputs: body.long_inputs },
       signal,
     );
     return { result, payload: serializeSparseEmbeddings(result) };
   }
   if (body.top_k !== undefined)
     throw invalid('top_k', 'top_k applies to sparse vectors only: send "encoding_format": "sparse".');
-  const request = { model, input, dimensions: body.dimensions, inputType: body.input_type };
+  const request = {
+    model,
+    input,
+    dimensions: body.dimensions,
+    inputType: body.input_type,
+    longInputs: body.long_inputs,
+    lateChunking: body.late_chunking,
+  };
   const result = await embed(core, request, signal);
   if (format === 'float' || format === 'base64') return { result, payload: serializeEmbeddings(result, format) };
   return { result, payload: serializeEmbeddings(result, await quantizeEmbeddings(core, request, result, format)) };

@@ -107,6 +107,11 @@ export class TextTokenizer {
     return [...this.singleBefore, ...this.singleAfter];
   }
 
+  /** How many special tokens come before a single sequence's content (1 for BERT's [CLS]). */
+  get singleLeading(): number {
+    return this.singleBefore.length;
+  }
+
   /** One sequence with its special tokens, content cut so that the total is at most `maxTokens`. */
   single(content: Int32Array, maxTokens: number): Int32Array {
     const kept = Math.min(content.length, this.room(maxTokens, this.singleSpecials));

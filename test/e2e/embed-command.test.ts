@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, inject, it } from 'vitest';
+import { auth, startServer } from '../helpers/server.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-embed-'));
 
@@ -113,4 +114,41 @@ it('leaves a valid file on Ctrl-C, which --resume completes', async () => {
   const resumed = embedCommand([join(dir, 'big.txt'), '--output', output, '--resume']);
   expect(await resumed.exited, resumed.stderr()).toBe(0);
   expect(read(output).map((v) => v.id)).toEqual(texts.map((_, i) => String(i + 1)));
+});
+
+it('embeds inputs past the window in windows with --long-inputs chunk, as the server does', async () => {
+  const long = `a long input ${'with many more words about music and food '.repeat(30)}`;
+  writeFileSync(join(dir, 'long.txt'), `${long}\nshort input\n`);
+  const cut = embedCommand([join(dir, 'long.txt'), '--output', join(dir, 'cut.jsonl')]);
+  expect(await cut.exited, cut.stderr()).toBe(0);
+  const chunked = embedCommand([
+    join(dir, 'long.txt'),
+    '--output',
+    join(dir, 'chunked.jsonl'),
+    '--long-inputs',
+    'chunk',
+  ]);
+  expect(await chunked.exited, chunked.stderr()).toBe(0);
+  const [cutLong, cutShort] = read(join(dir, 'cut.jsonl'));
+  const [chunkedLong, chunkedShort] = read(join(dir, 'chunked.jsonl'));
+  expect(chunkedShort!.embedding).toEqual(cutShort!.embedding);
+  expect(chunkedLong!.embedding).not.toEqual(cutLong!.embedding);
+
+  const server = await startServer({ workers: 1 });
+  try {
+    const res = await server.app.inject({
+      method: 'POST',
+      url: '/v1/embeddings',
+      headers: auth,
+      payload: { model: 'tiny-embedder', input: long, long_inputs: 'chunk' },
+    });
+    const served = res.json<{ data: { embedding: number[] }[] }>().data[0]!.embedding;
+    served.forEach((x, d) => expect(chunkedLong!.embedding[d]).toBeCloseTo(x, 6));
+  } finally {
+    await server.close();
+  }
+
+  const refused = embedCommand([join(dir, 'long.txt'), '--output', join(dir, 'no.jsonl'), '--long-inputs', 'split']);
+  expect(await refused.exited).toBe(2);
+  expect(refused.stderr()).toContain('longInputs');
 });

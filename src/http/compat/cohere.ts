@@ -25,6 +25,7 @@ import {
   responseHeaders,
   withHeaders,
 } from '../schemas.js';
+import { longInputsFields } from '../long-inputs.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 
@@ -92,7 +93,8 @@ const V2EmbedBody = Type.Object(
     ),
     truncate: Type.Optional(
       LiteralUnion(['NONE', 'START', 'END'], {
-        description: 'END (default) cuts the end of a long input, START its start; NONE makes it a 400.',
+        description:
+          "END cuts the end of a long input, START its start; NONE makes it a 400. Absent: the server's longInputs setting (END's cut by default).",
       }),
     ),
     output_dimension: Type.Optional(
@@ -105,6 +107,7 @@ const V2EmbedBody = Type.Object(
       Type.Integer({ minimum: 1, description: "Accepted at or above the model's window; a smaller value is a 400." }),
     ),
     priority: Type.Optional(Type.Integer({ description: 'Accepted and ignored.' })),
+    ...longInputsFields,
   },
   { additionalProperties: true },
 );
@@ -201,8 +204,11 @@ export const cohereRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
         input,
         dimensions: body.output_dimension,
         inputType,
-        truncate: body.truncate !== 'NONE',
+        // Absent: the server's default, which is END's unless the server is set otherwise.
+        truncate: body.truncate === undefined ? undefined : body.truncate !== 'NONE',
         truncationDirection: body.truncate === 'START' ? 'left' : 'right',
+        longInputs: body.long_inputs,
+        lateChunking: body.late_chunking,
       };
       const result = await embed(core, embedRequest, request.clientSignal);
       reportTimings(reply, operationPhases(result.timings));

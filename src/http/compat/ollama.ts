@@ -16,6 +16,7 @@ import { reportCacheHits } from '../cache-hits.js';
 import { errorHandler, type ErrorRenderer } from '../errors.js';
 import { sendJsonText } from '../json-text.js';
 import { keepAliveSchema, responseHeaders, withHeaders } from '../schemas.js';
+import { longInputsFields } from '../long-inputs.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 import { errorResponsesOf } from './errors.js';
@@ -49,6 +50,7 @@ const EmbedBody = Type.Object(
     ),
     keep_alive: Type.Optional(keepAliveSchema),
     options: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Accepted and ignored.' })),
+    ...longInputsFields,
   },
   { additionalProperties: true },
 );
@@ -148,9 +150,10 @@ export const ollamaRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app,
       const started = performance.now();
       const { model, input, truncate, dimensions, keep_alive } = request.body;
       const keepAliveMs = keepAliveOf(keep_alive);
+      const { long_inputs: longInputs, late_chunking: lateChunking } = request.body;
       const result = await embed(
         core,
-        { model: servedId(model), input, truncate, dimensions, keepAliveMs },
+        { model: servedId(model), input, truncate, dimensions, keepAliveMs, longInputs, lateChunking },
         request.clientSignal,
       );
       reportTimings(reply, operationPhases(result.timings));

@@ -24,6 +24,8 @@ import { reportCacheHits } from '../cache-hits.js';
 import { errorHandler, type ErrorRenderer, type ErrorStatus } from '../errors.js';
 import { sendJsonText } from '../json-text.js';
 import { instructionField, responseHeaders, withHeaders } from '../schemas.js';
+import { longInputsFields } from '../long-inputs.js';
+import { defaultLongInputs } from '../../core/long-inputs.js';
 import type { HttpServices } from '../services.js';
 import { operationPhases, reportTimings } from '../timing.js';
 import { float32ToJson } from '../../vectors/encoding.js';
@@ -161,6 +163,7 @@ const EmbedBody = Type.Object(
         description: 'Keep the first N components, renormalised (the Matryoshka cut, as the model card computes it).',
       }),
     ),
+    ...longInputsFields,
   },
   { additionalProperties: true },
 );
@@ -388,6 +391,8 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
           truncationDirection: direction(body.truncation_direction),
           inputType: body.prompt_name ?? undefined,
           dimensions: body.dimensions ?? undefined,
+          longInputs: body.long_inputs,
+          lateChunking: body.late_chunking,
         },
         request.clientSignal,
       );
@@ -545,7 +550,7 @@ export const teiRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { 
         max_batch_tokens: config.maxBatchTokens,
         max_batch_requests: model.maxBatchSize ?? config.maxBatchSize,
         max_client_batch_size: core.limits.maxInputs,
-        auto_truncate: core.limits.truncate,
+        auto_truncate: defaultLongInputs(core.limits) !== 'refuse',
         tokenization_workers: 1,
         version,
         sha: null,
