@@ -84,11 +84,13 @@ async function serve(): Promise<object> {
   const loaded = rssMb();
   const loadedPeak = peakMb();
   const model = started.registry.resolve(id, 'rerank');
-  // Documents of `tokens` tokens with the template: cut to the window less prefix, lead and suffix.
+  // Documents of `tokens` tokens with the template: cut to the window less its fixed parts and the lead.
   const text = 'protein folding research '.repeat(tokens);
   const template = model.rerankTemplate!;
   const lead = model.tokenizer.encode(template.lead(template.defaultInstruction, 'what is protein folding?'));
-  const room = tokens - template.prefixIds.length - template.suffixIds.length - lead.length;
+  const fixed =
+    template.prefixIds.length + template.separatorIds.length + template.suffixIds(template.defaultInstruction).length;
+  const room = tokens - fixed - lead.length;
   const documentIds = model.tokenizer.encode(template.documentPrefix + text).subarray(0, room);
   const document = model.tokenizer.decode(documentIds).trimStart();
   const begun = performance.now();

@@ -1,9 +1,10 @@
 /**
- * Yes/no rerankers (Qwen3-Reranker) against the golden scores of their stand-ins: the causal LM
- * export, served through its graph cut to the yes/no logits at the last token, and the
- * sequence-classification conversion; pulled by repo id from the stand-in Hub, each pair written
- * in the model card's template (token ids checked), on /v1/rerank and the Cohere and TEI routes,
- * with the default and with a request's instruction; long documents by their best window.
+ * Yes/no rerankers against the golden scores of their stand-ins: Qwen3-Reranker's causal LM export,
+ * served through its graph cut to the yes/no logits at the last token, and its
+ * sequence-classification conversion; bge-reranker-v2-gemma's export, cut to the logit of "Yes".
+ * Pulled by repo id from the stand-in Hub, each pair written in the reference's template (token ids
+ * checked), on /v1/rerank and the Cohere and TEI routes, with the default and with a request's
+ * instruction; long documents by their best window.
  */
 import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,6 +32,7 @@ interface Pair {
 interface Golden {
   repo: string;
   form: 'causal-lm' | 'seq-cls';
+  template: string;
   tolerance: number;
   window: number;
   instruction: string;
@@ -40,14 +42,15 @@ interface Golden {
 
 const dir = inject('standinsDir');
 const standinsMissing = inject('standinsMissing');
-const repos = ['onnx-community/Qwen3-Reranker-0.6B-ONNX', 'tomaarsen/Qwen3-Reranker-0.6B-seq-cls'];
+const gemma = 'BAAI/bge-reranker-v2-gemma';
+const repos = ['onnx-community/Qwen3-Reranker-0.6B-ONNX', 'tomaarsen/Qwen3-Reranker-0.6B-seq-cls', gemma];
 const crossEncoder = 'BAAI/bge-reranker-base';
 const present = dir !== '' && [...repos, crossEncoder].every((repo) => existsSync(join(dir, repo, 'golden.json')));
 const goldens = present
   ? repos.map((repo) => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8')) as Golden)
   : [];
 
-describe.skipIf(missing(present, `the Qwen3-Reranker stand-ins could not be generated: ${standinsMissing}`))(
+describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be generated: ${standinsMissing}`))(
   'yes/no rerankers against golden scores',
   () => {
     const catalogue = Catalogue.load();
@@ -112,6 +115,50 @@ describe.skipIf(missing(present, `the Qwen3-Reranker stand-ins could not be gene
       const classifier = server.registry.resolve(repos[1], 'rerank');
       expect(classifier.onnxPath).toMatch(/onnx\/model\.onnx$/);
       expect(classifier.rerankTemplate?.name).toBe('qwen3-reranker');
+    });
+
+    it('serves bge-reranker-v2-gemma through its graph cut to the one logit of "Yes"', () => {
+      const model = server.registry.resolve(gemma, 'rerank');
+      const yes = model.tokenizer.idOf('Yes')!;
+      expect(model.onnxPath.endsWith(`onnx/model.answers-${yes}.onnx`)).toBe(true);
+      expect(model.labels).toEqual(['Yes']);
+      expect(model.rerankTemplate?.name).toBe('bge-reranker-gemma');
+      expect(model.rerankScoring).toEqual({ kind: 'sigmoid' });
+    });
+
+    it('refuses to pull bge-reranker-v2-gemma as the Hub has it (no ONNX), naming the export', async () => {
+      const layout = await repoFromFolder(join(dir, gemma), gemma, commitOf(gemma));
+      for (const path of [...layout.files.keys()]) if (path.startsWith('onnx/')) layout.files.delete(path);
+      const bare = await startStandInHub([layout]);
+      try {
+        const into = mkdtempSync(join(tmpdir(), 'onnx-gateway-yes-no-'));
+        await expect(
+          pullModel(pullTarget(gemma, catalogue, into)!, {
+            modelsDir: into,
+            hub: new Hub({ endpoint: bare.url }),
+            retries: 0,
+          }),
+        ).rejects.toThrow(
+          /optimum-cli export onnx --model BAAI\/bge-reranker-v2-gemma --task text-generation-with-past/,
+        );
+      } finally {
+        await bare.close();
+      }
+    });
+
+    it('scores bge-reranker-v2-gemma as the sigmoid of its logit of "Yes"', async () => {
+      const golden = goldens.find((g) => g.repo === gemma)!;
+      const pair = golden.rerank[0]!;
+      const res = await server.app.inject({
+        method: 'POST',
+        url: '/v1/rerank',
+        headers: auth,
+        payload: { model: gemma, query: pair.query, documents: [pair.document] },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      const score = res.json<{ results: { relevance_score: number }[] }>().results[0]!.relevance_score;
+      // The score is the sigmoid of the one logit (FlagLLMReranker's normalize=True).
+      expect(Math.abs(score - 1 / (1 + Math.exp(-pair.logits[0]!)))).toBeLessThanOrEqual(golden.tolerance);
     });
 
     for (const golden of goldens) {
