@@ -122,7 +122,7 @@ async function child(which: string): Promise<void> {
 
 async function cutGraph(whole: string): Promise<string> {
   const vocab = JSON.parse(readFileSync(join(folder, 'vocab.json'), 'utf8')) as Record<string, number>;
-  return lastTokenGraph(whole, [vocab['yes']!, vocab['no']!]);
+  return lastTokenGraph(whole, [vocab['yes']!, vocab['no']!]).path;
 }
 
 if (mode) {

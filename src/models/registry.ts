@@ -25,7 +25,7 @@ import type { LateInteractionFacts, ModelHeads } from './heads.js';
 import type { ImageProcessorSpec } from './image-processor.js';
 import type { MultimodalFamily } from './multimodal.js';
 import { readLock, type ModelLock } from './lock.js';
-import { lastTokenGraph, rerankTemplates, type RerankTemplate } from './yes-no-rerankers.js';
+import { lastTokenGraph, rerankTemplates, type CutGraph, type RerankTemplate } from './yes-no-rerankers.js';
 import { filesIn, modelDir } from './paths.js';
 import {
   externalDataFiles,
@@ -58,6 +58,8 @@ export interface ModelLoadSpec {
   vision?: VisionLoadSpec;
   /** A token id every text tower takes, for its warm-up run (an image-text model's). */
   fillerId?: number;
+  /** Where the graph's external data files are when they are not beside it (a cut graph in the data dir). */
+  externalDataDir?: string;
 }
 
 /** What a worker needs to run an image-text model's vision tower. */
@@ -263,7 +265,7 @@ export async function loadServedModel(
         spec,
         cutsDir,
       )
-    : onnxPath;
+    : { path: onnxPath };
   const id = served(baseId);
   const source = manifest?.source.kind === 'hub' ? manifest.source : undefined;
   const repo = source?.repo ?? (baseId.includes('/') ? baseId : undefined);
@@ -278,7 +280,8 @@ export async function loadServedModel(
     repo,
     // The commit the files came from: the lock's, else the manifest's pin.
     revision: lock?.commit ?? source?.revision,
-    onnxPath: servedGraph,
+    onnxPath: servedGraph.path,
+    externalDataDir: servedGraph.externalDataDir,
     // A manifest states what the files leave open; where the files speak, they win.
     pooling: facts.declared.pooling ? facts.pooling : (manifest?.pooling ?? facts.pooling),
     padId: tokenizer.padId,
@@ -450,7 +453,7 @@ function answerId(answer: string, tokenizer: TextTokenizer, label: string): numb
   return id;
 }
 
-function cutGraph(onnxPath: string, answerIds: number[], label: string, fallbackDir?: string): string {
+function cutGraph(onnxPath: string, answerIds: number[], label: string, fallbackDir?: string): CutGraph {
   try {
     return lastTokenGraph(onnxPath, answerIds, fallbackDir);
   } catch (error) {

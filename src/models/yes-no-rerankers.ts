@@ -4,12 +4,11 @@
  * sequence classification) and bge-reranker-v2-gemma (the logit of "Yes"). What they are, told from
  * their files and name; the template their reference code writes each pair in; and the causal LM's
  * graph cut to the answer logits at the last token (onnx/last-token-logits.ts), written once beside
- * the graph, or in a folder of the server's own where the model's folder can not be written.
+ * the graph, or in the data dir where the model's folder can not be written.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { externalDataLocations } from '../onnx/external-data.js';
 import { cutToLastTokenLogits } from '../onnx/last-token-logits.js';
 import { readModel, writeModel } from '../onnx/model.js';
 import type { TensorInfo } from '../onnx/interface.js';
@@ -122,42 +121,44 @@ export function yesNoRerankerOf(
   return undefined;
 }
 
+/** Where a cut graph is, and where its external data is when not beside it. */
+export interface CutGraph {
+  path: string;
+  /** The original graph's folder, when the cut graph is elsewhere (the session is told to read weights there). */
+  externalDataDir?: string;
+}
+
 /**
  * The causal LM's graph cut to the logits of `answerIds` at the last token, as
  * `<graph>.answers-<ids>.onnx`; kept while newer than the graph. Written beside the graph (its
  * external data stays where the graph names it); where the model's folder can not be written (a
- * read-only mount), in a folder of its own under `fallbackDir`, beside links to the graph's external
- * data files. Returns its path.
+ * read-only mount), in a folder of its own under `fallbackDir`, its external data still read from
+ * the graph's folder.
  */
-export function lastTokenGraph(onnxPath: string, answerIds: readonly number[], fallbackDir?: string): string {
+export function lastTokenGraph(onnxPath: string, answerIds: readonly number[], fallbackDir?: string): CutGraph {
   const name = `${basename(onnxPath).replace(/\.onnx$/, '')}.answers-${answerIds.join('-')}.onnx`;
   const beside = join(dirname(onnxPath), name);
   // One folder per graph, named by its absolute path.
   const elsewhere = fallbackDir
     ? join(fallbackDir, createHash('sha256').update(resolve(onnxPath)).digest('hex').slice(0, 16), name)
     : undefined;
+  const inFallback = (path: string): CutGraph => ({ path, externalDataDir: resolve(dirname(onnxPath)) });
   const graphTime = statSync(onnxPath).mtimeMs;
-  for (const path of [beside, elsewhere])
-    if (path && existsSync(path) && statSync(path).mtimeMs >= graphTime) return path;
+  if (existsSync(beside) && statSync(beside).mtimeMs >= graphTime) return { path: beside };
+  if (elsewhere && existsSync(elsewhere) && statSync(elsewhere).mtimeMs >= graphTime) return inFallback(elsewhere);
 
   const model = readModel(readFileSync(onnxPath));
   cutToLastTokenLogits(model, answerIds);
   const bytes = writeModel(model);
   try {
     writeAtomically(beside, bytes);
-    return beside;
+    return { path: beside };
   } catch (error) {
     if (!elsewhere) throw error;
   }
   mkdirSync(dirname(elsewhere), { recursive: true });
-  for (const location of externalDataLocations(model)) {
-    const link = join(dirname(elsewhere), location);
-    rmSync(link, { force: true });
-    mkdirSync(dirname(link), { recursive: true });
-    symlinkSync(resolve(dirname(onnxPath), location), link);
-  }
   writeAtomically(elsewhere, bytes);
-  return elsewhere;
+  return inFallback(elsewhere);
 }
 
 function writeAtomically(path: string, bytes: Uint8Array): void {

@@ -37,18 +37,6 @@ export function inlineExternalData(model: OnnxModel, dir: string): void {
   }
 }
 
-/** The external data files `model`'s initializers name, relative to the graph's folder. */
-export function externalDataLocations(model: OnnxModel): string[] {
-  const locations = new Set<string>();
-  for (const graph of graphsOf(model.graph))
-    for (const t of graph.initializer ?? []) {
-      if (t.dataLocation !== DataLocation.EXTERNAL) continue;
-      const location = t.externalData?.find((e) => e.key === 'location')?.value;
-      if (location) locations.add(location);
-    }
-  return [...locations];
-}
-
 function graphsOf(graph: GraphProto | undefined): GraphProto[] {
   if (!graph) return [];
   const nested = (graph.node ?? []).flatMap((n) =>

@@ -6,7 +6,7 @@
  * checked), on /v1/rerank and the Cohere and TEI routes, with the default and with a request's
  * instruction; long documents by their best window.
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -49,6 +49,10 @@ const present = dir !== '' && [...repos, crossEncoder].every((repo) => existsSyn
 const goldens = present
   ? repos.map((repo) => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8')) as Golden)
   : [];
+/** The stand-in tokenizer's id of "Yes". */
+const goldenYes = () =>
+  (JSON.parse(readFileSync(join(dir, gemma, 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } })
+    .model.vocab['Yes']!;
 
 describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be generated: ${standinsMissing}`))(
   'yes/no rerankers against golden scores',
@@ -59,6 +63,7 @@ describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be gen
     let modelsDir: string;
     /** One window per document, as the golden cuts them. */
     let server: Server;
+    let dataDir: string;
     /** The default number of windows: long documents by their best. */
     let windowed: Server;
     beforeAll(async () => {
@@ -76,15 +81,23 @@ describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be gen
       // The int8 variant as `models quantize --no-calibration` writes it (calibration feeds no decoder cache).
       const graphs = join(modelsDir, 'onnx-community', 'Qwen3-Reranker-0.6B-ONNX', 'onnx');
       await quantizeFile(join(graphs, 'model.onnx'), join(graphs, 'model_int8.onnx'));
+      // bge-reranker-v2-gemma's folder takes no cut graph (as on a read-only mount; the path of the
+      // partial file is taken, since root writes through modes): its cut goes to the data dir.
+      const gemmaGraphs = join(modelsDir, 'BAAI', 'bge-reranker-v2-gemma', 'onnx');
+      mkdirSync(join(gemmaGraphs, `model.answers-${goldenYes()}.onnx.partial`));
+      chmodSync(gemmaGraphs, 0o555);
+      dataDir = mkdtempSync(join(tmpdir(), 'onnx-gateway-data-'));
       server = await startServer({
         modelsDir,
         models: [...all, `${repos[0]}:int8`],
         workers: 1,
         rerankMaxChunks: 1,
+        dataDir,
       });
       windowed = await startServer({ modelsDir, models: [repos[0]], workers: 1 });
     }, 300_000);
     afterAll(async () => {
+      if (modelsDir) chmodSync(join(modelsDir, 'BAAI', 'bge-reranker-v2-gemma', 'onnx'), 0o755);
       await server?.close();
       await windowed?.close();
       await hub?.close();
@@ -117,10 +130,14 @@ describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be gen
       expect(classifier.rerankTemplate?.name).toBe('qwen3-reranker');
     });
 
-    it('serves bge-reranker-v2-gemma through its graph cut to the one logit of "Yes"', () => {
+    it('serves bge-reranker-v2-gemma through its graph cut to the one logit of "Yes", in the data dir', () => {
       const model = server.registry.resolve(gemma, 'rerank');
       const yes = model.tokenizer.idOf('Yes')!;
-      expect(model.onnxPath.endsWith(`onnx/model.answers-${yes}.onnx`)).toBe(true);
+      expect(yes).toBe(goldenYes());
+      // Its folder could not be written: the cut is in the data dir, its weights read from the folder.
+      expect(model.onnxPath.startsWith(join(dataDir, 'cut-graphs'))).toBe(true);
+      expect(model.onnxPath.endsWith(`model.answers-${yes}.onnx`)).toBe(true);
+      expect(model.externalDataDir).toBe(join(modelsDir, 'BAAI', 'bge-reranker-v2-gemma', 'onnx'));
       expect(model.labels).toEqual(['Yes']);
       expect(model.rerankTemplate?.name).toBe('bge-reranker-gemma');
       expect(model.rerankScoring).toEqual({ kind: 'sigmoid' });
