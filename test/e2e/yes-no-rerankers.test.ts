@@ -306,10 +306,12 @@ describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be gen
       expect(best.results[0]!.relevance_score).toBeGreaterThanOrEqual(long.score - golden.tolerance);
     });
 
-    it('refuses an instruction for a reranker that takes none, and an empty one', async () => {
+    it('refuses an instruction for a reranker that takes none, an empty one, and one that leaves no room', async () => {
       for (const [model, instruction, message] of [
         [crossEncoder, 'Judge relevance', /takes no instruction/],
         [repos[0], '', /instruction must not be empty/],
+        // bge-reranker-v2-gemma's prompt is a fixed part of every pair: over half the window is refused.
+        [gemma, 'Is passage B relevant? '.repeat(120), /fixed parts take \d+ tokens; at most 512 may/],
       ] as const) {
         const res = await server.app.inject({
           method: 'POST',
