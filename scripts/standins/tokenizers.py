@@ -1247,6 +1247,11 @@ class GemmaTokenizer(StandInTokenizer):
         self.cache[word] = ids
         return ids
 
+    def pair(self, a, b):
+        """`<bos>:0 A:0 <bos>:1 B:1`: the second <bos> is the second sequence's."""
+        ids = [self.bos_id] + list(a) + [self.bos_id] + list(b)
+        return ids, [0] * (1 + len(a)) + [1] * (1 + len(b))
+
     def encode(self, text):
         ids = []
         for piece, token in AddedTokens.split(text, self.added.raw):
