@@ -84,11 +84,13 @@ async function serve(): Promise<object> {
   const loaded = rssMb();
   const loadedPeak = peakMb();
   const model = started.registry.resolve(id, 'rerank');
-  // Documents of `tokens` tokens with the template: cut to the window less prefix, lead and suffix.
+  // Documents of `tokens` tokens with the template: cut to the window less its fixed parts and the lead.
   const text = 'protein folding research '.repeat(tokens);
   const template = model.rerankTemplate!;
   const lead = model.tokenizer.encode(template.lead(template.defaultInstruction, 'what is protein folding?'));
-  const room = tokens - template.prefixIds.length - template.suffixIds.length - lead.length;
+  const fixed =
+    template.prefixIds.length + template.separatorIds.length + template.suffixIds(template.defaultInstruction).length;
+  const room = tokens - fixed - lead.length;
   const documentIds = model.tokenizer.encode(template.documentPrefix + text).subarray(0, room);
   const document = model.tokenizer.decode(documentIds).trimStart();
   const begun = performance.now();
@@ -120,7 +122,7 @@ async function child(which: string): Promise<void> {
 
 async function cutGraph(whole: string): Promise<string> {
   const vocab = JSON.parse(readFileSync(join(folder, 'vocab.json'), 'utf8')) as Record<string, number>;
-  return lastTokenGraph(whole, [vocab['yes']!, vocab['no']!]);
+  return lastTokenGraph(whole, [vocab['yes']!, vocab['no']!]).path;
 }
 
 if (mode) {

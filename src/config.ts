@@ -554,7 +554,7 @@ export const settings = {
     flag: '--data-dir',
     default: '.data',
     description:
-      "Folder for the server's own state: search task records and the local search index (`search/*.sqlite`), the batches' records (`batch/batches.sqlite`) and, unless filesDir is set, the files API's files.",
+      "Folder for the server's own state: search task records and the local search index (`search/*.sqlite`), the batches' records (`batch/batches.sqlite`), unless filesDir is set the files API's files, and the graphs of causal LM rerankers cut at load where the models dir can not be written (`cut-graphs/`).",
   }),
   searchProvider: setting('string', {
     env: 'ONNX_GATEWAY_SEARCH_PROVIDER',

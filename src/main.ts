@@ -29,7 +29,7 @@ import { Metrics } from './http/metrics.js';
 import { loadCatalogue } from './models/catalogue.js';
 import { downloadConfiguredModels } from './models/download.js';
 import { ImageRegistry } from './models/image-registry.js';
-import { loadServedModel, Registry, wantedDevices } from './models/registry.js';
+import { cutGraphsDir, loadServedModel, Registry, wantedDevices } from './models/registry.js';
 import { parseVariant } from './models/variants.js';
 import { commandLineFlags, flagsNotGiven, setServerFlags } from './v8-flags.js';
 
@@ -72,6 +72,7 @@ export async function startCore(
     catalogue,
     parseVariant(config.onnxVariant),
     devices,
+    cutGraphsDir(config.dataDir),
   );
   // The text engine: a lane of sessions per model, placed in the memory budget, and the scheduler that batches into them.
   const engine = new Engine({ config, models: registry.list(), observer });
@@ -169,6 +170,8 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
         config.modelsDir,
         loadCatalogue(config.manifestsDir),
         parseVariant(config.onnxVariant),
+        'cpu',
+        cutGraphsDir(config.dataDir),
       );
       registry.add(model);
       await engine.add(model);

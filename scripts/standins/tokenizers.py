@@ -17,6 +17,8 @@ server's token ids can be checked against it.
               regex; `<|startoftext|> A <|endoftext|>`).
 - siglip:     a SentencePiece Unigram model trained here (T5's ids: <pad> 0, </s> 1, <unk> 2), as
               a tokenizer.json that does SiglipTokenizer's canonicalisation and lowercasing; `A </s>`.
+- gemma:      SentencePiece-style BPE with byte fallback trained here, in the layout transformers'
+              GemmaConverter writes (spaces to U+2581, no prefix added, `<bos> A`).
 
 Run as a script, it writes each kind's files and the ids it expects for a set of texts:
     python3 scripts/standins/tokenizers.py --out <dir> --shared ../shared
@@ -35,7 +37,7 @@ import regex
 
 from onnx_writer import varint  # protobuf varints, as the graph writer writes them
 
-KINDS = ("bert", "mpnet", "xlmr", "modernbert", "qwen3", "clip", "siglip")
+KINDS = ("bert", "mpnet", "xlmr", "modernbert", "qwen3", "clip", "siglip", "gemma")
 
 # Rust's char::is_whitespace (Unicode White_Space), which HF tokenizers uses throughout; Python's
 # str.isspace also counts U+001C..U+001F.
@@ -1188,8 +1190,158 @@ def _merged_whole(word, merges, vocab):
     return merges, vocab
 
 
+# ----------------------------------------------------------------------------
+# Gemma: SentencePiece BPE (no byte-level alphabet) with byte fallback, as transformers converts it.
+# ----------------------------------------------------------------------------
+METASPACE = "\u2581"
+GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "[@BOS@]"] + [f"<unused{i}>" for i in range(8)] + [
+    "<start_of_turn>", "<end_of_turn>"]
+# A word as the stand-in's vocabulary is trained on: a run of U+2581 and what follows up to the next one.
+GEMMA_WORD = "\u2581*[^\u2581]+|\u2581+"
+
+
+class GemmaTokenizer(StandInTokenizer):
+    """
+    Ids as HF tokenizers gives them with the tokenizer.json written here: added tokens split out
+    (raw text), spaces replaced by U+2581 (no prefix is added), BPE on the whole piece by merge
+    rank, a symbol outside the vocabulary as its UTF-8 bytes' `<0xXX>` tokens. Every token of the
+    trained vocabulary is a U+2581 run and then characters that are not, so no merge joins a
+    character to a U+2581 after it: BPE on each word (GEMMA_WORD) gives the ids BPE on the whole
+    piece gives, which encode() relies on (and make_gemma() checks).
+    """
+
+    def __init__(self, vocab, merges, added_tokens):
+        self.kind = "gemma"
+        self.vocab = vocab
+        self.ranks = {pair: r for r, pair in enumerate(merges)}
+        self.added = AddedTokens(added_tokens)
+        self.vocab_size = len(vocab)
+        self.cache = {}
+
+    def word(self, word):
+        if word in self.cache:
+            return self.cache[word]
+        symbols = list(word)
+        while len(symbols) > 1:
+            ranked = [(self.ranks.get(p, 1 << 30), k) for k, p in enumerate(zip(symbols, symbols[1:]))]
+            rank, at = min(ranked)
+            if rank == 1 << 30:
+                break
+            # The leftmost pair of that rank merges first; then any other of the same rank, left to right.
+            pair = (symbols[at], symbols[at + 1])
+            out, k = [], 0
+            while k < len(symbols):
+                if k + 1 < len(symbols) and (symbols[k], symbols[k + 1]) == pair:
+                    out.append(pair[0] + pair[1])
+                    k += 2
+                else:
+                    out.append(symbols[k])
+                    k += 1
+            symbols = out
+        ids = []
+        for symbol in symbols:
+            if symbol in self.vocab:
+                ids.append(self.vocab[symbol])
+            else:
+                ids.extend(self.vocab[f"<0x{b:02X}>"] for b in symbol.encode("utf-8"))
+        self.cache[word] = ids
+        return ids
+
+    def pair(self, a, b):
+        """`<bos>:0 A:0 <bos>:1 B:1`: the second <bos> is the second sequence's."""
+        ids = [self.bos_id] + list(a) + [self.bos_id] + list(b)
+        return ids, [0] * (1 + len(a)) + [1] * (1 + len(b))
+
+    def encode(self, text):
+        ids = []
+        for piece, token in AddedTokens.split(text, self.added.raw):
+            if token is not None:
+                ids.append(token["id"])
+                continue
+            for word in regex.findall(GEMMA_WORD, piece.replace(" ", METASPACE)):
+                ids.extend(self.word(word))
+        return ids
+
+
+def make_gemma(shared_dir, model_max_length, whole_words=()):
+    # google/gemma-2b's tokenizer (bge-reranker-v2-gemma ships it) as transformers' GemmaConverter
+    # writes it, the BPE part trained here: <pad> <eos> <bos> <unk> <mask> [@BOS@], unused tokens,
+    # <start_of_turn> <end_of_turn>; the 256 byte tokens; the characters; the merges.
+    texts = [t.replace(" ", METASPACE) for t in training_texts(shared_dir)]
+    counts = {}
+    for text in texts:
+        for word in regex.findall(GEMMA_WORD, text):
+            counts[tuple(word)] = counts.get(tuple(word), 0) + 1
+    # Characters seen fewer than twice are left to byte fallback, as sentencepiece's character coverage leaves rare ones.
+    seen = {}
+    for word, n in counts.items():
+        for ch in word:
+            seen[ch] = seen.get(ch, 0) + n
+    alphabet = sorted({ch for ch, n in seen.items() if n >= 2} | {METASPACE, "\n", "\t"} |
+                      {chr(c) for c in range(0x21, 0x7F)})
+    words = {tuple(ch if ch in alphabet else "\0" for ch in w): n for w, n in counts.items()}
+    merges = [m for m in train_bpe(words, 3000) if "\0" not in m[0] + m[1]]
+    tokens = GEMMA_SPECIALS + [f"<0x{b:02X}>" for b in range(256)] + alphabet + [a + b for a, b in merges]
+    vocab = {}
+    for t in tokens:
+        vocab.setdefault(t, len(vocab))
+    tok = GemmaTokenizer(vocab, merges, [])
+    for word in whole_words:  # single tokens, as in the real vocabulary ("Yes")
+        merged = tok.word(word)
+        by_id = {i: p for p, i in vocab.items()}
+        parts = [by_id[i] for i in merged]
+        while len(parts) > 1:
+            merges.append((parts[0], parts[1]))
+            parts = [parts[0] + parts[1]] + parts[2:]
+            vocab.setdefault(parts[0], len(vocab))
+    assert all(regex.fullmatch("\u2581*[^\u2581]*", t) for t in vocab if t not in GEMMA_SPECIALS)
+    added = [added_token(i, c) for i, c in enumerate(GEMMA_SPECIALS)]
+    tok = GemmaTokenizer(vocab, merges, added)
+    tokenizer = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": METASPACE},
+        "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False},
+        "post_processor": template("<bos>:0 $A:0", "<bos>:0 $A:0 <bos>:1 $B:1", [("<bos>", 2)]),
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": METASPACE}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+        ]},
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+            "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+            "vocab": vocab, "merges": [list(m) for m in merges],
+        },
+    }
+    tokenizer_config = {
+        "add_bos_token": True, "add_eos_token": False,
+        "added_tokens_decoder": {str(t["id"]): {k: v for k, v in t.items() if k != "id"} for t in added},
+        "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"],
+        "bos_token": "<bos>", "clean_up_tokenization_spaces": False, "eos_token": "<eos>", "legacy": None,
+        "model_max_length": model_max_length, "pad_token": "<pad>", "sp_model_kwargs": {},
+        "spaces_between_special_tokens": False, "tokenizer_class": "GemmaTokenizer", "unk_token": "<unk>",
+        "use_default_system_prompt": False,
+    }
+
+    def special(name):
+        return {"content": name, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False}
+
+    special_tokens_map = {
+        "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"],
+        "bos_token": special("<bos>"), "eos_token": special("<eos>"), "pad_token": special("<pad>"),
+        "unk_token": special("<unk>"),
+    }
+    tok.files = {
+        "tokenizer.json": _json_bytes(tokenizer),
+        "tokenizer_config.json": _json_bytes(tokenizer_config),
+        "special_tokens_map.json": _json_bytes(special_tokens_map),
+    }
+    tok.pad_id, tok.bos_id, tok.eos_id = 0, 2, 1
+    tok._set_template([2], [], ([2], [2], []), 1)
+    return tok
+
+
 _MAKERS = {"bert": make_bert, "mpnet": make_mpnet, "xlmr": make_xlmr, "modernbert": make_modernbert, "qwen3": make_qwen3,
-           "clip": make_clip, "siglip": make_siglip}
+           "clip": make_clip, "siglip": make_siglip, "gemma": make_gemma}
 
 
 def make_tokenizer(kind, shared_dir, model_max_length):

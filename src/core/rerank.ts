@@ -27,7 +27,7 @@ export interface RerankRequest {
   topN?: number;
   /** Cut each document to this many tokens before scoring (Cohere's max_tokens_per_doc). */
   maxTokensPerDoc?: number;
-  /** What relevance means, for a reranker that takes an instruction (Qwen3-Reranker); absent: its default. */
+  /** What relevance means, for a reranker that takes an instruction (Qwen3-Reranker, bge-reranker-v2-gemma); absent: its default. */
   instruction?: string;
 }
 
@@ -96,7 +96,7 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
     if (!model.rerankTemplate)
       throw invalid(
         'instruction',
-        `The model "${model.id}" takes no instruction; instruction-following rerankers (Qwen3-Reranker) do.`,
+        `The model "${model.id}" takes no instruction; instruction-following rerankers (Qwen3-Reranker, bge-reranker-v2-gemma) do.`,
       );
     if (request.instruction.length === 0) throw invalid('instruction', 'instruction must not be empty.');
     if (request.instruction.length > ctx.limits.maxInputChars)

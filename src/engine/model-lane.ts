@@ -120,7 +120,20 @@ export class ModelLane {
 
 /** The plain-data part of a model that crosses into a worker thread. */
 function loadSpec(
-  { id, task, onnxPath, pooling, padId, output, heads, specialIds, feeds, vision, fillerId }: ModelLoadSpec,
+  {
+    id,
+    task,
+    onnxPath,
+    pooling,
+    padId,
+    output,
+    heads,
+    specialIds,
+    feeds,
+    vision,
+    fillerId,
+    externalDataDir,
+  }: ModelLoadSpec,
   imageMaxPixels?: number,
 ): ModelLoadSpec {
   return {
@@ -135,5 +148,6 @@ function loadSpec(
     feeds,
     vision: vision && imageMaxPixels !== undefined ? { ...vision, maxPixels: imageMaxPixels } : vision,
     fillerId,
+    externalDataDir,
   };
 }

@@ -85,5 +85,5 @@ export const keepAliveSchema = Type.Union([Type.String(), Type.Number()], {
 /** The rerank routes' `instruction`: what relevance means, for a reranker that takes one. */
 export const instructionField = Type.String({
   description:
-    "What relevance means, in the model's own words (Qwen3-Reranker's `<Instruct>`). Absent: the model card's instruction. Refused for rerankers that take none.",
+    "What relevance means, in the model's own words (Qwen3-Reranker's `<Instruct>`; bge-reranker-v2-gemma's prompt). Absent: the model card's instruction. Refused for rerankers that take none.",
 });

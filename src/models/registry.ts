@@ -25,7 +25,7 @@ import type { LateInteractionFacts, ModelHeads } from './heads.js';
 import type { ImageProcessorSpec } from './image-processor.js';
 import type { MultimodalFamily } from './multimodal.js';
 import { readLock, type ModelLock } from './lock.js';
-import { lastTokenGraph, rerankTemplates, type RerankTemplate } from './yes-no-rerankers.js';
+import { lastTokenGraph, rerankTemplates, type CutGraph, type RerankTemplate } from './yes-no-rerankers.js';
 import { filesIn, modelDir } from './paths.js';
 import {
   externalDataFiles,
@@ -58,6 +58,8 @@ export interface ModelLoadSpec {
   vision?: VisionLoadSpec;
   /** A token id every text tower takes, for its warm-up run (an image-text model's). */
   fillerId?: number;
+  /** Where the graph's external data files are when they are not beside it (a cut graph in the data dir). */
+  externalDataDir?: string;
 }
 
 /** What a worker needs to run an image-text model's vision tower. */
@@ -94,7 +96,9 @@ export interface LateInteraction extends Omit<LateInteractionFacts, 'skiplistWor
 /** A yes/no reranker's template with its fixed parts as token ids. */
 export interface ResolvedRerankTemplate extends RerankTemplate {
   prefixIds: Int32Array;
-  suffixIds: Int32Array;
+  separatorIds: Int32Array;
+  /** The parts after the document, under an instruction (the default one's computed once). */
+  suffixIds(instruction: string): Int32Array;
 }
 
 /** What other servers' model descriptions tell (TEI's /info, Ollama's /api/show), computed once at start. */
@@ -140,7 +144,7 @@ export interface ServedModel extends ModelLoadSpec {
   rerankScoring: RerankScoring;
   /** Set for ColBERT models: they rerank by MaxSim over token vectors. */
   lateInteraction?: LateInteraction;
-  /** Set for yes/no rerankers (Qwen3-Reranker): pairs are written in this template, with an instruction. */
+  /** Set for yes/no rerankers (Qwen3-Reranker, bge-reranker-v2-gemma): pairs are written in this template, with an instruction. */
   rerankTemplate?: ResolvedRerankTemplate;
   /** A classifier's (or a cross-encoder's) labels in logit order, and how its logits become scores. */
   labels: string[];
@@ -175,12 +179,22 @@ function howToGet(id: string, manifest: Manifest | undefined, dir: string): stri
   return `Download it with "onnx-gateway models pull ${id}", or fetch the files of https://huggingface.co/${repo}/tree/${revision} into ${dir}.`;
 }
 
+/** The folder of the data dir where cut graphs go when a model's folder can not be written. */
+export function cutGraphsDir(dataDir: string): string {
+  return join(dataDir, 'cut-graphs');
+}
+
+/**
+ * A model's files checked and read into what serving it needs. `cutsDir`: where a causal LM
+ * reranker's cut graph is written when the model's folder can not be (a read-only models mount).
+ */
 export async function loadServedModel(
   spec: string,
   modelsDir: string,
   catalogue: Catalogue,
   defaultVariant: Variant = 'fp32',
   device = 'cpu',
+  cutsDir?: string,
 ): Promise<ServedModel> {
   let parsed: { baseId: string; variant: Variant };
   try {
@@ -249,8 +263,9 @@ export async function loadServedModel(
         onnxPath,
         rerankTemplate!.answers.map((answer) => answerId(answer, tokenizer, spec)),
         spec,
+        cutsDir,
       )
-    : onnxPath;
+    : { path: onnxPath };
   const id = served(baseId);
   const source = manifest?.source.kind === 'hub' ? manifest.source : undefined;
   const repo = source?.repo ?? (baseId.includes('/') ? baseId : undefined);
@@ -265,7 +280,8 @@ export async function loadServedModel(
     repo,
     // The commit the files came from: the lock's, else the manifest's pin.
     revision: lock?.commit ?? source?.revision,
-    onnxPath: servedGraph,
+    onnxPath: servedGraph.path,
+    externalDataDir: servedGraph.externalDataDir,
     // A manifest states what the files leave open; where the files speak, they win.
     pooling: facts.declared.pooling ? facts.pooling : (manifest?.pooling ?? facts.pooling),
     padId: tokenizer.padId,
@@ -408,7 +424,25 @@ function filesIdentity(lock: ModelLock | undefined, onnxRelative: string, descri
 
 function resolveTemplate(name: keyof typeof rerankTemplates, tokenizer: TextTokenizer): ResolvedRerankTemplate {
   const template = rerankTemplates[name];
-  return { ...template, prefixIds: tokenizer.encode(template.prefix), suffixIds: tokenizer.encode(template.suffix) };
+  // Each part tokenised alone, as the reference does.
+  const ids = (parts: string[]) => {
+    const pieces = parts.map((part) => tokenizer.encode(part));
+    const out = new Int32Array(pieces.reduce((n, piece) => n + piece.length, 0));
+    let at = 0;
+    for (const piece of pieces) {
+      out.set(piece, at);
+      at += piece.length;
+    }
+    return out;
+  };
+  const defaultSuffix = ids(template.suffix(template.defaultInstruction));
+  return {
+    ...template,
+    prefixIds: ids(template.prefix),
+    separatorIds: ids(template.separator),
+    suffixIds: (instruction) =>
+      instruction === template.defaultInstruction ? defaultSuffix : ids(template.suffix(instruction)),
+  };
 }
 
 /** An answer token's id: it must be one token of the vocabulary, as the model reads its logit. */
@@ -419,9 +453,9 @@ function answerId(answer: string, tokenizer: TextTokenizer, label: string): numb
   return id;
 }
 
-function cutGraph(onnxPath: string, answerIds: number[], label: string): string {
+function cutGraph(onnxPath: string, answerIds: number[], label: string, fallbackDir?: string): CutGraph {
   try {
-    return lastTokenGraph(onnxPath, answerIds);
+    return lastTokenGraph(onnxPath, answerIds, fallbackDir);
   } catch (error) {
     throw new ModelFilesError(
       `Model "${label}": its graph can not be cut to the answer logits at the last token (${(error as Error).message}).`,
@@ -479,20 +513,24 @@ export class Registry {
     }
   }
 
-  /** `devices`: where each model runs, by the id it is configured by (`cpu` where absent). */
+  /**
+   * `devices`: where each model runs, by the id it is configured by (`cpu` where absent);
+   * `cutsDir`: as loadServedModel's.
+   */
   static async load(
     ids: string[],
     modelsDir: string,
     catalogue: Catalogue,
     defaultVariant: Variant = 'fp32',
     devices?: ReadonlyMap<string, string>,
+    cutsDir?: string,
   ): Promise<Registry> {
     const list = ids.length > 0 ? ids : catalogue.defaults();
     const errors: string[] = [];
     const models: ServedModel[] = [];
     for (const id of list) {
       try {
-        models.push(await loadServedModel(id, modelsDir, catalogue, defaultVariant, devices?.get(id)));
+        models.push(await loadServedModel(id, modelsDir, catalogue, defaultVariant, devices?.get(id), cutsDir));
       } catch (error) {
         errors.push((error as Error).message);
       }

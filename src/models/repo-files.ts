@@ -77,7 +77,7 @@ interface Where {
  */
 export function noOnnxRefusal({ repo, commit, dir }: Where, config: Record<string, unknown> | undefined): string {
   const architectures = Array.isArray(config?.architectures) ? (config.architectures as string[]) : [];
-  // A causal LM (Qwen3-Reranker) is exported with its LM head and cache, as the yes/no rerankers read it.
+  // A causal LM (Qwen3-Reranker, bge-reranker-v2-gemma) is exported with its LM head and cache, as the yes/no rerankers read it.
   const task = architectures.some((a) => a.endsWith('ForSequenceClassification'))
     ? 'text-classification'
     : architectures.some((a) => a.endsWith('ForCausalLM'))

@@ -37,7 +37,10 @@ export class Runner {
   }
 
   static async open(spec: ModelLoadSpec, options: SessionOptions, device?: string): Promise<Runner> {
-    const session = await ort.InferenceSession.create(spec.onnxPath, ortSessionOptions(options, device));
+    const session = await ort.InferenceSession.create(
+      spec.onnxPath,
+      ortSessionOptions(options, device, spec.externalDataDir),
+    );
     return new Runner(spec, session);
   }
 

@@ -3,8 +3,14 @@ import { deviceKind } from '../devices.js';
 import type { SessionOptions } from './protocol.js';
 
 /** ONNX Runtime options for every session a worker opens, text or image, on `device` (devices.ts). */
-export function ortSessionOptions(options: SessionOptions, device = 'cpu'): ort.InferenceSession.SessionOptions {
+/** `externalDataDir`: where the graph's external data files are, when not in the graph's folder. */
+export function ortSessionOptions(
+  options: SessionOptions,
+  device = 'cpu',
+  externalDataDir?: string,
+): ort.InferenceSession.SessionOptions {
   const spinning = options.spinning ? '1' : '0';
+  const externalData = externalDataDir ? { model_external_initializers_file_folder_path: externalDataDir } : {};
   return {
     // ONNX Runtime puts what the accelerator's provider does not implement on the CPU, in the same session.
     executionProviders: executionProviders(device),
@@ -15,7 +21,9 @@ export function ortSessionOptions(options: SessionOptions, device = 'cpu'): ort.
     enableCpuMemArena: options.memoryArena,
     // Some exports keep unused initializers; ORT's warnings about them are noise here.
     logSeverityLevel: 3,
-    extra: { session: { intra_op: { allow_spinning: spinning }, inter_op: { allow_spinning: spinning } } },
+    extra: {
+      session: { intra_op: { allow_spinning: spinning }, inter_op: { allow_spinning: spinning }, ...externalData },
+    },
   };
 }
 

@@ -1,11 +1,12 @@
 /**
- * Yes/no rerankers (Qwen3-Reranker) against the golden scores of their stand-ins: the causal LM
- * export, served through its graph cut to the yes/no logits at the last token, and the
- * sequence-classification conversion; pulled by repo id from the stand-in Hub, each pair written
- * in the model card's template (token ids checked), on /v1/rerank and the Cohere and TEI routes,
- * with the default and with a request's instruction; long documents by their best window.
+ * Yes/no rerankers against the golden scores of their stand-ins: Qwen3-Reranker's causal LM export,
+ * served through its graph cut to the yes/no logits at the last token, and its
+ * sequence-classification conversion; bge-reranker-v2-gemma's export, cut to the logit of "Yes".
+ * Pulled by repo id from the stand-in Hub, each pair written in the reference's template (token ids
+ * checked), on /v1/rerank and the Cohere and TEI routes, with the default and with a request's
+ * instruction; long documents by their best window.
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -31,6 +32,7 @@ interface Pair {
 interface Golden {
   repo: string;
   form: 'causal-lm' | 'seq-cls';
+  template: string;
   tolerance: number;
   window: number;
   instruction: string;
@@ -40,14 +42,19 @@ interface Golden {
 
 const dir = inject('standinsDir');
 const standinsMissing = inject('standinsMissing');
-const repos = ['onnx-community/Qwen3-Reranker-0.6B-ONNX', 'tomaarsen/Qwen3-Reranker-0.6B-seq-cls'];
+const gemma = 'BAAI/bge-reranker-v2-gemma';
+const repos = ['onnx-community/Qwen3-Reranker-0.6B-ONNX', 'tomaarsen/Qwen3-Reranker-0.6B-seq-cls', gemma];
 const crossEncoder = 'BAAI/bge-reranker-base';
 const present = dir !== '' && [...repos, crossEncoder].every((repo) => existsSync(join(dir, repo, 'golden.json')));
 const goldens = present
   ? repos.map((repo) => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8')) as Golden)
   : [];
+/** The stand-in tokenizer's id of "Yes". */
+const goldenYes = () =>
+  (JSON.parse(readFileSync(join(dir, gemma, 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } })
+    .model.vocab['Yes']!;
 
-describe.skipIf(missing(present, `the Qwen3-Reranker stand-ins could not be generated: ${standinsMissing}`))(
+describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be generated: ${standinsMissing}`))(
   'yes/no rerankers against golden scores',
   () => {
     const catalogue = Catalogue.load();
@@ -56,6 +63,7 @@ describe.skipIf(missing(present, `the Qwen3-Reranker stand-ins could not be gene
     let modelsDir: string;
     /** One window per document, as the golden cuts them. */
     let server: Server;
+    let dataDir: string;
     /** The default number of windows: long documents by their best. */
     let windowed: Server;
     beforeAll(async () => {
@@ -73,15 +81,23 @@ describe.skipIf(missing(present, `the Qwen3-Reranker stand-ins could not be gene
       // The int8 variant as `models quantize --no-calibration` writes it (calibration feeds no decoder cache).
       const graphs = join(modelsDir, 'onnx-community', 'Qwen3-Reranker-0.6B-ONNX', 'onnx');
       await quantizeFile(join(graphs, 'model.onnx'), join(graphs, 'model_int8.onnx'));
+      // bge-reranker-v2-gemma's folder takes no cut graph (as on a read-only mount; the path of the
+      // partial file is taken, since root writes through modes): its cut goes to the data dir.
+      const gemmaGraphs = join(modelsDir, 'BAAI', 'bge-reranker-v2-gemma', 'onnx');
+      mkdirSync(join(gemmaGraphs, `model.answers-${goldenYes()}.onnx.partial`));
+      chmodSync(gemmaGraphs, 0o555);
+      dataDir = mkdtempSync(join(tmpdir(), 'onnx-gateway-data-'));
       server = await startServer({
         modelsDir,
         models: [...all, `${repos[0]}:int8`],
         workers: 1,
         rerankMaxChunks: 1,
+        dataDir,
       });
       windowed = await startServer({ modelsDir, models: [repos[0]], workers: 1 });
     }, 300_000);
     afterAll(async () => {
+      if (modelsDir) chmodSync(join(modelsDir, 'BAAI', 'bge-reranker-v2-gemma', 'onnx'), 0o755);
       await server?.close();
       await windowed?.close();
       await hub?.close();
@@ -112,6 +128,54 @@ describe.skipIf(missing(present, `the Qwen3-Reranker stand-ins could not be gene
       const classifier = server.registry.resolve(repos[1], 'rerank');
       expect(classifier.onnxPath).toMatch(/onnx\/model\.onnx$/);
       expect(classifier.rerankTemplate?.name).toBe('qwen3-reranker');
+    });
+
+    it('serves bge-reranker-v2-gemma through its graph cut to the one logit of "Yes", in the data dir', () => {
+      const model = server.registry.resolve(gemma, 'rerank');
+      const yes = model.tokenizer.idOf('Yes')!;
+      expect(yes).toBe(goldenYes());
+      // Its folder could not be written: the cut is in the data dir, its weights read from the folder.
+      expect(model.onnxPath.startsWith(join(dataDir, 'cut-graphs'))).toBe(true);
+      expect(model.onnxPath.endsWith(`model.answers-${yes}.onnx`)).toBe(true);
+      expect(model.externalDataDir).toBe(join(modelsDir, 'BAAI', 'bge-reranker-v2-gemma', 'onnx'));
+      expect(model.labels).toEqual(['Yes']);
+      expect(model.rerankTemplate?.name).toBe('bge-reranker-gemma');
+      expect(model.rerankScoring).toEqual({ kind: 'sigmoid' });
+    });
+
+    it('refuses to pull bge-reranker-v2-gemma as the Hub has it (no ONNX), naming the export', async () => {
+      const layout = await repoFromFolder(join(dir, gemma), gemma, commitOf(gemma));
+      for (const path of [...layout.files.keys()]) if (path.startsWith('onnx/')) layout.files.delete(path);
+      const bare = await startStandInHub([layout]);
+      try {
+        const into = mkdtempSync(join(tmpdir(), 'onnx-gateway-yes-no-'));
+        await expect(
+          pullModel(pullTarget(gemma, catalogue, into)!, {
+            modelsDir: into,
+            hub: new Hub({ endpoint: bare.url }),
+            retries: 0,
+          }),
+        ).rejects.toThrow(
+          /optimum-cli export onnx --model BAAI\/bge-reranker-v2-gemma --task text-generation-with-past/,
+        );
+      } finally {
+        await bare.close();
+      }
+    });
+
+    it('scores bge-reranker-v2-gemma as the sigmoid of its logit of "Yes"', async () => {
+      const golden = goldens.find((g) => g.repo === gemma)!;
+      const pair = golden.rerank[0]!;
+      const res = await server.app.inject({
+        method: 'POST',
+        url: '/v1/rerank',
+        headers: auth,
+        payload: { model: gemma, query: pair.query, documents: [pair.document] },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      const score = res.json<{ results: { relevance_score: number }[] }>().results[0]!.relevance_score;
+      // The score is the sigmoid of the one logit (FlagLLMReranker's normalize=True).
+      expect(Math.abs(score - 1 / (1 + Math.exp(-pair.logits[0]!)))).toBeLessThanOrEqual(golden.tolerance);
     });
 
     for (const golden of goldens) {
@@ -242,10 +306,12 @@ describe.skipIf(missing(present, `the Qwen3-Reranker stand-ins could not be gene
       expect(best.results[0]!.relevance_score).toBeGreaterThanOrEqual(long.score - golden.tolerance);
     });
 
-    it('refuses an instruction for a reranker that takes none, and an empty one', async () => {
+    it('refuses an instruction for a reranker that takes none, an empty one, and one that leaves no room', async () => {
       for (const [model, instruction, message] of [
         [crossEncoder, 'Judge relevance', /takes no instruction/],
         [repos[0], '', /instruction must not be empty/],
+        // bge-reranker-v2-gemma's prompt is a fixed part of every pair: over half the window is refused.
+        [gemma, 'Is passage B relevant? '.repeat(120), /fixed parts take \d+ tokens; at most 512 may/],
       ] as const) {
         const res = await server.app.inject({
           method: 'POST',

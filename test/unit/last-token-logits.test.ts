@@ -2,13 +2,27 @@
  * The cut of a causal LM's graph to the answer logits at each row's last token
  * (onnx/last-token-logits.ts), on the Qwen3-Reranker stand-in: the cut graph gives the logits the
  * whole graph gives at those positions, for rows of different lengths (right-padded), and has no
- * full-vocabulary head or key/value outputs left; the same for its int8 variant.
+ * full-vocabulary head or key/value outputs left; the same for its int8 variant, and for
+ * bge-reranker-v2-gemma's head tied to the transposed embeddings, cut to one column. Where the
+ * model's folder can not be written, the cut graph goes to the fallback folder and runs there.
  */
-import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, inject, it } from 'vitest';
+import { lastTokenGraph } from '../../src/models/yes-no-rerankers.js';
+import { ortSessionOptions } from '../../src/worker/session-options.js';
 import { cutToLastTokenLogits } from '../../src/onnx/last-token-logits.js';
 import { readModel, toNumber, writeModel, type OnnxModel } from '../../src/onnx/model.js';
 import { DataLocation } from '../../src/onnx/proto.js';
@@ -18,7 +32,8 @@ import { missing } from '../helpers/resources.js';
 
 const dir = inject('standinsDir');
 const repo = 'onnx-community/Qwen3-Reranker-0.6B-ONNX';
-const present = dir !== '' && existsSync(join(dir, repo, 'onnx', 'model.onnx'));
+const gemma = 'BAAI/bge-reranker-v2-gemma';
+const present = dir !== '' && [repo, gemma].every((r) => existsSync(join(dir, r, 'onnx', 'model.onnx')));
 const answers = [4000, 3868]; // the stand-in tokenizer's "yes" and "no"
 
 /** Rows of 7 and 4 tokens, right-padded: ids, mask, positions and an empty cache, as the runner feeds them. */
@@ -55,14 +70,19 @@ function feeds(model: OnnxModel): Record<string, ort.Tensor> {
 }
 
 /** The logits of the answers at positions 6 and 3, from the whole graph's [batch, sequence, vocabulary]. */
-function atLastTokens(logits: ort.Tensor): number[][] {
+function atLastTokens(logits: ort.Tensor, ids = answers): number[][] {
   const [, sequence, vocabulary] = logits.dims.map(Number) as [number, number, number];
   const data = logits.data as Float32Array;
-  return [6, 3].map((last, row) => answers.map((id) => data[(row * sequence + last) * vocabulary + id]!));
+  return [6, 3].map((last, row) => ids.map((id) => data[(row * sequence + last) * vocabulary + id]!));
 }
 
-async function run(path: string, model: OnnxModel, name = 'logits'): Promise<ort.Tensor> {
-  const session = await ort.InferenceSession.create(path);
+async function run(
+  path: string,
+  model: OnnxModel,
+  name = 'logits',
+  options: ort.InferenceSession.SessionOptions = {},
+): Promise<ort.Tensor> {
+  const session = await ort.InferenceSession.create(path, options);
   try {
     return output(await session.run(feeds(model)), name);
   } finally {
@@ -85,44 +105,99 @@ function inlined(folder: string): OnnxModel {
   return model;
 }
 
-describe.skipIf(missing(present, 'the Qwen3-Reranker stand-in could not be generated'))('last-token logits cut', () => {
-  it('gives the logits of the whole graph at each row’s last token, and nothing over the vocabulary', async () => {
-    const folder = mkdtempSync(join(tmpdir(), 'onnx-gateway-cut-'));
-    cpSync(join(dir, repo, 'onnx'), folder, { recursive: true });
-    const whole = readModel(readFileSync(join(folder, 'model.onnx')));
-    const expected = atLastTokens(await run(join(folder, 'model.onnx'), whole));
+describe.skipIf(missing(present, 'the yes/no reranker stand-ins could not be generated'))(
+  'last-token logits cut',
+  () => {
+    it('gives the logits of the whole graph at each row’s last token, and nothing over the vocabulary', async () => {
+      const folder = mkdtempSync(join(tmpdir(), 'onnx-gateway-cut-'));
+      cpSync(join(dir, repo, 'onnx'), folder, { recursive: true });
+      const whole = readModel(readFileSync(join(folder, 'model.onnx')));
+      const expected = atLastTokens(await run(join(folder, 'model.onnx'), whole));
 
-    const model = readModel(readFileSync(join(folder, 'model.onnx')));
-    const cut = cutToLastTokenLogits(model, answers);
-    expect(cut.head).toBe('MatMul');
-    expect(model.graph!.output!.map((o) => o.name)).toEqual(['logits']);
-    expect(model.graph!.input!.map((i) => i.name)).toEqual(whole.graph!.input!.map((i) => i.name));
-    writeFileSync(join(folder, 'cut.onnx'), writeModel(model));
-    const logits = await run(join(folder, 'cut.onnx'), model);
-    expect(logits.dims).toEqual([2, 2]);
-    const got = Array.from(logits.data as Float32Array);
-    expected.flat().forEach((value, i) => expect(got[i]).toBeCloseTo(value, 5));
-  });
+      const model = readModel(readFileSync(join(folder, 'model.onnx')));
+      const cut = cutToLastTokenLogits(model, answers);
+      expect(cut.head).toBe('MatMul');
+      expect(model.graph!.output!.map((o) => o.name)).toEqual(['logits']);
+      expect(model.graph!.input!.map((i) => i.name)).toEqual(whole.graph!.input!.map((i) => i.name));
+      writeFileSync(join(folder, 'cut.onnx'), writeModel(model));
+      const logits = await run(join(folder, 'cut.onnx'), model);
+      expect(logits.dims).toEqual([2, 2]);
+      const got = Array.from(logits.data as Float32Array);
+      expected.flat().forEach((value, i) => expect(got[i]).toBeCloseTo(value, 5));
+    });
 
-  it('cuts the int8 variant’s DynamicQuantizeMatMul head to the same logits, within int8 rounding', async () => {
-    const folder = mkdtempSync(join(tmpdir(), 'onnx-gateway-cut-'));
-    const { model: quantized } = quantizeModel(inlined(join(dir, repo, 'onnx')));
-    writeFileSync(join(folder, 'model_int8.onnx'), writeModel(quantized));
-    const expected = atLastTokens(await run(join(folder, 'model_int8.onnx'), quantized));
+    it('cuts the int8 variant’s DynamicQuantizeMatMul head to the same logits, within int8 rounding', async () => {
+      const folder = mkdtempSync(join(tmpdir(), 'onnx-gateway-cut-'));
+      const { model: quantized } = quantizeModel(inlined(join(dir, repo, 'onnx')));
+      writeFileSync(join(folder, 'model_int8.onnx'), writeModel(quantized));
+      const expected = atLastTokens(await run(join(folder, 'model_int8.onnx'), quantized));
 
-    const model = readModel(readFileSync(join(folder, 'model_int8.onnx')));
-    expect(cutToLastTokenLogits(model, answers).head).toBe('DynamicQuantizeMatMul');
-    writeFileSync(join(folder, 'cut.onnx'), writeModel(model));
-    const got = Array.from((await run(join(folder, 'cut.onnx'), model)).data as Float32Array);
-    // The activation's int8 scale is taken over the rows it sees: all positions whole, the last ones cut.
-    const scale = Math.max(...expected.flat().map(Math.abs));
-    expected.flat().forEach((value, i) => expect(Math.abs(got[i]! - value)).toBeLessThan(0.05 * scale));
-  });
+      const model = readModel(readFileSync(join(folder, 'model_int8.onnx')));
+      expect(cutToLastTokenLogits(model, answers).head).toBe('DynamicQuantizeMatMul');
+      writeFileSync(join(folder, 'cut.onnx'), writeModel(model));
+      const got = Array.from((await run(join(folder, 'cut.onnx'), model)).data as Float32Array);
+      // The activation's int8 scale is taken over the rows it sees: all positions whole, the last ones cut.
+      const scale = Math.max(...expected.flat().map(Math.abs));
+      expected.flat().forEach((value, i) => expect(Math.abs(got[i]! - value)).toBeLessThan(0.05 * scale));
+    });
 
-  it('refuses a graph without the output or the attention mask', () => {
-    const model = readModel(readFileSync(join(dir, repo, 'onnx', 'model.onnx')));
-    expect(() => cutToLastTokenLogits(model, answers, 'scores')).toThrow(/no output "scores"/);
-    model.graph!.input = model.graph!.input!.filter((i) => i.name !== 'attention_mask');
-    expect(() => cutToLastTokenLogits(model, answers)).toThrow(/no "attention_mask" input/);
-  });
-});
+    it('refuses a graph without the output or the attention mask', () => {
+      const model = readModel(readFileSync(join(dir, repo, 'onnx', 'model.onnx')));
+      expect(() => cutToLastTokenLogits(model, answers, 'scores')).toThrow(/no output "scores"/);
+      model.graph!.input = model.graph!.input!.filter((i) => i.name !== 'attention_mask');
+      expect(() => cutToLastTokenLogits(model, answers)).toThrow(/no "attention_mask" input/);
+    });
+
+    it('cuts a head tied to the transposed embedding table (bge-reranker-v2-gemma) to the one logit of "Yes"', async () => {
+      const folder = mkdtempSync(join(tmpdir(), 'onnx-gateway-cut-'));
+      cpSync(join(dir, gemma, 'onnx'), folder, { recursive: true });
+      const yes = [4067]; // the stand-in tokenizer's "Yes"
+      const whole = readModel(readFileSync(join(folder, 'model.onnx')));
+      const expected = atLastTokens(await run(join(folder, 'model.onnx'), whole), yes);
+      const model = readModel(readFileSync(join(folder, 'model.onnx')));
+      expect(cutToLastTokenLogits(model, yes).head).toBe('MatMul');
+      // The transposed table is no longer read: only its one row, gathered.
+      expect(
+        model.graph!.node!.filter((n) => n.opType === 'Transpose' && n.output![0]!.startsWith('last_token')),
+      ).toHaveLength(1);
+      writeFileSync(join(folder, 'cut.onnx'), writeModel(model));
+      const logits = await run(join(folder, 'cut.onnx'), model);
+      expect(logits.dims).toEqual([2, 1]);
+      const got = Array.from(logits.data as Float32Array);
+      expected.flat().forEach((value, i) => expect(got[i]).toBeCloseTo(value, 5));
+    });
+
+    it('writes the cut graph to the fallback folder when the model folder can not be written, and it runs there', async () => {
+      const models = mkdtempSync(join(tmpdir(), 'onnx-gateway-cut-'));
+      const folder = join(models, 'onnx');
+      cpSync(join(dir, repo, 'onnx'), folder, { recursive: true });
+      // Read-only for others; root writes through modes, so the partial file's path is taken too.
+      mkdirSync(join(folder, `model.answers-${answers.join('-')}.onnx.partial`));
+      chmodSync(folder, 0o555);
+      const before = readdirSync(folder).sort();
+      const fallback = mkdtempSync(join(tmpdir(), 'onnx-gateway-data-'));
+      try {
+        const cut = lastTokenGraph(join(folder, 'model.onnx'), answers, fallback);
+        expect(cut.path.startsWith(fallback)).toBe(true);
+        expect(cut.externalDataDir).toBe(folder);
+        expect(readdirSync(folder).sort()).toEqual(before);
+        expect(readdirSync(join(cut.path, '..'))).toEqual([`model.answers-${answers.join('-')}.onnx`]);
+        // The session reads the weights from the graph's folder, as the worker opens it.
+        const whole = readModel(readFileSync(join(folder, 'model.onnx')));
+        const expected = atLastTokens(await run(join(folder, 'model.onnx'), whole));
+        const single = { intraOpThreads: 1, spinning: false, memoryArena: false };
+        const options = ortSessionOptions(single, 'cpu', cut.externalDataDir);
+        const got = Array.from((await run(cut.path, whole, 'logits', options)).data as Float32Array);
+        expected.flat().forEach((value, i) => expect(got[i]).toBeCloseTo(value, 5));
+        // Kept while newer than the graph: the next load reads it as it is.
+        const written = statSync(cut.path).mtimeMs;
+        expect(lastTokenGraph(join(folder, 'model.onnx'), answers, fallback)).toEqual(cut);
+        expect(statSync(cut.path).mtimeMs).toBe(written);
+        // Without a fallback folder, the failure to write is the load's.
+        expect(() => lastTokenGraph(join(folder, 'model.onnx'), answers)).toThrow();
+      } finally {
+        chmodSync(folder, 0o755);
+      }
+    });
+  },
+);
