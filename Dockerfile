@@ -21,6 +21,12 @@ COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
 FROM node:24-bookworm-slim
+# glibc's malloc raises its mmap threshold as large blocks are freed, up to 32 MB, so that a
+# session's weights and ONNX Runtime's arena chunks, once a model has been unloaded, are next
+# allocated inside its arenas, which keep them after they are freed: a server whose models load
+# and unload grew by about 20 MB a cycle (docs/performance.md, model churn). A fixed threshold keeps
+# every block over 128 KB in its own mapping, given back when it is freed.
+ENV MALLOC_MMAP_THRESHOLD_=131072
 ENV NODE_ENV=production \
     ONNX_GATEWAY_HOST=0.0.0.0 \
     ONNX_GATEWAY_PORT=8080 \

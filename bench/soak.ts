@@ -9,10 +9,18 @@
  * (from /proc) sampled every 5 s: at the first minute, its highest after it, at the end, and the
  * slope after the first minute.
  *
+ * With `--churn <seconds>` the models churn: every client asks the embedder for that many seconds,
+ * then the reranker, and so on, and the server (preload off, `--keep-alive`, 5 s) unloads the model
+ * left idle and loads the other on its first request; the loads and unloads are counted. The issue
+ * of model churn was measured with `--churn 20 --connections 16 --attackers 0`.
+ *
  *   npm run build && npx tsx bench/soak.ts [--minutes 10] [--connections 128] [--attackers 4]
+ *     [--churn <seconds>] [--keep-alive 5s]
  *
  * Models come from ONNX_GATEWAY_MODELS_DIR (default .data/models), ids from --embed-model and
- * --rerank-model (default the synthetic MiniLM pair). Writes bench/results/soak-latest.json.
+ * --rerank-model (default the synthetic MiniLM pair). The result records the machine and the C
+ * allocator's settings from the environment (MALLOC_*, LD_PRELOAD), which the server inherits.
+ * Writes bench/results/soak-latest.json (or `--out`).
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -21,7 +29,7 @@ import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { percentile } from '../src/vectors/percentile.js';
 import { commandLineFlags } from '../src/v8-flags.js';
-import { machineInfo } from './lib/common.js';
+import { allocatorEnvironment, machineInfo } from './lib/common.js';
 
 const startedAt = new Date().toISOString();
 const { values: args } = parseArgs({
@@ -29,6 +37,9 @@ const { values: args } = parseArgs({
     minutes: { type: 'string', default: '10' },
     connections: { type: 'string', default: '128' },
     attackers: { type: 'string', default: '4' },
+    churn: { type: 'string', default: '0' },
+    'keep-alive': { type: 'string', default: '5s' },
+    out: { type: 'string', default: 'bench/results/soak-latest.json' },
     'embed-model': { type: 'string', default: 'synthetic-all-MiniLM-L6-v2' },
     'rerank-model': { type: 'string', default: 'synthetic-ms-marco-MiniLM-L-6-v2' },
   },
@@ -36,6 +47,8 @@ const { values: args } = parseArgs({
 const durationMs = Number(args.minutes) * 60_000;
 const connections = Number(args.connections);
 const attackers = Number(args.attackers);
+/** Seconds each model has the traffic to itself when the models churn; 0: both all the time. */
+const churnMs = Number(args.churn) * 1000;
 
 // Pages built to be slow to parse or large to hold: deep nesting, huge tables, whitespace runs, many links.
 const hostilePages: Record<string, string> = {
@@ -62,6 +75,7 @@ const server = spawn(process.execPath, [...commandLineFlags, 'dist/cli/index.js'
     ONNX_GATEWAY_CACHE_MAX_MB: '0',
     ONNX_GATEWAY_READER_ALLOW_PRIVATE: 'true',
     ONNX_GATEWAY_LOG_LEVEL: 'warn',
+    ...(churnMs > 0 ? { ONNX_GATEWAY_PRELOAD: 'false', ONNX_GATEWAY_KEEP_ALIVE: args['keep-alive'] } : {}),
   },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
@@ -106,7 +120,7 @@ const errorSamples: string[] = [];
 
 async function client(n: number): Promise<void> {
   while (Date.now() < until) {
-    const rerank = n % 4 === 3;
+    const rerank = churnMs > 0 ? Math.floor((Date.now() - started) / churnMs) % 2 === 1 : n % 4 === 3;
     const path = rerank ? '/v1/rerank' : '/v1/embeddings';
     const body = rerank
       ? {
@@ -163,6 +177,14 @@ async function healthProbe(): Promise<void> {
   }
 }
 
+/** Loads and unloads of the models since start, from /metrics. */
+async function lifecycleCounts(): Promise<{ loads: number; unloads: number }> {
+  const metrics = await fetch(`${base}/metrics`).then((r) => r.text());
+  const total = (name: string) =>
+    [...metrics.matchAll(new RegExp(`^\\S*${name}\\{[^}]*\\} (\\S+)$`, 'gm'))].reduce((a, m) => a + Number(m[1]), 0);
+  return { loads: total('model_loads_total'), unloads: total('model_unloads_total') };
+}
+
 const memory: { s: number; rssMb: number }[] = [];
 const rssMb = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))![1]) / 1024;
 const sampler = setInterval(() => {
@@ -177,6 +199,7 @@ await Promise.all([
   healthProbe(),
 ]);
 clearInterval(sampler);
+const lifecycle = churnMs > 0 ? await lifecycleCounts() : undefined;
 server.kill('SIGTERM');
 pageServer.close();
 
@@ -194,9 +217,11 @@ const sorted = [...health].sort((a, b) => a - b);
 const result = {
   startedAt,
   machine: machineInfo(),
+  allocator: allocatorEnvironment(),
   minutes: Number(args.minutes),
   connections,
   attackers,
+  churn: churnMs > 0 ? { seconds: churnMs / 1000, keepAlive: args['keep-alive'], ...lifecycle } : null,
   models: [args['embed-model'], args['rerank-model']],
   errors,
   errorSamples,
@@ -213,6 +238,6 @@ const result = {
   memory,
 };
 mkdirSync('bench/results', { recursive: true });
-writeFileSync('bench/results/soak-latest.json', `${JSON.stringify(result, null, 2)}\n`);
+writeFileSync(args.out, `${JSON.stringify(result, null, 2)}\n`);
 const { memory: _samples, ...summary } = result;
 console.log(JSON.stringify(summary, null, 2));

@@ -221,6 +221,17 @@ export function machineInfo(): MachineInfo {
   };
 }
 
+/** What the environment tells the C allocator (glibc's MALLOC_* settings, a preloaded allocator): memory figures depend on it. */
+export function allocatorEnvironment(): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(
+      (entry): entry is [string, string] =>
+        (entry[0].startsWith('MALLOC_') || entry[0] === 'LD_PRELOAD' || entry[0] === 'GLIBC_TUNABLES') &&
+        entry[1] !== undefined,
+    ),
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Running bench modules written in TypeScript inside workers and child processes.
 

@@ -3,8 +3,9 @@
  * measured session size replaced by a fixed one, so that what fits the budget does not depend on
  * this machine's allocator: loads on demand, a request that arrives while its model loads, unload
  * and reload with the same vectors, least recently used eviction, 503 when nothing can make room,
- * keep-alive.
+ * keep-alive, and load/unload cycles that leave no thread behind.
  */
+import { readFileSync } from 'node:fs';
 import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -187,4 +188,33 @@ describe('model lifecycle', () => {
     await engine.scheduler.submit('tiny-embedder', input);
     expect(engine.state('tiny-embedder')!.expiresAt).toBeUndefined();
   });
+
+  it('leaves no thread behind over load and unload cycles under traffic, solo sessions included', async () => {
+    const engine = await start({ soloThreads: 2 }, { 'tiny-embedder': 10, 'tiny-reranker': 10 });
+    const cycle = async () => {
+      for (const [model, items] of [
+        ['tiny-embedder', input],
+        ['tiny-reranker', pair],
+      ] as const) {
+        await engine.load(model);
+        await Promise.all(Array.from({ length: 4 }, () => engine.scheduler.submit(model, items)));
+        await engine.unload(model);
+      }
+    };
+    // The first cycle starts what the process keeps for good (libuv's pool, ONNX Runtime's globals).
+    await cycle();
+    const baseline = processThreads();
+    for (let i = 0; i < 2; i++) await cycle();
+    // Each load starts three worker threads (two sessions and the solo session, whose second
+    // intra-op thread is ONNX Runtime's): every one of them ended with its unload.
+    expect(processThreads()).toBe(baseline);
+    expect(engine.state('tiny-embedder')).toEqual({ status: 'unloaded' });
+    expect(engine.restarts).toBe(0);
+    // Nine lanes opened one after another: slow on a busy machine, whatever it measures.
+  }, 300_000);
 });
+
+/** The threads of this process, as the kernel counts them: worker threads and native ones alike. */
+function processThreads(): number {
+  return Number(/^Threads:\s+(\d+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
+}

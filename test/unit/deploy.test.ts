@@ -57,6 +57,8 @@ describe('Dockerfile', () => {
     expect(env).toMatch(/ONNX_GATEWAY_PORT=8080\b/);
     expect(env).toMatch(/ONNX_GATEWAY_HOST=0\.0\.0\.0\b/);
     for (const [, name] of env.matchAll(/(ONNX_GATEWAY_\w+)=/g)) expect(settingEnvs, name).toContain(name);
+    // Memory freed by unloaded models goes back to the system (docs/performance.md, model churn).
+    expect(env).toMatch(/MALLOC_MMAP_THRESHOLD_=131072\b/);
     expect(args('ENTRYPOINT').concat(args('CMD')).join(' ')).toMatch(/dist\/cli\/index\.js.*serve/);
   });
 
