@@ -5,6 +5,8 @@
  */
 import {
   context,
+  propagation,
+  SpanKind,
   SpanStatusCode,
   trace,
   type Attributes,
@@ -13,6 +15,7 @@ import {
   type SpanContext,
   type Tracer,
 } from '@opentelemetry/api';
+import { redactUrl } from '../redact-url.js';
 
 /** The server's tracer while tracing is on; undefined while it is off. */
 export let tracer: Tracer | undefined;
@@ -83,6 +86,42 @@ export async function inSpan<T>(
       span.end();
     }
   });
+}
+
+/**
+ * An outgoing request made with node:http (the web reader's; undici's instrumentation sees the
+ * fetches): its CLIENT span, and the headers (traceparent, tracestate) that carry it to the server.
+ */
+export function clientSpan<T>(
+  active: Tracer,
+  method: string,
+  url: URL,
+  run: (headers: Record<string, string>) => Promise<T>,
+  statusOf: (result: T) => number,
+): Promise<T> {
+  const attributes: Attributes = {
+    'http.request.method': method,
+    'url.full': redactUrl(url.href),
+    'server.address': url.hostname,
+  };
+  if (url.port) attributes['server.port'] = Number(url.port);
+  const span = active.startSpan(method, { kind: SpanKind.CLIENT, attributes });
+  const headers: Record<string, string> = {};
+  propagation.inject(trace.setSpan(context.active(), span), headers);
+  return run(headers).then(
+    (result) => {
+      const status = statusOf(result);
+      span.setAttribute('http.response.status_code', status);
+      if (status >= 400) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+      return result;
+    },
+    (error: unknown) => {
+      failed(span, error);
+      span.end();
+      throw error;
+    },
+  );
 }
 
 /**
