@@ -23,14 +23,12 @@ export interface Tracing {
 /** Starts the SDK when tracing is wanted; undefined (and nothing loaded) when it is not. */
 export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promise<Tracing | undefined> {
   if (!tracingWanted(env)) return undefined;
-  const [{ NodeSDK }, { FastifyOtelInstrumentation }, { UndiciInstrumentation }, { IORedisInstrumentation }, api] =
-    await Promise.all([
-      import('@opentelemetry/sdk-node'),
-      import('@fastify/otel'),
-      import('@opentelemetry/instrumentation-undici'),
-      import('@opentelemetry/instrumentation-ioredis'),
-      import('@opentelemetry/api'),
-    ]);
+  const [{ NodeSDK }, { FastifyOtelInstrumentation }, { UndiciInstrumentation }, api] = await Promise.all([
+    import('@opentelemetry/sdk-node'),
+    import('@fastify/otel'),
+    import('@opentelemetry/instrumentation-undici'),
+    import('@opentelemetry/api'),
+  ]);
   const fastify = new FastifyOtelInstrumentation({
     // One span per request, one for its handler (which makes the request's context active for the
     // operation's spans); none per hook, which would be a dozen per request.
@@ -48,10 +46,10 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
     ...(named ? {} : { serviceName: defaultServiceName }),
     instrumentations: [
       fastify,
+      // fetch (undici) reports each request on diagnostics_channel: no patching, whenever it loaded.
+      // Redis commands are not traced: ioredis's instrumentation patches the module as it is
+      // required, and in this ES module build ioredis is loaded before the SDK starts.
       new UndiciInstrumentation(),
-      // Redis commands of the task queue, the shared cache and the index stream: ioredis is
-      // patched when it loads, so this sees only what loads after the SDK (see docs/deployment.md).
-      new IORedisInstrumentation({ requireParentSpan: true }),
     ],
     // Traces only, unless metrics or logs exporters are asked for by name.
     ...(env.OTEL_METRICS_EXPORTER ? {} : { metricReaders: [] }),
@@ -60,7 +58,7 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
   sdk.start();
   setTracer(api.trace.getTracer('onnx-gateway', version));
   return {
-    fastifyPlugin: fastify.plugin() as FastifyPluginCallback,
+    fastifyPlugin: fastify.plugin(),
     async shutdown() {
       setTracer(undefined);
       await sdk.shutdown();

@@ -77,3 +77,11 @@ export const tracingVariables: TracingVariable[] = [
     description: '`true` turns tracing off whatever else is set.',
   },
 ];
+
+/** The tracing variables as docs/configuration.md's table (npm run docs writes it; a test holds it). */
+export function tracingTable(): string {
+  const rows = tracingVariables.map(
+    (variable) => `| \`${variable.env}\` | ${variable.default} | ${variable.description.replaceAll('|', '\\|')} |`,
+  );
+  return ['| environment | default | description |', '| --- | --- | --- |', ...rows].join('\n');
+}

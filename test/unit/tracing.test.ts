@@ -8,7 +8,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { startTracing } from '../../src/tracing/sdk.js';
-import { tracingWanted } from '../../src/tracing/settings.js';
+import { tracingTable, tracingVariables, tracingWanted } from '../../src/tracing/settings.js';
 import { tracer } from '../../src/tracing/spans.js';
 
 const src = fileURLToPath(new URL('../../src', import.meta.url));
@@ -68,5 +68,14 @@ describe('tracing off', () => {
       /import\('@opentelemetry\/sdk-node'\)/.test(readFileSync(join(src, file), 'utf8')),
     );
     expect(dynamic).toEqual(['tracing/sdk.ts']);
+  });
+});
+
+describe('the tracing variables in docs/configuration.md', () => {
+  it('are the table generated from src/tracing/settings.ts, naming every variable tracingWanted reads', () => {
+    expect(readFileSync('docs/configuration.md', 'utf8')).toContain(tracingTable());
+    const names = tracingVariables.map((variable) => variable.env);
+    for (const read of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_SDK_DISABLED'])
+      expect(names).toContain(read);
   });
 });
