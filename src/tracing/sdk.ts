@@ -13,6 +13,9 @@ import { version } from '../version.js';
 import { defaultServiceName, tracingWanted } from './settings.js';
 import { setTracer } from './spans.js';
 
+/** Paths whose requests get no span. */
+const untraced = new Set(['/health', '/metrics']);
+
 export interface Tracing {
   /** fastify's request spans (@fastify/otel): registered on the app before its routes. */
   fastifyPlugin: FastifyPluginCallback;
@@ -34,6 +37,8 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
     // operation's spans); none per hook, which would be a dozen per request.
     instrumentHooks: false,
     instrumentHandler: true,
+    // Probes and scrapes every few seconds are no one's request: not traced.
+    ignorePaths: ({ url }) => untraced.has(url.split('?')[0]!),
     // HTTP's span name: the method and the route template, never the raw path.
     requestHook: (span, request) => {
       const route = request.routeOptions.url;

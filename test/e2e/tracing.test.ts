@@ -158,6 +158,8 @@ describe('tracing over OTLP/HTTP protobuf', () => {
   });
 
   it('traces rerank with the GenAI attributes, and a request without a traceparent in a trace of its own', async () => {
+    // A probe before it: not traced.
+    expect((await fetch(`${base}/health`)).status).toBe(200);
     const answer = await post(base, '/v1/rerank', {
       model: 'tiny-reranker',
       query: 'what is traced',
@@ -175,6 +177,7 @@ describe('tracing over OTLP/HTTP protobuf', () => {
     expect(operation.attributes['gen_ai.usage.input_tokens']).toBeGreaterThan(0);
     const batch = spans.find((s) => s.name === 'inference tiny-reranker')!;
     expect(batch.links).toContainEqual({ traceId: operation.traceId, spanId: operation.spanId });
+    expect(spans.filter((s) => s.attributes['http.route'] === '/health')).toEqual([]);
   });
 
   it('carries the trace on outgoing fetches (the web reader)', async () => {
