@@ -16,6 +16,8 @@
  *                 without its embedding cache: the workloads repeat their inputs, and measure inference
  *   gateway-int8  the same serving the int8 variants (`<id>:int8`; made by `models quantize`)
  *   gateway-cache the gateway with its embedding cache on (256 MB), for the reindex workload
+ *   gateway-traced the gateway with OpenTelemetry tracing on, every trace sampled, exporting
+ *                 OTLP/HTTP protobuf to a receiver in the bench process that reads and drops it
  *   gateway@NODE  the gateway run by another node binary (Node 24 beside the bench's own, say), named
  *                 `gateway-node<major>`; `LABEL=gateway@NODE --v8-flag ...` names it LABEL and gives
  *                 node those flags too (a flag given to node is kept: src/v8-flags.ts)
@@ -30,7 +32,8 @@
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
@@ -287,14 +290,13 @@ function gatewaySpec(
     variant: name === 'gateway-int8' ? 'int8' : 'fp32',
     ...(on ? { node: on.node } : {}),
     models,
-    start: () => {
+    start: async () => {
+      const traced = name === 'gateway-traced' ? { OTEL_EXPORTER_OTLP_ENDPOINT: await otlpSink() } : {};
       const cli = opts.gatewayFromSrc
         ? join(REPO_ROOT, 'src', 'cli', 'index.ts')
         : join(REPO_ROOT, 'dist', 'cli', 'index.js');
       if (!existsSync(cli))
-        return Promise.reject(
-          new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`),
-        );
+        throw new Error(`gateway: ${cli} does not exist (run \`npm run build\`, or pass --gateway-from-src)`);
       // Started as npm start starts it: with the flags V8 takes only on node's command line.
       return startChild(
         name,
@@ -324,6 +326,7 @@ function gatewaySpec(
                 ONNX_GATEWAY_HOST: '127.0.0.1',
                 ONNX_GATEWAY_API_KEYS: apiKey,
                 ONNX_GATEWAY_LOG_LEVEL: process.env.ONNX_GATEWAY_LOG_LEVEL ?? 'warn',
+                ...traced,
               },
             },
           ),
@@ -331,6 +334,25 @@ function gatewaySpec(
       );
     },
   };
+}
+
+let sink: Promise<string> | undefined;
+
+/**
+ * Where gateway-traced exports its spans: an OTLP/HTTP receiver in this process that reads each
+ * export and answers 200, so that the gateway pays for making and sending its spans as it would
+ * to a collector (the receiver's own work is the bench's, as the load generator's is).
+ */
+function otlpSink(): Promise<string> {
+  sink ??= new Promise((resolve) => {
+    const server = createHttpServer((request, response) => {
+      request.resume();
+      request.on('end', () => response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+    });
+    server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`));
+    server.unref();
+  });
+  return sink;
 }
 
 /** `n`: the embedding mix size, for the raw targets' inputs (the HTTP workloads' own). */
@@ -380,7 +402,7 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
         };
       });
     }
-    if (name === 'gateway' || name === 'gateway-int8' || name === 'gateway-cache') {
+    if (name === 'gateway' || name === 'gateway-int8' || name === 'gateway-cache' || name === 'gateway-traced') {
       const models =
         name === 'gateway-int8' ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
       return gatewaySpec(name, models, opts);
@@ -388,7 +410,7 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
     const peerFile = { transformers: './peers/transformers-server', minimal: './peers/minimal-server' }[name];
     if (!peerFile)
       throw new Error(
-        `unknown target "${name}" (gateway, gateway-int8, gateway-cache, gateway@NODE, transformers, minimal, ort, ort-int8, or name=URL)`,
+        `unknown target "${name}" (gateway, gateway-int8, gateway-cache, gateway-traced, gateway@NODE, transformers, minimal, ort, ort-int8, or name=URL)`,
       );
     const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
     return {

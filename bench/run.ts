@@ -2,7 +2,7 @@
  * The bench suite.
  *
  *   npx tsx bench/run.ts [--quick] [--only ceiling,http,peers,micro] [--repeats 3] [--no-int8]
- *       [--targets gateway,gateway-int8,transformers,minimal,name=URL] [--gateway-from-src] [--server gateway]
+ *       [--targets gateway,gateway-int8,gateway-traced,transformers,minimal,name=URL] [--gateway-from-src] [--server gateway]
  *       [--n 256] [--embed-model ID] [--rerank-model ID] [--api-key KEY]
  *
  * Writes bench/results/<timestamp>.json, latest.json and latest.svg, prints a compact table and the

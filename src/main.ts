@@ -31,6 +31,8 @@ import { downloadConfiguredModels } from './models/download.js';
 import { ImageRegistry } from './models/image-registry.js';
 import { cutGraphsDir, loadServedModel, Registry, wantedDevices } from './models/registry.js';
 import { parseVariant } from './models/variants.js';
+import { startTracing, type Tracing } from './tracing/sdk.js';
+import { traceLogFields } from './tracing/spans.js';
 import { commandLineFlags, flagsNotGiven, setServerFlags } from './v8-flags.js';
 
 export interface Server {
@@ -87,7 +89,11 @@ export async function startCore(
  * The server over `config`. `logger` is the one logger of the process: fastify logs through it
  * (its requests' children) and so does every service, from the moment each opens.
  */
-export async function createServer(config: Config, logger: Logger = pino({ enabled: false })): Promise<Server> {
+export async function createServer(
+  config: Config,
+  logger: Logger = pino({ enabled: false }),
+  tracing?: Tracing,
+): Promise<Server> {
   const metrics = new Metrics();
   // Image pipelines' files are checked before any worker starts, so a missing one stops the start cleanly.
   const pipelines = ImageRegistry.load(config.imageModels, config.imageModelsDir);
@@ -188,7 +194,7 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
         images: { context: images, bodyLimit: config.imageBodyLimit },
         onModelPulled,
       },
-      { logger },
+      { logger, tracing: tracing?.fastifyPlugin },
     );
     for (const warning of warnings) app.log.warn(warning);
   } catch (error) {
@@ -224,13 +230,15 @@ export async function createServer(config: Config, logger: Logger = pino({ enabl
 
 /**
  * The process's logger, made before anything starts: JSON lines to `destination` (stdout in
- * blocks, below, unless told otherwise) at the configured level.
+ * blocks, below, unless told otherwise) at the configured level. With tracing on, each line
+ * logged inside a span carries its `trace_id` and `span_id`.
  */
 export function createLogger(
   config: Pick<Config, 'logLevel'>,
   destination: DestinationStream = logDestination(),
+  traced = false,
 ): Logger {
-  return pino(loggerOptions(config), destination);
+  return pino({ ...loggerOptions(config), ...(traced ? { mixin: traceLogFields } : {}) }, destination);
 }
 
 /**
@@ -279,13 +287,16 @@ function logDestination() {
  * SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the lanes.
  */
 export async function serve(config: Config): Promise<void> {
-  const logger = createLogger(config);
+  // Tracing first (when an OTLP endpoint is set), so that everything after it is traced.
+  const tracing = await startTracing();
+  const logger = createLogger(config, undefined, tracing !== undefined);
+  if (tracing) logger.info('tracing: spans exported over OTLP (OTEL_* variables)');
   for (const warning of unknownVariables()) logger.warn(warning);
   setServerFlags();
   // Missing catalogue models are fetched before the registry looks for their files. Start-up
   // errors (errors.ts) go to the command, which says what they were and exits.
   if (config.download) await downloadConfiguredModels(config);
-  const server = await createServer(config, logger);
+  const server = await createServer(config, logger, tracing);
   const { app } = server;
   if (config.keys.length === 0) {
     logger.warn(
@@ -317,13 +328,17 @@ export async function serve(config: Config): Promise<void> {
       process.exit(1);
     }, config.shutdownTimeout);
     timer.unref();
-    server.close().then(
-      () => process.exit(0),
-      (error: Error) => {
-        logger.error({ err: error }, 'error while shutting down');
-        process.exit(1);
-      },
-    );
+    // The spans of the last requests are exported before the process ends.
+    server
+      .close()
+      .then(() => tracing?.shutdown())
+      .then(
+        () => process.exit(0),
+        (error: Error) => {
+          logger.error({ err: error }, 'error while shutting down');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { ApiError, invalid } from '../errors.js';
 import type { ClassifyActivation } from '../models/facts.js';
 import type { ServedModel } from '../models/registry.js';
+import { operationSpan, recordSpan, tokenizeAttributes, tracer } from '../tracing/spans.js';
 import { sigmoid } from '../vectors/scores.js';
 import type { CoreContext, Timings } from './context.js';
 import { fit } from './embeddings.js';
@@ -68,7 +69,20 @@ export async function classify(
 }
 
 /** Classifies with a model already resolved (moderations pick theirs by their own rules). */
-export async function classifyWith(
+export function classifyWith(
+  ctx: CoreContext,
+  model: ServedModel,
+  request: ClassifyRequest,
+  signal?: AbortSignal,
+): Promise<ClassifyResult> {
+  return tracer
+    ? operationSpan(tracer, 'classify', model.id, () => classifyUntraced(ctx, model, request, signal), classifyOutcome)
+    : classifyUntraced(ctx, model, request, signal);
+}
+
+const classifyOutcome = (result: ClassifyResult) => ({ model: result.model, inputTokens: result.promptTokens });
+
+async function classifyUntraced(
   ctx: CoreContext,
   model: ServedModel,
   request: ClassifyRequest,
@@ -117,9 +131,11 @@ export async function classifyWith(
     },
     signal,
   );
-  const tokenizeMs = performance.now() - started;
+  const tokenized = performance.now();
   let promptTokens = 0;
   for (const sequence of sequences) promptTokens += sequence.ids.length;
+  if (tracer) recordSpan(tracer, 'tokenize', started, tokenized, tokenizeAttributes(sequences.length, promptTokens));
+  const tokenizeMs = tokenized - started;
 
   const job = await ctx.scheduler.submit(model.id, sequences, signal);
   const width = model.labels.length;

@@ -3,6 +3,7 @@
  */
 import { settings } from '../config.js';
 import { ApiError, invalid } from '../errors.js';
+import { operationSpan, recordSpan, tokenizeAttributes, tracer } from '../tracing/spans.js';
 import type { OutputKind } from '../models/heads.js';
 import type { ServedModel } from '../models/registry.js';
 import { applyBeforeCut, cutDimensions, l2NormalizeRows } from '../vectors/normalize.js';
@@ -263,14 +264,23 @@ export async function encodeInputs(
   } else {
     sequences = inputs.map((ids, i) => fit(model, ids, mode === 'truncate', direction, paramOf(i)));
   }
-  const tokenizeMs = performance.now() - started;
+  const ended = performance.now();
   let promptTokens = 0;
   // A model fed rows padded to a fixed length (SigLIP's text tower) attends every one of them.
   for (const ids of sequences) promptTokens += Math.max(ids.length, model.feeds.fixedLength ?? 0);
-  return { sequences, windows, count, promptTokens, tokenizeMs };
+  if (tracer) recordSpan(tracer, 'tokenize', started, ended, tokenizeAttributes(count, promptTokens));
+  return { sequences, windows, count, promptTokens, tokenizeMs: ended - started };
 }
 
-export async function embed(ctx: CoreContext, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
+export function embed(ctx: CoreContext, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
+  return tracer
+    ? operationSpan(tracer, 'embeddings', request.model, () => embedUntraced(ctx, request, signal), embedOutcome)
+    : embedUntraced(ctx, request, signal);
+}
+
+const embedOutcome = (result: EmbedResult) => ({ model: result.model, inputTokens: result.promptTokens });
+
+async function embedUntraced(ctx: CoreContext, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
   const model = resolveWithKind(ctx, request.model, 'dense');
   const dimensions = checkDimensions(model, request.dimensions);
   // Ollama's keep_alive: it counts from when the model is next idle, this request done.

@@ -13,6 +13,7 @@ import { invalid } from '../errors.js';
 import type { RerankScoring } from '../models/facts.js';
 import type { ServedModel } from '../models/registry.js';
 import { chunkPair } from '../text/chunking.js';
+import { operationSpan, recordSpan, tokenizeAttributes, tracer } from '../tracing/spans.js';
 import { sigmoid } from '../vectors/scores.js';
 import type { CoreContext, Timings } from './context.js';
 import { encodeDocument, encodeQuery, maxSim, tokenVectors } from './late-interaction.js';
@@ -64,7 +65,15 @@ function relevanceLogit(scoring: RerankScoring): (logits: Float32Array, at: numb
   return (logits, at) => logits[at + scoring.positive]! - logits[at + negative]!;
 }
 
-export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: AbortSignal): Promise<RerankResult> {
+export function rerank(ctx: CoreContext, request: RerankRequest, signal?: AbortSignal): Promise<RerankResult> {
+  return tracer
+    ? operationSpan(tracer, 'rerank', request.model, () => rerankUntraced(ctx, request, signal), rerankOutcome)
+    : rerankUntraced(ctx, request, signal);
+}
+
+const rerankOutcome = (result: RerankResult) => ({ model: result.model, inputTokens: result.totalTokens });
+
+async function rerankUntraced(ctx: CoreContext, request: RerankRequest, signal?: AbortSignal): Promise<RerankResult> {
   const model = ctx.registry.resolve(request.model, 'rerank');
   const { query, documents } = request;
   if (query.length === 0) throw invalid('query', 'query must not be empty.');
@@ -114,9 +123,11 @@ export async function rerank(ctx: CoreContext, request: RerankRequest, signal?: 
     ? await templatePairs(model, model.rerankTemplate, request, chunking, signal)
     : await crossEncoderPairs(model, request, chunking, signal);
   const { inputs, owners, documentTokens } = built;
-  const tokenizeMs = performance.now() - started;
+  const tokenized = performance.now();
   let totalTokens = 0;
   for (const input of inputs) totalTokens += input.ids.length;
+  if (tracer) recordSpan(tracer, 'tokenize', started, tokenized, tokenizeAttributes(inputs.length, totalTokens));
+  const tokenizeMs = tokenized - started;
 
   const job = await ctx.scheduler.submit(model.id, inputs, signal);
   const best = new Float64Array(documents.length).fill(-Infinity);
@@ -200,9 +211,18 @@ async function rerankByMaxSim(
     signal,
   );
   const inputs = windows.flatMap((list, index) => list.map((input) => (owners.push(index), input)));
-  const tokenizeMs = performance.now() - started;
+  const tokenized = performance.now();
   let documentTokens = 0;
   for (const input of inputs) documentTokens += input.ids.length;
+  if (tracer)
+    recordSpan(
+      tracer,
+      'tokenize',
+      started,
+      tokenized,
+      tokenizeAttributes(inputs.length + 1, query.ids.length + documentTokens),
+    );
+  const tokenizeMs = tokenized - started;
 
   const [queryVectors, documentVectors] = await Promise.all([
     tokenVectors(ctx, model, [query], 'query', signal),

@@ -15,6 +15,7 @@ import type { Config } from '../config.js';
 import { ApiError, StartupError } from '../errors.js';
 import type { ServedModel } from '../models/registry.js';
 import { ModelFilesError } from '../models/facts.js';
+import { inSpan, tracer } from '../tracing/spans.js';
 import type { ModelReport } from '../worker/protocol.js';
 import { memoryBudgetBytes, residentBytes } from './memory.js';
 import { ModelLane } from './model-lane.js';
@@ -266,7 +267,15 @@ export class Engine implements Lanes {
   }
 
   /** The models listed at start: one session each, measured, then placed together. */
-  private async loadTogether(entries: Entry[]): Promise<ModelReport[]> {
+  private loadTogether(entries: Entry[]): Promise<ModelReport[]> {
+    return tracer
+      ? inSpan(tracer, 'load models', { 'onnx_gateway.models': entries.map((entry) => entry.spec.id) }, () =>
+          this.loadTogetherUntraced(entries),
+        )
+      : this.loadTogetherUntraced(entries);
+  }
+
+  private async loadTogetherUntraced(entries: Entry[]): Promise<ModelReport[]> {
     const reports: ModelReport[] = [];
     try {
       for (const entry of entries) {
@@ -287,7 +296,17 @@ export class Engine implements Lanes {
   }
 
   /** A model loaded on its own: room made by unloading idle models, then placed in what is free. */
-  private async loadAlone(entry: Entry): Promise<void> {
+  private loadAlone(entry: Entry): Promise<void> {
+    return tracer
+      ? inSpan(tracer, `load ${entry.spec.id}`, { 'gen_ai.request.model': entry.spec.id }, (span) =>
+          this.loadAloneUntraced(entry).then(() => {
+            if (entry.placement) span.setAttributes(placementAttributes(entry.placement));
+          }),
+        )
+      : this.loadAloneUntraced(entry);
+  }
+
+  private async loadAloneUntraced(entry: Entry): Promise<void> {
     if (this.closed) throw new ApiError('shutting_down');
     try {
       // Room for one session, by its last measure or the size of its files, before opening it.
@@ -456,4 +475,13 @@ export class MemoryBudgetError extends StartupError {
   constructor(refused: PlacementError[]) {
     super(refused.map((error) => error.message).join(' '));
   }
+}
+
+/** A loaded model's placement, as its load span reports it. */
+function placementAttributes(placement: Placement) {
+  return {
+    'onnx_gateway.device': placement.device,
+    'onnx_gateway.sessions': placement.sessions,
+    'onnx_gateway.threads_per_session': placement.threadsPerSession,
+  };
 }

@@ -22,8 +22,10 @@
  * request only. The first try transfers copies, so that a batch whose worker dies is tried again
  * with the originals, as a text batch is.
  */
+import { context, trace, type Span, type SpanContext, type Tracer } from '@opentelemetry/api';
 import { onAbort } from '../abort.js';
 import { ApiError } from '../errors.js';
+import { activeSpanContext, failed, linksTo, tracer } from '../tracing/spans.js';
 import type { BatchResult, BatchTask, OutputKind } from '../worker/protocol.js';
 
 export interface EngineInput {
@@ -125,6 +127,11 @@ class Job {
   settled = false;
   /** Detaches the abort listener once the job is settled. */
   cleanup: (() => void) | undefined;
+  /** With tracing on: the span that submitted the job (its batches link to it) and its wait in the queue. */
+  caller: SpanContext | undefined;
+  waitSpan: Span | undefined;
+  /** Inputs not yet handed to a lane: the wait ends when the last one goes. */
+  undispatched: number;
   constructor(
     readonly model: string,
     readonly kind: OutputKind,
@@ -136,6 +143,32 @@ class Job {
     this.output = new Array<Float32Array | undefined>(count);
     this.indices = new Array<Int32Array | undefined>(count);
     this.remaining = count;
+    this.undispatched = count;
+  }
+
+  /** Opens the job's `queue wait` span, a child of the span that submitted it. */
+  traceWait(active: Tracer): void {
+    this.caller = activeSpanContext();
+    this.waitSpan = active.startSpan('queue wait', {
+      attributes: {
+        'gen_ai.request.model': this.model,
+        'onnx_gateway.inputs': this.output.length,
+        'onnx_gateway.priority': this.priority,
+      },
+    });
+  }
+
+  /** `count` of the job's inputs went in `batch`; the wait ends when none is left queued. */
+  dispatched(count: number, batch: Span): void {
+    this.undispatched -= count;
+    if (!this.waitSpan) return;
+    this.waitSpan.addLink({ context: batch.spanContext() });
+    if (this.undispatched <= 0) this.endWait();
+  }
+
+  endWait(): void {
+    this.waitSpan?.end();
+    this.waitSpan = undefined;
   }
 }
 
@@ -300,6 +333,7 @@ export class Scheduler {
     }
     return new Promise<JobResult>((resolve, reject) => {
       const job = new Job(model, kind, priority, inputs.length, resolve, reject);
+      if (tracer) job.traceWait(tracer);
       const now = performance.now();
       for (let i = 0; i < inputs.length; i++) {
         const input = inputs[i]!;
@@ -339,6 +373,7 @@ export class Scheduler {
     if (job.settled) return;
     job.settled = true;
     job.cleanup?.();
+    job.endWait();
     if (error) {
       job.reject(error);
       return;
@@ -471,6 +506,9 @@ export class Scheduler {
       offset += item.length;
     });
 
+    const span = tracer ? this.traceBatch(tracer, queue, lane, batch, total, longest * batch.length, solo) : undefined;
+    if (span && attempt === 0) this.countDispatched(batch, span);
+
     this.inFlight += 1;
     this.threadsInFlight += lane.threadsPerSession;
     this.modelInFlight.set(model, (this.modelInFlight.get(model) ?? 0) + 1);
@@ -494,6 +532,7 @@ export class Scheduler {
       .then(
         (result) => {
           landed();
+          if (span) endBatchSpan(span, result);
           this.recordThroughput(lane, batch.length, performance.now() - started);
           this.observer.onBatch?.(model, {
             size: batch.length,
@@ -539,6 +578,10 @@ export class Scheduler {
         },
         (error: unknown) => {
           landed();
+          if (span) {
+            failed(span, error);
+            span.end();
+          }
           const live = batch.filter((item) => !item.job.settled);
           const retryLane = this.lanes.lane(model);
           if (attempt === 0 && live.length > 0 && !this.closed && retryLane) {
@@ -554,6 +597,48 @@ export class Scheduler {
       );
   }
 
+  /**
+   * The batch's span: a child of the first request it serves, linked to every request it serves
+   * (a batch serves several; each request's queue wait links back to it).
+   */
+  private traceBatch(
+    active: Tracer,
+    queue: Queue,
+    lane: Lane,
+    batch: Item[],
+    tokens: number,
+    paddedTokens: number,
+    solo: boolean,
+  ): Span {
+    const callers = batch.map((item) => item.job.caller);
+    const first = callers.find((caller) => caller !== undefined);
+    return active.startSpan(
+      `inference ${queue.model}`,
+      {
+        links: linksTo(callers),
+        attributes: {
+          'gen_ai.request.model': queue.model,
+          'onnx_gateway.batch.size': batch.length,
+          'onnx_gateway.batch.tokens': tokens,
+          'onnx_gateway.batch.padded_tokens': paddedTokens,
+          'onnx_gateway.batch.requests': new Set(batch.map((item) => item.job)).size,
+          'onnx_gateway.output': queue.kind,
+          'onnx_gateway.priority': queue.priority,
+          'onnx_gateway.device': lane.device,
+          'onnx_gateway.solo': solo,
+        },
+      },
+      first ? trace.setSpanContext(context.active(), first) : context.active(),
+    );
+  }
+
+  /** Each job's share of a batch left its queue (a batch holds a job's items in no particular order). */
+  private countDispatched(batch: Item[], span: Span): void {
+    const counts = new Map<Job, number>();
+    for (const item of batch) counts.set(item.job, (counts.get(item.job) ?? 0) + 1);
+    for (const [job, count] of counts) job.dispatched(count, span);
+  }
+
   private recordThroughput(lane: Lane, items: number, ms: number): void {
     const rate = (items * lane.sessions * 1000) / Math.max(ms, 0.001);
     this.itemsPerSecond = this.itemsPerSecond === 0 ? rate : 0.9 * this.itemsPerSecond + 0.1 * rate;
@@ -566,4 +651,18 @@ export class Scheduler {
       for (const resolve of this.idleWaiters.splice(0)) resolve();
     }
   }
+}
+
+/** A batch's span closes with what the worker reports: inference time, and a vision tower's image preprocessing as a child. */
+function endBatchSpan(span: Span, result: BatchResult): void {
+  span.setAttribute('onnx_gateway.inference_ms', result.inferenceMs);
+  const preprocess = result.preprocess;
+  if (preprocess && tracer) {
+    const parent = trace.setSpan(context.active(), span);
+    tracer
+      .startSpan('image preprocess', { startTime: preprocess.startedAt }, parent)
+      .end(preprocess.startedAt + preprocess.ms);
+  }
+  if (result.rowErrors) span.setAttribute('onnx_gateway.batch.failed_rows', Object.keys(result.rowErrors).length);
+  span.end();
 }

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginCallback } from 'fastify';
 import { ApiError } from '../errors.js';
 import { clientSignal } from './client-signal.js';
 import { version } from '../version.js';
@@ -32,6 +32,8 @@ import { unsupportedRoutes } from './unsupported.js';
 export interface AppOptions {
   /** The process's pino logger (main.ts makes it before anything starts); none logs nothing. */
   logger?: FastifyBaseLogger;
+  /** With tracing on, the plugin that makes request spans (tracing/sdk.ts): registered before every route. */
+  tracing?: FastifyPluginCallback;
 }
 
 export async function buildApp(services: HttpServices, options: AppOptions = {}): Promise<FastifyInstance> {
@@ -51,6 +53,7 @@ export async function buildApp(services: HttpServices, options: AppOptions = {})
     },
   });
 
+  if (options.tracing) await app.register(options.tracing);
   registerErrorHandling(app);
   await app.register(hostGuard, {
     keys: services.config.keys,

@@ -63,6 +63,8 @@ export interface BatchResult {
   /** A vision tower's rows whose image could not be decoded, by row, with why (their output rows are zeros). */
   rowErrors?: Record<number, string>;
   inferenceMs: number;
+  /** A vision tower's decoding and preprocessing of the batch's images: when it began (epoch ms) and how long it took. */
+  preprocess?: { startedAt: number; ms: number };
 }
 
 export interface ModelReport {

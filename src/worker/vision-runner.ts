@@ -44,6 +44,7 @@ export class VisionRunner {
     const pixels = new Float32Array(rows * per);
     const rowErrors: Record<number, string> = {};
     let failed = 0;
+    const preprocessStarted = performance.now();
     // One after another: a batch's decoded images are not all held at once.
     for (let row = 0; row < rows; row++) {
       try {
@@ -59,11 +60,13 @@ export class VisionRunner {
         failed += 1;
       }
     }
-    if (failed === rows) return { output: new Float32Array(0), width: 0, rowErrors, inferenceMs: 0 };
     const started = performance.now();
+    // Epoch time, which the main thread's clock shares (each thread's performance.now() has its own origin).
+    const preprocess = { startedAt: performance.timeOrigin + preprocessStarted, ms: started - preprocessStarted };
+    if (failed === rows) return { output: new Float32Array(0), width: 0, rowErrors, inferenceMs: 0, preprocess };
     const { output, width } = await this.forward(pixels, rows);
     const inferenceMs = performance.now() - started;
-    return { output, width, inferenceMs, ...(failed > 0 ? { rowErrors } : {}) };
+    return { output, width, inferenceMs, preprocess, ...(failed > 0 ? { rowErrors } : {}) };
   }
 
   private get pixelsPerImage(): number {

@@ -29,6 +29,7 @@ const layers = Object.keys(below);
 const side = [
   ...['config', 'errors', 'abort', 'duration', 'version', 'v8-flags', 'devices', 'redact-url', 'answer-size', 'sqlite'],
   'image-header',
+  'tracing',
   ...['models', 'text', 'vectors', 'onnx', 'quantize'],
 ];
 const entries = ['main', 'cli'];

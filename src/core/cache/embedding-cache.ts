@@ -17,6 +17,7 @@ import { hash } from 'node:crypto';
 import type { Config } from '../../config.js';
 import type { JobResult } from '../../engine/scheduler.js';
 import type { ServedModel } from '../../models/registry.js';
+import { recordSpan, tracer } from '../../tracing/spans.js';
 import { VectorLru } from './lru.js';
 import { SharedTier, type CacheLog } from './shared-tier.js';
 
@@ -68,6 +69,7 @@ export class EmbeddingCache {
 
   /** The rows of `sequences` for `model`: from the cache where it has them, from `compute` for the rest. */
   async run<T extends Input>(model: ServedModel, sequences: T[], compute: Compute<T>): Promise<CachedJob> {
+    const started = tracer ? performance.now() : 0;
     const width = model.dimensions;
     const count = sequences.length;
     const keys = sequences.map((ids) => this.keyOf(model, ids));
@@ -99,6 +101,13 @@ export class EmbeddingCache {
         missing.delete(key);
       });
     }
+
+    if (tracer)
+      recordSpan(tracer, 'cache lookup', started, performance.now(), {
+        'onnx_gateway.inputs': count,
+        'onnx_gateway.cache.hits': hits,
+        'onnx_gateway.cache.shared': this.shared !== undefined,
+      });
 
     const timings = { queueMs: 0, loadMs: 0, inferenceMs: 0 };
     if (missing.size > 0) {

@@ -14,6 +14,7 @@ import { isIP, type LookupFunction } from 'node:net';
 import type { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { ApiError, invalid } from '../../errors.js';
+import { clientSpan, tracer } from '../../tracing/spans.js';
 import { version } from '../../version.js';
 import { isPublicAddress } from './address-policy.js';
 
@@ -170,6 +171,8 @@ function once(
   target: FetchTarget,
   hop: boolean,
   signal: AbortSignal,
+  /** With tracing on, the headers that carry the trace to the server. */
+  traceHeaders?: Record<string, string>,
 ): Promise<{ response: IncomingMessage; body?: Buffer }> {
   const literal = url.hostname.replace(/^\[|\]$/g, '');
   // The socket skips the lookup for IP literals, so they are checked here.
@@ -184,6 +187,7 @@ function once(
         'user-agent': userAgent,
         accept: target.accept,
         'accept-encoding': 'gzip, deflate, br',
+        ...traceHeaders,
       },
     });
     request.on('error', reject);
@@ -234,7 +238,16 @@ export async function fetchBody(
   for (let hops = 0; ; hops++) {
     let result;
     try {
-      result = await once(url, limits, target, hops > 0, combined);
+      const hop = url;
+      result = await (tracer
+        ? clientSpan(
+            tracer,
+            'GET',
+            hop,
+            (headers) => once(hop, limits, target, hops > 0, combined, headers),
+            ({ response }) => response.statusCode ?? 0,
+          )
+        : once(url, limits, target, hops > 0, combined));
     } catch (error) {
       if (error instanceof ApiError) throw error;
       if (timeout.aborted)

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { onAbort } from '../../abort.js';
 import { isApiError } from '../../errors.js';
+import { inSpan, tracer } from '../../tracing/spans.js';
 import type { TaskStore } from './task-store.js';
 import { finalStates, type SearchProvider, type SearchRequest, type StoredTask, type TaskError } from '../types.js';
 
@@ -117,7 +118,18 @@ export abstract class TaskServiceBase implements TaskService {
    * limit, then succeeded or failed. Resolves with the run time when this call finished the task
    * (undefined when it was cancelled or had left "pending" before). Never rejects.
    */
-  protected async execute(id: string, controller: AbortController): Promise<number | undefined> {
+  protected execute(id: string, controller: AbortController): Promise<number | undefined> {
+    return tracer
+      ? inSpan(
+          tracer,
+          'search task',
+          { 'onnx_gateway.search.task': id, 'onnx_gateway.search.provider': this.provider.name },
+          () => this.executeUntraced(id, controller),
+        )
+      : this.executeUntraced(id, controller);
+  }
+
+  private async executeUntraced(id: string, controller: AbortController): Promise<number | undefined> {
     try {
       const startedAt = Date.now();
       if (!(await this.store.markRunning(id, startedAt))) return undefined;
@@ -127,7 +139,11 @@ export abstract class TaskServiceBase implements TaskService {
       const signal = AbortSignal.any([controller.signal, timeout]);
       let finished: boolean;
       try {
-        const outcome = await this.provider.search(task.request, signal);
+        const outcome = await (tracer
+          ? inSpan(tracer, `search ${this.provider.name}`, { 'onnx_gateway.search.provider': this.provider.name }, () =>
+              this.provider.search(task.request, signal),
+            )
+          : this.provider.search(task.request, signal));
         if (signal.aborted) throw signal.reason;
         finished = await this.store.finish(id, 'succeeded', Date.now(), outcome, null);
       } catch (error) {
