@@ -432,11 +432,21 @@ function instantiate(module: WasmModule, bytes: number): Kernels {
   return { memory, horizontal: exports.horizontal as Horizontal, vertical: exports.vertical as Vertical };
 }
 
-/** Kernels whose memory holds at least `bytes`: this thread's kept instance, or a fresh one for a large image. */
+/**
+ * Kernels whose memory holds at least `bytes`: this thread's kept instance, or a fresh one for a
+ * large image; undefined where there is no SIMD, or no memory that large (the scalar passes run then).
+ */
 export function simdKernels(bytes: number): Kernels | undefined {
   const module = compiledModule();
   if (!module) return undefined;
-  if (bytes > KEEP_BYTES) return instantiate(module, bytes);
+  if (bytes > KEEP_BYTES) {
+    try {
+      return instantiate(module, bytes);
+    } catch (error) {
+      if (error instanceof RangeError) return undefined;
+      throw error;
+    }
+  }
   kept ??= instantiate(module, KEEP_BYTES);
   return kept;
 }
