@@ -146,7 +146,7 @@ function childTarget(name: string, child: ChildProcess, url: string, apiKey: str
   };
 }
 
-async function startChild(
+export async function startChild(
   name: string,
   make: (port: number, apiKey: string) => ChildProcess,
   healthTimeoutMs: number,
@@ -577,7 +577,7 @@ async function waitIdle(t: RunningTarget, embedModel: string, idleMs: number, ca
 // ---------------------------------------------------------------------------------------------
 // Load generator process
 
-class LoadGenerator {
+export class LoadGenerator {
   private readonly child: ChildProcess;
   private nextId = 1;
   private readonly pending = new Map<number, (r: LoadResult) => void>();

@@ -15,6 +15,8 @@ import { join } from 'node:path';
 import type { CeilingPoint } from '../ceiling.js';
 import type { HttpPoint, HttpTargetResult } from '../http.js';
 import type { ImagesReport } from '../images.js';
+import type { ImageEmbeddingReport } from '../image-embeddings.js';
+import type { PreprocessReport } from '../image-preprocess.js';
 import type { MachineInfo } from './common.js';
 import type { BenchReport } from '../run.js';
 
@@ -68,6 +70,10 @@ export function benchTable(spec: string, resultsDir = 'bench/results'): string {
         return imagesTable(data as ImagesReport);
       case 'images-isolation':
         return imagesIsolationTable(data as ImagesReport);
+      case 'image-preprocess':
+        return imagePreprocessTable(data as PreprocessReport);
+      case 'image-embeddings':
+        return imageEmbeddingsTable(data as ImageEmbeddingReport);
       default:
         throw new Error(`bench-table ${spec}: no table kind "${kind}"`);
     }
@@ -320,6 +326,47 @@ function imagesIsolationTable(report: ImagesReport): string {
   return `${caption}\n\n${table}`;
 }
 
+const PREPROCESS_WORKLOADS: Record<string, string> = {
+  'small-png': '224x224 PNG',
+  'photo-jpeg': '1920x1080 JPEG q90',
+};
+
+function imagePreprocessTable(report: PreprocessReport): string {
+  const rows = report.cases.map((c) => [
+    PREPROCESS_WORKLOADS[c.workload] ?? c.workload,
+    c.processor === 'clip' ? 'CLIP' : c.processor === 'siglip' ? 'SigLIP' : c.processor,
+    num(c.oursMs, 2),
+    num(c.pillowMs, 2),
+    `${num(c.ratio, 2)}x`,
+  ]);
+  return markdownTable(
+    ['workload', 'processor', 'ours (CPU ms)', `Pillow ${report.pillow} (CPU ms)`, 'ours / Pillow'],
+    rows,
+  );
+}
+
+function imageEmbeddingsTable(report: ImageEmbeddingReport): string {
+  const rows = report.points.map((p) => [
+    `\`${p.workload}\``,
+    String(p.concurrency),
+    num(p.gateway, 2),
+    num(p.raw, 2),
+    `${num(p.ratio, 2)}x (${p.ratioRounds.map((r) => num(r, 2)).join(', ')})`,
+    `${thousands(Math.round(p.gatewayP50Ms))} / ${thousands(Math.round(p.gatewayP99Ms))}`,
+  ]);
+  return markdownTable(
+    [
+      'workload',
+      'c',
+      'gateway images/s',
+      'raw ORT images/s (best layout)',
+      'gateway / raw (median; each round)',
+      'gateway p50 / p99 ms',
+    ],
+    rows,
+  );
+}
+
 /** "From <file> (<date>, <machine>): `<command>`." */
 function sourceLine(file: string, data: unknown): string {
   const link = `[bench/results/${file}](../bench/results/${file})`;
@@ -328,6 +375,8 @@ function sourceLine(file: string, data: unknown): string {
   if (Array.isArray(report.argv)) {
     const argv = report.argv.map((a, i, all) => (all[i - 1] === '--api-key' ? 'KEY' : a));
     command = ['npx tsx bench/run.ts', ...argv].join(' ');
+  } else if (typeof (data as { command?: unknown }).command === 'string') {
+    command = (data as { command: string }).command;
   } else if (report.kind === 'images') {
     command = 'npx tsx bench/images.ts';
   } else if (report.minutes !== undefined) {
@@ -337,7 +386,8 @@ function sourceLine(file: string, data: unknown): string {
   } else {
     throw new Error(`${file}: neither a bench/run.ts, bench/images.ts nor bench/soak.ts result`);
   }
-  const when = report.startedAt ? `${report.startedAt.slice(0, 16).replace('T', ' ')} UTC, ` : '';
+  const started = report.startedAt ?? (data as { when?: string }).when;
+  const when = started ? `${started.slice(0, 16).replace('T', ' ')} UTC, ` : '';
   // Targets run by another node binary than the bench's own (bench/http.ts, gateway@NODE).
   const onOtherNodes = (report.http ?? []).filter((t) => t.node).map((t) => `${t.name}: ${t.node}`);
   const on = report.machine ? machine(report.machine, onOtherNodes) : 'the machine is not recorded';

@@ -120,4 +120,46 @@ describe('bench tables', () => {
     expect(http).toContain('`npx tsx bench/run.ts --only http --no-int8 --targets gateway,ort');
     expect(() => benchTable('run.json:nonsense', dir)).toThrow(/no table kind "nonsense"/);
   });
+
+  it("makes the image tables from the image benches' files, with the command each file records", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-bench-tables-'));
+    const machine = JSON.parse(read('bench/results/image-preprocess-latest.json')) as { machine: unknown };
+    const common = { when: '2026-11-27T11:00:00.000Z', machine: machine.machine };
+    writeFileSync(
+      join(dir, 'pre.json'),
+      JSON.stringify({
+        ...common,
+        command: 'npx tsx bench/image-preprocess.ts --rounds 9',
+        pillow: '9.4.0',
+        cases: [{ workload: 'photo-jpeg', processor: 'clip', oursMs: 12.5, pillowMs: 10, ratio: 1.25 }],
+      }),
+    );
+    const pre = benchTable('pre.json:image-preprocess', dir);
+    expect(pre).toContain('| 1920x1080 JPEG q90 | CLIP | 12.50 | 10.00 | 1.25x |');
+    expect(pre).toContain('made by `npx tsx bench/image-preprocess.ts --rounds 9`');
+    expect(pre).toContain('2026-11-27 11:00 UTC');
+
+    writeFileSync(
+      join(dir, 'emb.json'),
+      JSON.stringify({
+        ...common,
+        command: 'npx tsx bench/image-embeddings.ts --rounds 2',
+        points: [
+          {
+            workload: 'embed-image-photo',
+            concurrency: 16,
+            gateway: 9.5,
+            raw: 10,
+            ratio: 0.95,
+            ratioRounds: [0.94, 0.96],
+            gatewayP50Ms: 1600.4,
+            gatewayP99Ms: 2100,
+          },
+        ],
+      }),
+    );
+    const emb = benchTable('emb.json:image-embeddings', dir);
+    expect(emb).toContain('| `embed-image-photo` | 16 | 9.50 | 10.00 | 0.95x (0.94, 0.96) | 1,600 / 2,100 |');
+    expect(emb).toContain('made by `npx tsx bench/image-embeddings.ts --rounds 2`');
+  });
 });

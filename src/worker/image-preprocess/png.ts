@@ -63,46 +63,47 @@ function parse(bytes: Uint8Array): Parsed | undefined {
   throw new Corrupt('the file ends before IEND');
 }
 
-function paeth(a: number, b: number, c: number): number {
-  const p = a + b - c;
-  const pa = Math.abs(p - a);
-  const pb = Math.abs(p - b);
-  const pc = Math.abs(p - c);
-  return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
-}
-
-/** Reverses the scanline filters in place; returns the rows without their filter bytes. */
+/**
+ * Reverses the scanline filters; returns the rows without their filter bytes. The first row reads a
+ * row of zeros above it, and each filter's first pixel (no left neighbour) is done apart, so the
+ * loops over the rest of a row have no branches.
+ */
 function unfilter(raw: Uint8Array, width: number, height: number, bpp: number): Uint8Array {
   const stride = width * bpp;
   const out = new Uint8Array(stride * height);
+  const zeros = new Uint8Array(stride);
   for (let y = 0; y < height; y++) {
     const filter = raw[y * (stride + 1)]!;
-    const inRow = y * (stride + 1) + 1;
-    const row = y * stride;
-    const up = row - stride;
+    const line = raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1));
+    const row = out.subarray(y * stride, (y + 1) * stride);
+    const above = y > 0 ? out.subarray((y - 1) * stride, y * stride) : zeros;
+    const first = Math.min(bpp, stride);
     switch (filter) {
       case 0:
-        out.set(raw.subarray(inRow, inRow + stride), row);
+        row.set(line);
         break;
       case 1:
-        for (let i = 0; i < stride; i++) out[row + i] = raw[inRow + i]! + (i >= bpp ? out[row + i - bpp]! : 0);
+        for (let i = 0; i < first; i++) row[i] = line[i]!;
+        for (let i = first; i < stride; i++) row[i] = line[i]! + row[i - bpp]!;
         break;
       case 2:
-        for (let i = 0; i < stride; i++) out[row + i] = raw[inRow + i]! + (y > 0 ? out[up + i]! : 0);
+        for (let i = 0; i < stride; i++) row[i] = line[i]! + above[i]!;
         break;
       case 3:
-        for (let i = 0; i < stride; i++) {
-          const left = i >= bpp ? out[row + i - bpp]! : 0;
-          const above = y > 0 ? out[up + i]! : 0;
-          out[row + i] = raw[inRow + i]! + ((left + above) >> 1);
-        }
+        for (let i = 0; i < first; i++) row[i] = line[i]! + (above[i]! >> 1);
+        for (let i = first; i < stride; i++) row[i] = line[i]! + ((row[i - bpp]! + above[i]!) >> 1);
         break;
       case 4:
-        for (let i = 0; i < stride; i++) {
-          const left = i >= bpp ? out[row + i - bpp]! : 0;
-          const above = y > 0 ? out[up + i]! : 0;
-          const corner = y > 0 && i >= bpp ? out[up + i - bpp]! : 0;
-          out[row + i] = raw[inRow + i]! + paeth(left, above, corner);
+        // paeth(0, above, 0) is above.
+        for (let i = 0; i < first; i++) row[i] = line[i]! + above[i]!;
+        for (let i = first; i < stride; i++) {
+          const a = row[i - bpp]!;
+          const b = above[i]!;
+          const c = above[i - bpp]!;
+          const pa = Math.abs(b - c);
+          const pb = Math.abs(a - c);
+          const pc = Math.abs(a + b - c - c);
+          row[i] = line[i]! + (pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
         }
         break;
       default:
@@ -133,7 +134,8 @@ export function decodePng(bytes: Uint8Array, maxPixels: number): RgbImage | unde
   const expected = (width * bpp + 1) * height;
   let raw: Buffer;
   try {
-    raw = inflateSync(Buffer.concat(parsed.data), { maxOutputLength: expected });
+    const data = parsed.data.length === 1 ? parsed.data[0]! : Buffer.concat(parsed.data);
+    raw = inflateSync(data, { maxOutputLength: expected });
   } catch {
     return undefined;
   }

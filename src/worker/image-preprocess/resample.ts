@@ -8,6 +8,7 @@
  * Images are packed RGB, 3 bytes a pixel (Pillow keeps 4, the fourth unused: the sums are the same).
  */
 import type { Resample } from '../../models/image-processor.js';
+import { arena, simdKernels } from './resample-simd.js';
 
 export interface RgbImage {
   /** height x width x 3, row-major. */
@@ -257,8 +258,18 @@ function nearest(image: RgbImage, width: number, height: number): RgbImage {
   return { data: out, width, height };
 }
 
-/** `image` resized to width x height exactly as Pillow's `Image.resize((width, height), resample)` resizes an RGB image. */
-export function resizeRgb(image: RgbImage, width: number, height: number, resample: Resample): RgbImage {
+/**
+ * `image` resized to width x height exactly as Pillow's `Image.resize((width, height), resample)`
+ * resizes an RGB image. `kernels`: the WebAssembly SIMD passes where the runtime has them (the
+ * default), or the scalar ones; both give the same bytes.
+ */
+export function resizeRgb(
+  image: RgbImage,
+  width: number,
+  height: number,
+  resample: Resample,
+  kernels: 'simd' | 'scalar' = 'simd',
+): RgbImage {
   if (!Number.isInteger(width) || !Number.isInteger(height) || width < 1 || height < 1)
     throw new RangeError(`can not resize to ${width}x${height}`);
   if (image.data.length !== image.width * image.height * 3)
@@ -273,14 +284,16 @@ export function resizeRgb(image: RgbImage, width: number, height: number, resamp
   const vertical = coefficients(image.height, height, filter);
   const needHorizontal = width !== image.width;
   const needVertical = height !== image.height;
+  // Only the rows the vertical pass reads: from the first output row's first tap to the last one's last.
+  const firstRow = needHorizontal ? vertical.bounds[0]! : 0;
+  const rows = needHorizontal ? vertical.bounds[height * 2 - 2]! + vertical.bounds[height * 2 - 1]! - firstRow : 0;
+  if (firstRow > 0) for (let i = 0; i < height; i++) vertical.bounds[i * 2] = vertical.bounds[i * 2]! - firstRow;
+
+  const simd = kernels === 'simd' ? resizeSimd(image, width, height, horizontal, vertical, firstRow, rows) : undefined;
+  if (simd) return simd;
 
   let current = image;
   if (needHorizontal) {
-    // Only the rows the vertical pass reads: from the first output row's first tap to the last one's last.
-    const firstRow = vertical.bounds[0]!;
-    const lastRow = vertical.bounds[height * 2 - 2]! + vertical.bounds[height * 2 - 1]!;
-    for (let i = 0; i < height; i++) vertical.bounds[i * 2] = vertical.bounds[i * 2]! - firstRow;
-    const rows = lastRow - firstRow;
     const temp = new Uint8ClampedArray(width * rows * 3);
     horizontalPass(image, firstRow, rows, temp, width, horizontal);
     current = { data: new Uint8Array(temp.buffer), width, height: rows };
@@ -291,4 +304,67 @@ export function resizeRgb(image: RgbImage, width: number, height: number, resamp
     current = { data: new Uint8Array(out.buffer), width, height };
   }
   return current;
+}
+
+/**
+ * The same two passes in WebAssembly SIMD (resample-simd.ts), or undefined where it is not
+ * available. Both passes run in the kernels' memory: the image is copied in, the result out.
+ */
+function resizeSimd(
+  image: RgbImage,
+  width: number,
+  height: number,
+  horizontal: Coefficients,
+  vertical: Coefficients,
+  firstRow: number,
+  rows: number,
+): RgbImage | undefined {
+  const needHorizontal = width !== image.width;
+  const needVertical = height !== image.height;
+  const inBytes = image.data.length;
+  const tempBytes = needHorizontal && needVertical ? width * rows * 3 : 0;
+  const outBytes = width * height * 3;
+  const coefficientBytes = (c: Coefficients) => c.weights.byteLength + c.bounds.byteLength;
+  // Padding: the kernels read and write whole vectors past a buffer's last pixel.
+  const total = inBytes + tempBytes + outBytes + coefficientBytes(horizontal) + coefficientBytes(vertical) + 8 * 32;
+  const kernels = simdKernels(total);
+  if (!kernels) return undefined;
+  const alloc = arena(kernels);
+  const heap = new Uint8Array(kernels.memory.buffer);
+  const put = (data: Int32Array | Uint8Array) => {
+    const at = alloc(data.byteLength + 16);
+    heap.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at);
+    return at;
+  };
+  const src = put(image.data);
+  const out = alloc(outBytes + 16);
+  let current = src;
+  let currentWidth = image.width;
+  if (needHorizontal) {
+    const dst = needVertical ? alloc(tempBytes + 16) : out;
+    const start = src + firstRow * image.width * 3;
+    kernels.horizontal(
+      start,
+      image.width * 3,
+      rows,
+      dst,
+      width,
+      put(horizontal.weights),
+      put(horizontal.bounds),
+      horizontal.ksize,
+    );
+    current = dst;
+    currentWidth = width;
+  }
+  if (needVertical)
+    kernels.vertical(
+      current,
+      currentWidth * 3,
+      height,
+      out,
+      put(vertical.weights),
+      put(vertical.bounds),
+      vertical.ksize,
+    );
+  return { data: heap.slice(out, out + outBytes), width, height };
 }
