@@ -67,14 +67,9 @@ export interface ChunkOptions {
   batchId: string;
   inFlight: number;
   signal: AbortSignal;
-  /** Answer every request with `batch_expired` instead of running it. */
-  expired?: boolean;
+  /** Answer every request with this error instead of running it (the window passed; the chunk could not run). */
+  answerAll?: { code: string; message: string };
 }
-
-const expiredError = {
-  code: 'batch_expired',
-  message: 'This request could not be executed before the completion window expired.',
-};
 
 /**
  * Runs a chunk's requests, a window of them in flight, and writes its parts (an empty one is not
@@ -98,10 +93,10 @@ export async function runChunk(chunk: Chunk, options: ChunkOptions): Promise<Chu
       if (line.end > chunk.end) break;
       signal.throwIfAborted();
       const request = JSON.parse(line.text) as RequestLine;
-      const answer: Promise<Answer> = options.expired
+      const answer: Promise<Answer> = options.answerAll
         ? Promise.resolve({
             line: 'error',
-            text: resultLine(options.batchId, line.number, request.custom_id, undefined, expiredError),
+            text: resultLine(options.batchId, line.number, request.custom_id, undefined, options.answerAll),
           })
         : answerRequest(options.batchId, line.number, request, options);
       answer.catch(() => undefined);

@@ -51,6 +51,10 @@ type JobData =
   | { kind: 'finalize'; batchId: string };
 
 const finals = [...finalStatuses];
+const expiredError = {
+  code: 'batch_expired',
+  message: 'This request could not be executed before the completion window expired.',
+};
 /** The run recorded for a chunk that a cancel skipped: no parts. */
 const skipped = (): ChunkResult => ({ token: '', completed: 0, failed: 0 });
 
@@ -117,8 +121,9 @@ export class SharedBatchService implements Batches {
     });
     service.worker.on('error', onError);
     service.worker.on('failed', (job, error) => {
-      if (job && job.attemptsMade >= (job.opts.attempts ?? 1))
-        log?.error({ err: error, batch: job.data.batchId, job: job.id }, 'batch job failed');
+      // Each try failed, or the job lost its replica more than maxStalls times.
+      const final = job && (job.attemptsMade >= (job.opts.attempts ?? 1) || /stalled more than/.test(error.message));
+      if (job && final) void service.gaveUp(job.data, error);
     });
     return service;
   }
@@ -235,6 +240,33 @@ export class SharedBatchService implements Batches {
     if (all) await this.queueFinalize(data.batchId);
   }
 
+  /**
+   * A job that failed every try (or lost its replica every time): a chunk's requests are answered
+   * as failed so that its batch still ends; other jobs are only logged (their next cause runs them).
+   */
+  private async gaveUp(data: JobData, error: Error): Promise<void> {
+    this.log?.error({ err: error, batch: data.batchId, kind: data.kind }, 'batch job failed');
+    if (data.kind !== 'chunk') return;
+    try {
+      const batch = await this.store.batch(data.batchId);
+      if (!batch || finalStatuses.has(batch.status)) return;
+      const result = await runChunk(data.chunk, {
+        core: this.core,
+        runner: this.endpoints.get(batch.endpoint)!,
+        inputPath: this.storage.path(batch.inputFileId),
+        dir: this.storage.dir,
+        batchId: data.batchId,
+        inFlight: 1,
+        signal: new AbortController().signal,
+        answerAll: { code: 'request_failed', message: `The chunk of this request could not run: ${error.message}` },
+      });
+      if ((await this.store.chunkDone(data.batchId, data.chunk.index, result)).all)
+        await this.queueFinalize(data.batchId);
+    } catch (err) {
+      this.log?.error({ err, batch: data.batchId }, 'batch chunk could not be answered as failed');
+    }
+  }
+
   /** Checks the input and queues its chunks (those not done yet, when run again). */
   private async validate(id: string): Promise<void> {
     const batch = await this.store.batch(id);
@@ -323,7 +355,7 @@ export class SharedBatchService implements Batches {
         batchId: id,
         inFlight: this.settings.batchInFlight,
         signal: controller.signal,
-        expired,
+        answerAll: expired ? expiredError : undefined,
       });
     } catch (error) {
       const reason: unknown = controller.signal.reason;
