@@ -58,6 +58,7 @@ import {
   spawnNode,
   spread,
 } from './lib/common.js';
+import { BATCH_WHILE_ONLINE, runBatchWhileOnline } from './batch-while-online.js';
 import { embeddingMix, rerankMix } from './mix.js';
 import type { LoadJob, LoadResult } from './http-load.js';
 import type { RawInit, RawJob, RawLayout, RawMessage } from './raw-target.js';
@@ -661,6 +662,8 @@ export interface HttpTargetResult {
   node?: string;
   /** latency of a 1-token request on the idle server, ms */
   idlePingMs: number | null;
+  /** batch-while-online: online p50 during a batch over idle, and the batch's rate over c=32 HTTP's (medians of repeats). */
+  batchWhileOnline?: { latencyRatio: number; throughputRatio: number };
   validation: Record<string, string | null>;
   points: HttpPoint[];
   /** points above the lowest concurrency not run because the expected latency exceeded maxDurationS / 3 (saturated well before) */
@@ -674,6 +677,8 @@ export interface HttpOptions extends TargetOptions, WorkloadOptions {
   repeats: number;
   maxDurationS: number;
   only?: string[];
+  /** batch-while-online: inputs of the batch (and of the HTTP pass beside it). */
+  batchInputs?: number;
 }
 
 export function httpDefaults(
@@ -935,6 +940,15 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
         live.filter((l) => !l.target.measure),
         opts,
       );
+    if (opts.only?.includes('batch-while-online'))
+      for (const l of live.filter((l) => l.spec.kind === 'gateway')) {
+        const measured = await runBatchWhileOnline(l.spec.name, l.target, l.headers, l.spec.models.embed, {
+          repeats: opts.repeats,
+          inputs: opts.batchInputs ?? BATCH_WHILE_ONLINE.inputs,
+        });
+        l.result.points.push(...measured.points);
+        l.result.batchWhileOnline = { latencyRatio: measured.latencyRatio, throughputRatio: measured.throughputRatio };
+      }
   } finally {
     gen.close();
     for (const l of live) await l.target.stop();
@@ -1073,6 +1087,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     rerank: flagNumbers(f, 'rerank-concurrency', d.rerank),
     durationS: flagNumber(f, 'duration', d.durationS),
     maxDurationS: flagNumber(f, 'max-duration', d.maxDurationS),
+    batchInputs: flagNumber(f, 'batch-inputs', BATCH_WHILE_ONLINE.inputs),
     repeats: flagNumber(f, 'repeats', d.repeats),
     only: typeof f.workloads === 'string' ? f.workloads.split(',') : undefined,
     embedModel: flagString(f, 'embed-model', DEFAULT_EMBED_MODEL),

@@ -35,6 +35,7 @@ import {
 } from './lib/common.js';
 import { type CeilingPoint, type CeilingResult, ceilingDefaults, runCeiling } from './ceiling.js';
 import { type HttpTargetResult, httpDefaults, runHttp } from './http.js';
+import { BATCH_WHILE_ONLINE } from './batch-while-online.js';
 import { type MicroResult, runMicro } from './micro.js';
 import type { PeerPoint } from './peers/inprocess.js';
 import { checkXml, renderChart } from './chart.js';
@@ -557,6 +558,7 @@ async function main(): Promise<void> {
       rerank: flagNumbers(f, 'rerank-concurrency', d.rerank),
       durationS: flagNumber(f, 'duration', d.durationS),
       maxDurationS: flagNumber(f, 'max-duration', d.maxDurationS),
+      batchInputs: flagNumber(f, 'batch-inputs', BATCH_WHILE_ONLINE.inputs),
       only: typeof f.workloads === 'string' ? f.workloads.split(',') : undefined,
       embedModel,
       rerankModel,

@@ -704,7 +704,8 @@ export const settings = {
     default: 2,
     unit: 'batches',
     min: 1,
-    description: 'Batches a server runs at once; the others wait in creation order.',
+    description:
+      'Batches a server runs at once; the others wait in creation order. With redisUrl: chunks of batches each replica runs at once.',
   }),
   batchInFlight: setting('integer', {
     env: 'ONNX_GATEWAY_BATCH_IN_FLIGHT',
@@ -714,6 +715,24 @@ export const settings = {
     min: 1,
     description:
       "Requests of one batch handed to the models at once (their inputs wait in the scheduler behind every user's request).",
+  }),
+  batchChunkLines: setting('integer', {
+    env: 'ONNX_GATEWAY_BATCH_CHUNK_LINES',
+    flag: '--batch-chunk-lines',
+    default: 1000,
+    unit: 'lines',
+    min: 1,
+    description:
+      'With redisUrl: requests in each chunk of a batch, the unit the replicas share out and the most a killed replica makes another run again.',
+  }),
+  batchLockSeconds: setting('integer', {
+    env: 'ONNX_GATEWAY_BATCH_LOCK_SECONDS',
+    flag: '--batch-lock-seconds',
+    default: 30,
+    unit: 's',
+    min: 2,
+    description:
+      "With redisUrl: how long a replica's hold on a running chunk lasts without renewal (renewed every half of it); a chunk whose replica died runs again elsewhere after at most one and a half times this.",
   }),
 } as const;
 

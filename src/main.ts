@@ -16,7 +16,9 @@ import { createEmbeddingCache } from './core/cache/embedding-cache.js';
 import type { CoreContext } from './core/context.js';
 import type { EditAdmission } from './images/admission.js';
 import { imagesContext } from './images/service.js';
+import type { Batches } from './batch/batches.js';
 import { BatchService } from './batch/service.js';
+import { SharedBatchService } from './batch/shared.js';
 import { SearchService } from './search/service.js';
 import { checkDevices } from './engine/devices.js';
 import { Engine } from './engine/engine.js';
@@ -42,7 +44,7 @@ export interface Server {
   /** Web search tasks and the local index. */
   search: SearchService;
   /** The files API and batches. */
-  batch: BatchService;
+  batch: Batches;
   /** The image lane: image edits' own workers. */
   images: ImageLane;
   /** How many image edits run at once and how many wait. */
@@ -154,9 +156,12 @@ export async function createServer(
   }
 
   // Batches: their requests run through core as the routes' do; a start resumes the unfinished ones.
-  let batch: BatchService;
+  let batch: Batches;
   try {
-    batch = BatchService.open(core, batchEndpoints(config), config, logger);
+    // With Redis, replicas share batches: their records in Redis, their chunks in a BullMQ queue.
+    batch = config.redisUrl
+      ? await SharedBatchService.open(config.redisUrl, core, batchEndpoints(config), config, logger)
+      : BatchService.open(core, batchEndpoints(config), config, logger);
   } catch (error) {
     await search.close();
     await closeLanes();

@@ -38,7 +38,7 @@ export interface RunOptions {
 /** How a run ended: every line answered, stopped (a cancel or a shutdown), or out of time. */
 export type RunEnd = 'done' | 'stopped' | 'expired';
 
-interface Answer {
+export interface Answer {
   line: 'output' | 'error';
   text: string;
 }
@@ -160,11 +160,11 @@ export async function runRequests(batch: BatchRecord, options: RunOptions): Prom
   return end;
 }
 
-async function answerRequest(
+export async function answerRequest(
   batchId: string,
   lineNumber: number,
   request: RequestLine,
-  { core, runner, signal }: RunOptions,
+  { core, runner, signal }: Pick<RunOptions, 'core' | 'runner' | 'signal'>,
 ): Promise<Answer> {
   for (let attempt = 1; ; attempt++) {
     let outcome: RequestOutcome;

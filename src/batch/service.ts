@@ -8,19 +8,20 @@
  * Files and batches belong to their owner (the API key that made them): another owner sees
  * nothing, as if they did not exist.
  */
-import { randomBytes } from 'node:crypto';
 import { existsSync, renameSync, rmSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Config } from '../config.js';
 import type { CoreContext } from '../core/context.js';
-import { ApiError, invalid } from '../errors.js';
+import { ApiError } from '../errors.js';
 import { openDatabase } from '../sqlite.js';
 import { FileStorage, newFileId, resultFileId } from './files.js';
 import { expireRemaining, runRequests, type RunEnd } from './run.js';
 import { BatchStore, type Page } from './store.js';
 import { finalStatuses, type BatchEndpoints, type BatchRecord, type FileRecord } from './types.js';
 import { validateInput } from './validate.js';
+import type { Batches, CreateBatch, ReceivedFile } from './batches.js';
+import { inputInUse, newBatchRecord, seconds, uploadedFile } from './requests.js';
 
 export type BatchSettings = Pick<
   Config,
@@ -32,19 +33,17 @@ export interface BatchLog {
   info?(object: unknown, message: string): void;
 }
 
-export interface CreateBatch {
-  inputFileId: string;
-  endpoint: string;
-  completionWindow: string;
-  metadata?: Record<string, string> | null;
+/** `core` with every input of a batch waiting in the scheduler's bulk queues, behind interactive requests. */
+export function bulkCore(core: CoreContext): CoreContext {
+  return {
+    ...core,
+    scheduler: {
+      submit: (model, inputs, signal, kind) => core.scheduler.submit(model, inputs, signal, kind, 'bulk'),
+    },
+  };
 }
 
-/** The completion windows a batch may ask for, in seconds (OpenAI's one). */
-const completionWindows: Record<string, number> = { '24h': 24 * 3600 };
-
-const seconds = () => Math.floor(Date.now() / 1000);
-
-export class BatchService {
+export class BatchService implements Batches {
   private readonly queue: string[] = [];
   private readonly running = new Map<string, { controller: AbortController; done: Promise<void> }>();
   private closed = false;
@@ -62,14 +61,7 @@ export class BatchService {
   static open(core: CoreContext, endpoints: BatchEndpoints, settings: BatchSettings, log?: BatchLog): BatchService {
     const store = new BatchStore(openDatabase(join(settings.dataDir, 'batch', 'batches.sqlite')));
     const storage = new FileStorage(settings.filesDir ?? join(settings.dataDir, 'files'));
-    // Every input of a batch waits in the scheduler's bulk queues, behind interactive requests.
-    const bulk: CoreContext = {
-      ...core,
-      scheduler: {
-        submit: (model, inputs, signal, kind) => core.scheduler.submit(model, inputs, signal, kind, 'bulk'),
-      },
-    };
-    const service = new BatchService(bulk, endpoints, settings, store, storage, log);
+    const service = new BatchService(bulkCore(core), endpoints, settings, store, storage, log);
     for (const id of store.unfinished()) {
       const batch = store.batch(id)!;
       if (batch.status !== 'validating')
@@ -98,34 +90,22 @@ export class BatchService {
   }
 
   /** Makes a received file a file of the API. Only batch inputs are taken. */
-  register(owner: string, received: { id: string; bytes: number }, filename: string, purpose: string): FileRecord {
-    if (purpose !== 'batch') {
-      this.discard(received);
-      throw invalid('purpose', `purpose must be "batch" (this server takes files for batches only); got "${purpose}".`);
-    }
-    const file: FileRecord = {
-      id: received.id,
-      owner,
-      purpose: 'batch',
-      filename,
-      bytes: received.bytes,
-      createdAt: seconds(),
-    };
+  register(owner: string, received: ReceivedFile, filename: string, purpose: string): Promise<FileRecord> {
+    const file = uploadedFile(this, owner, received, filename, purpose);
     this.store.insertFile(file);
-    return file;
+    return Promise.resolve(file);
   }
 
   discard(received: { id: string }): void {
     this.storage.remove(received.id);
   }
 
-  file(owner: string, id: string): FileRecord | undefined {
-    const file = this.store.file(id);
-    return file && file.owner === owner ? file : undefined;
+  file(owner: string, id: string): Promise<FileRecord | undefined> {
+    return Promise.resolve(this.ownFile(owner, id));
   }
 
-  files(owner: string, page: Page, purpose?: string): FileRecord[] {
-    return this.store.files(owner, page, purpose);
+  files(owner: string, page: Page, purpose?: string): Promise<FileRecord[]> {
+    return Promise.resolve(this.store.files(owner, page, purpose));
   }
 
   /** Where a file's content is on disk (the caller streams it). */
@@ -134,82 +114,37 @@ export class BatchService {
   }
 
   /** Deletes a file; a batch still reading it keeps it. */
-  deleteFile(owner: string, id: string): boolean {
-    if (!this.file(owner, id)) return false;
-    if (this.store.fileInUse(id))
-      throw new ApiError('invalid_request', `The file "${id}" is the input of a batch that has not finished.`, {
-        param: 'file_id',
-      });
+  deleteFile(owner: string, id: string): Promise<boolean> {
+    if (!this.ownFile(owner, id)) return Promise.resolve(false);
+    if (this.store.fileInUse(id)) throw inputInUse(id);
     this.store.deleteFile(id);
     this.storage.remove(id);
-    return true;
+    return Promise.resolve(true);
   }
 
   // Batches.
 
-  create(owner: string, request: CreateBatch): BatchRecord {
+  create(owner: string, request: CreateBatch): Promise<BatchRecord> {
     if (this.closed) throw new ApiError('shutting_down');
-    if (!this.endpoints.has(request.endpoint))
-      throw invalid(
-        'endpoint',
-        `endpoint must be one of ${this.endpointNames.map((e) => `"${e}"`).join(', ')}; got "${request.endpoint}".`,
-      );
-    const window = completionWindows[request.completionWindow];
-    if (window === undefined)
-      throw invalid('completion_window', `completion_window must be "24h"; got "${request.completionWindow}".`);
-    const input = this.file(owner, request.inputFileId);
-    if (!input)
-      throw new ApiError('not_found', `No file "${request.inputFileId}".`, {
-        param: 'input_file_id',
-      });
-    if (input.purpose !== 'batch')
-      throw invalid('input_file_id', `The file "${input.id}" was not uploaded with purpose "batch".`);
-    const now = seconds();
-    const batch: BatchRecord = {
-      id: `batch_${randomBytes(12).toString('hex')}`,
-      owner,
-      endpoint: request.endpoint,
-      inputFileId: input.id,
-      completionWindow: request.completionWindow,
-      status: 'validating',
-      metadata: request.metadata ?? null,
-      errors: null,
-      outputFileId: null,
-      errorFileId: null,
-      createdAt: now,
-      inProgressAt: null,
-      expiresAt: now + window,
-      finalizingAt: null,
-      completedAt: null,
-      failedAt: null,
-      expiredAt: null,
-      cancellingAt: null,
-      cancelledAt: null,
-      total: 0,
-      completed: 0,
-      failed: 0,
-      progress: { nextLine: 0, inputOffset: 0, outputBytes: 0, errorBytes: 0 },
-    };
+    const batch = newBatchRecord(owner, request, this.endpoints, this.ownFile(owner, request.inputFileId));
     this.store.insertBatch(batch);
     this.queue.push(batch.id);
     this.pump();
-    return this.store.batch(batch.id)!;
+    return Promise.resolve(this.store.batch(batch.id)!);
   }
 
-  batch(owner: string, id: string): BatchRecord | undefined {
-    const batch = this.store.batch(id);
-    return batch && batch.owner === owner ? batch : undefined;
+  batch(owner: string, id: string): Promise<BatchRecord | undefined> {
+    return Promise.resolve(this.ownBatch(owner, id));
   }
 
-  batches(owner: string, page: Page): BatchRecord[] {
-    return this.store.batches(owner, page);
+  batches(owner: string, page: Page): Promise<BatchRecord[]> {
+    return Promise.resolve(this.store.batches(owner, page));
   }
 
   /** Cancels a batch: it stops taking requests, keeps the answers it has and ends `cancelled`. */
-  cancel(owner: string, id: string): BatchRecord | undefined {
-    const batch = this.batch(owner, id);
-    if (!batch) return undefined;
-    if (finalStatuses.has(batch.status) || batch.status === 'cancelling') return batch;
+  cancel(owner: string, id: string): Promise<BatchRecord | undefined> {
+    const batch = this.ownBatch(owner, id);
+    if (!batch || finalStatuses.has(batch.status) || batch.status === 'cancelling') return Promise.resolve(batch);
     if (batch.status === 'finalizing')
       throw new ApiError('invalid_request', `The batch "${id}" is finalizing; it can no longer be cancelled.`);
     this.store.setStatus(id, 'cancelling', seconds(), [...finalStatuses, 'finalizing']);
@@ -221,7 +156,7 @@ export class BatchService {
       if (at >= 0) this.queue.splice(at, 1);
       this.start(id);
     }
-    return this.store.batch(id);
+    return Promise.resolve(this.store.batch(id));
   }
 
   /** Resolves once no batch runs (tests, and commands that wait for their batch). */
@@ -237,6 +172,16 @@ export class BatchService {
       controller.abort(new ApiError('shutting_down', 'The server shut down; the batch resumes at its next start.'));
     await Promise.all([...this.running.values()].map((r) => r.done));
     this.store.close();
+  }
+
+  private ownFile(owner: string, id: string): FileRecord | undefined {
+    const file = this.store.file(id);
+    return file && file.owner === owner ? file : undefined;
+  }
+
+  private ownBatch(owner: string, id: string): BatchRecord | undefined {
+    const batch = this.store.batch(id);
+    return batch && batch.owner === owner ? batch : undefined;
   }
 
   private pump(): void {

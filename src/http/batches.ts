@@ -11,7 +11,7 @@ import multipart from '@fastify/multipart';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import type { BatchService } from '../batch/service.js';
+import type { Batches } from '../batch/batches.js';
 import type { BatchRecord, FileRecord } from '../batch/types.js';
 import { ApiError, invalid } from '../errors.js';
 import type { HttpServices } from './services.js';
@@ -181,7 +181,7 @@ const noBatch = (id: string) =>
   new ApiError('not_found', `No batch "${id}" (it may belong to another key).`, { param: 'id' });
 
 export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, services) => {
-  const batch: BatchService | undefined = services.batch;
+  const batch: Batches | undefined = services.batch;
   if (!batch) return;
   const maxBytes = services.config.fileMaxMb * 1024 * 1024;
   await app.register(multipart, {
@@ -229,7 +229,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
         batch.discard(received);
         throw invalid('purpose', 'purpose is required.');
       }
-      return fileObject(batch.register(ownerOf(request), received, filename, purpose));
+      return fileObject(await batch.register(ownerOf(request), received, filename, purpose));
     },
   );
 
@@ -245,7 +245,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
     },
     async (request) => {
       const limit = limitOf(request.query);
-      const files = batch.files(
+      const files = await batch.files(
         ownerOf(request),
         { limit: limit + 1, after: request.query.after, order: request.query.order },
         request.query.purpose,
@@ -265,7 +265,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
       },
     },
     async (request) => {
-      const file = batch.file(ownerOf(request), request.params.file_id);
+      const file = await batch.file(ownerOf(request), request.params.file_id);
       if (!file) throw noFile(request.params.file_id);
       return fileObject(file);
     },
@@ -284,7 +284,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
       },
     },
     async (request, reply) => {
-      const file = batch.file(ownerOf(request), request.params.file_id);
+      const file = await batch.file(ownerOf(request), request.params.file_id);
       if (!file) throw noFile(request.params.file_id);
       const content: unknown = createReadStream(batch.contentPath(file));
       return reply
@@ -309,7 +309,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
       },
     },
     async (request) => {
-      if (!batch.deleteFile(ownerOf(request), request.params.file_id)) throw noFile(request.params.file_id);
+      if (!(await batch.deleteFile(ownerOf(request), request.params.file_id))) throw noFile(request.params.file_id);
       return { id: request.params.file_id, object: 'file' as const, deleted: true };
     },
   );
@@ -328,7 +328,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
     },
     async (request) => {
       const body = request.body;
-      const created = batch.create(ownerOf(request), {
+      const created = await batch.create(ownerOf(request), {
         inputFileId: body.input_file_id,
         endpoint: body.endpoint,
         completionWindow: body.completion_window,
@@ -350,7 +350,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
     },
     async (request) => {
       const limit = limitOf(request.query);
-      const batches = batch.batches(ownerOf(request), { limit: limit + 1, after: request.query.after });
+      const batches = await batch.batches(ownerOf(request), { limit: limit + 1, after: request.query.after });
       return page(batches.map(batchObject), limit);
     },
   );
@@ -366,7 +366,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
       },
     },
     async (request) => {
-      const found = batch.batch(ownerOf(request), request.params.batch_id);
+      const found = await batch.batch(ownerOf(request), request.params.batch_id);
       if (!found) throw noBatch(request.params.batch_id);
       return batchObject(found);
     },
@@ -384,7 +384,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
       },
     },
     async (request) => {
-      const cancelled = batch.cancel(ownerOf(request), request.params.batch_id);
+      const cancelled = await batch.cancel(ownerOf(request), request.params.batch_id);
       if (!cancelled) throw noBatch(request.params.batch_id);
       return batchObject(cancelled);
     },

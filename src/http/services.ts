@@ -1,4 +1,4 @@
-import type { BatchService } from '../batch/service.js';
+import type { Batches } from '../batch/batches.js';
 import type { Config } from '../config.js';
 import type { CoreContext } from '../core/context.js';
 import type { SearchService } from '../search/service.js';
@@ -50,7 +50,7 @@ export interface HttpServices {
   /** Web search tasks and the local index (absent: the routes are not served). */
   search?: SearchService;
   /** The files API and batches (absent: the routes are not served). */
-  batch?: BatchService;
+  batch?: Batches;
   /** Prometheus metrics (absent: no /metrics route). */
   metrics?: Metrics;
   /** Image edits (absent: the route answers that no image model is served). */

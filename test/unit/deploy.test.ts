@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { chunkQueueName } from '../../src/batch/shared.js';
 import { settings } from '../../src/config.js';
 
 const run = promisify(execFile);
@@ -155,6 +156,7 @@ interface Secret extends Labelled {
 }
 interface Claim extends Labelled {
   kind: 'PersistentVolumeClaim';
+  spec: { accessModes: string[] };
 }
 type Manifest = Deployment | Service | Secret | Claim;
 
@@ -191,6 +193,7 @@ describe('Kubernetes manifests', () => {
     expect(docs.map((doc) => doc.kind).sort()).toEqual([
       'Deployment',
       'Deployment',
+      'PersistentVolumeClaim',
       'PersistentVolumeClaim',
       'Secret',
       'Service',
@@ -243,6 +246,43 @@ describe('Kubernetes manifests', () => {
     expect(mounts.has(envValue('ONNX_GATEWAY_DATA_DIR'))).toBe(true);
     expect(mounts.has('/tmp')).toBe(true);
     expect(pod.securityContext.runAsNonRoot).toBe(true);
+  });
+
+  it('mounts one ReadWriteMany claim where the files dir points, for the replicas that share batches', () => {
+    expect(envValue('ONNX_GATEWAY_REDIS_URL')).toBeTruthy();
+    const mount = container.volumeMounts.find((m) => m.mountPath === envValue('ONNX_GATEWAY_FILES_DIR'))!;
+    expect(mount.readOnly).toBeFalsy();
+    const volume = pod.volumes.find((v) => v.name === mount.name)!;
+    const claim = find('PersistentVolumeClaim', volume.persistentVolumeClaim!.claimName)!;
+    expect(claim.spec.accessModes).toEqual(['ReadWriteMany']);
+  });
+
+  it("scales the gateway with KEDA on the batch queue's waiting chunks (an overlay of the base)", () => {
+    const overlay = parseAllDocuments(readFileSync(`${dir}/keda/kustomization.yaml`, 'utf8'))[0]!.toJS() as {
+      resources: string[];
+    };
+    expect(overlay.resources).toContain('..');
+    const [scaled] = overlay.resources
+      .filter((file) => file.endsWith('.yaml'))
+      .map(
+        (file) =>
+          parseAllDocuments(readFileSync(`${dir}/keda/${file}`, 'utf8'))[0]!.toJS() as {
+            kind: string;
+            spec: {
+              scaleTargetRef: { name: string };
+              minReplicaCount: number;
+              triggers: { type: string; metadata: Record<string, string> }[];
+            };
+          },
+      );
+    expect(scaled!.kind).toBe('ScaledObject');
+    expect(scaled!.spec.scaleTargetRef.name).toBe(gateway.metadata.name);
+    expect(scaled!.spec.minReplicaCount).toBeGreaterThanOrEqual(1);
+    const trigger = scaled!.spec.triggers.find((t) => t.type === 'redis')!;
+    // BullMQ's list of waiting jobs: <prefix>:<queue>:wait.
+    expect(trigger.metadata.listName).toBe(`onnx-gateway:${chunkQueueName}:wait`);
+    const redis = new URL(envValue('ONNX_GATEWAY_REDIS_URL'));
+    expect(trigger.metadata.address).toBe(redis.host);
   });
 
   it('gives the drain time to finish before the pod is killed', () => {

@@ -27,7 +27,19 @@ const below: Record<string, string[]> = {
 };
 const layers = Object.keys(below);
 const side = [
-  ...['config', 'errors', 'abort', 'duration', 'version', 'v8-flags', 'devices', 'redact-url', 'answer-size', 'sqlite'],
+  ...[
+    'config',
+    'errors',
+    'abort',
+    'duration',
+    'version',
+    'v8-flags',
+    'devices',
+    'redact-url',
+    'answer-size',
+    'sqlite',
+    'redis',
+  ],
   'image-header',
   'tracing',
   ...['models', 'text', 'vectors', 'onnx', 'quantize'],

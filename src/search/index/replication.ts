@@ -34,7 +34,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { onAbort } from '../../abort.js';
 import { ApiError } from '../../errors.js';
-import { probeRedis, throttledErrorLog } from '../redis.js';
+import { probeRedis, throttledErrorLog } from '../../redis.js';
 import type { AppliedEntry, DocumentEncodings, DocumentIndex, IndexDocument } from './document-index.js';
 import { applyOperation, upsertOperations, type IndexOperation, type IndexWriter, type WriteReport } from './writes.js';
 

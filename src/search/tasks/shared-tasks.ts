@@ -16,7 +16,7 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { ApiError } from '../../errors.js';
-import { probeRedis, throttledErrorLog } from '../redis.js';
+import { probeRedis, throttledErrorLog } from '../../redis.js';
 import { RedisTaskStore } from './redis-task-store.js';
 import { durationSamples, newTask, TaskServiceBase, type SearchTasksOptions, type TaskView } from './task-base.js';
 import { finalStates, type SearchProvider, type SearchRequest, type StoredTask } from '../types.js';

@@ -1,10 +1,10 @@
 /**
- * Redis connections of search (shared search tasks, the replicated search index): the start-up
+ * Redis connections (shared search tasks, the replicated search index, batches shared by replicas): the start-up
  * probe and an error handler that logs reconnects without flooding the log.
  */
 import { Redis } from 'ioredis';
-import { StartupError } from '../errors.js';
-import { redactUrl } from '../redact-url.js';
+import { StartupError } from './errors.js';
+import { redactUrl } from './redact-url.js';
 
 export class RedisUnavailableError extends StartupError {
   override name = 'RedisUnavailableError';
