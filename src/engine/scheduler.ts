@@ -13,8 +13,8 @@
  * so a batch never mixes them; sparse and token results have rows of their own lengths.
  *
  * Bulk work (a batch's requests) has queues of its own, served only when no interactive queue can
- * take the free slot: a user's request waits at most for the batches already running, never
- * behind bulk inputs still queued.
+ * take the free slot, and never into a session's second (ready) slot: a user's request waits at
+ * most for the one bulk batch each session is running, never behind bulk inputs still queued.
  *
  * An image-text model's vision tower is a model of its own here: its items are images, each
  * counted as the tower's sequence length against the token budget. A batch hands their encoded
@@ -416,6 +416,9 @@ export class Scheduler {
       }
       const lane = this.lanes.lane(queue.model);
       if (!lane || !this.hasRoom(queue.model, lane)) continue;
+      // Bulk batches take a session's running slot only, never its ready one: a user's request that
+      // comes while a batch runs waits for one bulk batch at most, not for the one queued behind it.
+      if (queue.priority === 'bulk' && (this.modelInFlight.get(queue.model) ?? 0) >= lane.sessions) continue;
       best = { queue, lane };
     }
     return best;

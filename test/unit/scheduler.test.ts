@@ -309,6 +309,24 @@ describe('Scheduler priorities', () => {
     expect(runner.batches).toEqual([[11], [2], [3], [12], [13]]);
   });
 
+  it("keeps bulk batches out of a session's ready slot, so that a user's request goes next", async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    // One session with room for two batches: the running one and the next.
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1, maxInFlight: 2 }, [{ id: 'm' }]);
+    const bulk = scheduler.submit('m', [seq(11), seq(12), seq(13)], undefined, 'dense', 'bulk');
+    expect(runner.batches).toEqual([[11]]);
+    const online = scheduler.submit('m', [seq(2)]);
+    expect(runner.batches).toEqual([[11], [2]]);
+    while (runner.batches.length < 4) {
+      runner.release();
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    runner.release();
+    await Promise.all([bulk, online]);
+    expect(runner.batches).toEqual([[11], [2], [12], [13]]);
+  });
+
   it("keeps bulk and interactive inputs out of each other's batches, and cancels bulk jobs alone", async () => {
     const runner = new FakeRunner();
     runner.auto = false;
