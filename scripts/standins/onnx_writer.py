@@ -126,6 +126,7 @@ class Graph:
         self.nodes = []
         self.initializers = []  # (name, array)
         self.names = set()
+        self.domains = set()  # operator domains other than ai.onnx that nodes use (opset 1 of each)
         self._count = 0
 
     def init(self, name, arr):
@@ -148,6 +149,8 @@ class Graph:
         else:
             outs = list(outputs)
         self.nodes.append(node_proto(op_type, inputs, outs, name, attrs or {}, domain))
+        if domain:
+            self.domains.add(domain)
         return outs[0] if len(outs) == 1 else outs
 
     def serialize(self, graph_name, inputs, outputs, opset=17, ir_version=8, external_data=None, producer="onnx-gateway stand-ins"):
@@ -180,5 +183,6 @@ class Graph:
                 pb_bytes(7, graph),
                 pb_bytes(8, pb_str(1, "") + pb_int(2, opset)),
             )
+            + tuple(pb_bytes(8, pb_str(1, d) + pb_int(2, 1)) for d in sorted(self.domains))
         )
         return model, (bytes(blob) if external_data else None)

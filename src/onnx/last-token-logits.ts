@@ -5,6 +5,9 @@
  * `[batch, sequence, vocabulary]` logits (151,669 floats per token for Qwen3); the cut one
  * `[batch, answers]`, so neither time nor memory grows with the vocabulary or, past the body, with
  * the sequence. The key/value outputs (`present.*`) are dropped; the inputs stay as they are.
+ * Right padding is also what graphs with ONNX Runtime's fused GroupQueryAttention take: on a prompt
+ * it puts each row's tokens at positions 0.. and reads its length from the mask (`seqlens_k`), so
+ * a left-padded row would be rotated and masked as if its padding were text.
  *
  * The head's weight is narrowed by Gather nodes on its initializers, which ONNX Runtime folds into
  * constants when it opens the session; the full weight is then no longer used (a tied head shares

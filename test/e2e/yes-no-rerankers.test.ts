@@ -4,9 +4,11 @@
  * sequence-classification conversion; bge-reranker-v2-gemma's export, cut to the logit of "Yes".
  * Pulled by repo id from the stand-in Hub, each pair written in the reference's template (token ids
  * checked), on /v1/rerank and the Cohere and TEI routes, with the default and with a request's
- * instruction; long documents by their best window.
+ * instruction; long documents by their best window. The causal LM's graph with attention fused into
+ * ONNX Runtime's GroupQueryAttention (as the repository's own graphs have it) is served from a folder
+ * of its own, to the same golden scores.
  */
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -45,6 +47,8 @@ const standinsMissing = inject('standinsMissing');
 const gemma = 'BAAI/bge-reranker-v2-gemma';
 const repos = ['onnx-community/Qwen3-Reranker-0.6B-ONNX', 'tomaarsen/Qwen3-Reranker-0.6B-seq-cls', gemma];
 const crossEncoder = 'BAAI/bge-reranker-base';
+/** A folder of the causal LM's files with the fused-attention graph as its onnx/model.onnx. */
+const fused = 'Qwen3-Reranker-0.6B-fused-attention';
 const present = dir !== '' && [...repos, crossEncoder].every((repo) => existsSync(join(dir, repo, 'golden.json')));
 const goldens = present
   ? repos.map((repo) => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8')) as Golden)
@@ -66,6 +70,8 @@ describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be gen
     let dataDir: string;
     /** The default number of windows: long documents by their best. */
     let windowed: Server;
+    /** The fused-attention graph, with batches of several pairs. */
+    let batched: Server;
     beforeAll(async () => {
       const all = [...repos, crossEncoder];
       hub = await startStandInHub(
@@ -86,6 +92,12 @@ describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be gen
       const gemmaGraphs = join(modelsDir, 'BAAI', 'bge-reranker-v2-gemma', 'onnx');
       mkdirSync(join(gemmaGraphs, `model.answers-${goldenYes()}.onnx.partial`));
       chmodSync(gemmaGraphs, 0o555);
+      const fusedDir = join(modelsDir, fused);
+      mkdirSync(join(fusedDir, 'onnx'), { recursive: true });
+      for (const file of readdirSync(join(dir, repos[0]!)))
+        if (file.endsWith('.json') && file !== 'golden.json')
+          copyFileSync(join(dir, repos[0]!, file), join(fusedDir, file));
+      copyFileSync(join(dir, repos[0]!, 'onnx', 'model_gqa.onnx'), join(fusedDir, 'onnx', 'model.onnx'));
       dataDir = mkdtempSync(join(tmpdir(), 'onnx-gateway-data-'));
       server = await startServer({
         modelsDir,
@@ -95,11 +107,14 @@ describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be gen
         dataDir,
       });
       windowed = await startServer({ modelsDir, models: [repos[0]], workers: 1 });
+      // A budget that takes several pairs (about 150 tokens each) in one batch.
+      batched = await startServer({ modelsDir, models: [fused], workers: 1, rerankMaxChunks: 1, maxBatchTokens: 4096 });
     }, 300_000);
     afterAll(async () => {
       if (modelsDir) chmodSync(join(modelsDir, 'BAAI', 'bge-reranker-v2-gemma', 'onnx'), 0o755);
       await server?.close();
       await windowed?.close();
+      await batched?.close();
       await hub?.close();
     });
 
@@ -293,6 +308,40 @@ describe.skipIf(missing(present, `the yes/no reranker stand-ins could not be gen
       // Rounded to nearest, activations quantized at run time: 0.0044 on these pairs.
       expect(worst).toBeGreaterThan(0);
       expect(worst).toBeLessThan(0.02);
+    });
+
+    it('serves a graph with fused GroupQueryAttention at the golden scores, one pair at a time and batched', async () => {
+      const golden = goldens[0]!;
+      const model = batched.registry.resolve(fused, 'rerank');
+      expect(model.onnxPath).toMatch(/onnx\/model\.answers-\d+-\d+\.onnx$/);
+      // Positions come from the attention mask inside the fused node: the graph takes none.
+      expect(model.feeds.positionIds).toBe(false);
+      expect(model.feeds.pastKeyValues.length).toBeGreaterThan(0);
+      const pairs = [...golden.rerank, ...golden.instructed];
+      const score = async (pair: Pair) =>
+        (
+          await v1(
+            { model: fused, query: pair.query, documents: [pair.document], instruction: pair.instruction },
+            batched,
+          )
+        ).results[0]!.relevance_score;
+      for (const pair of pairs)
+        expect(Math.abs((await score(pair)) - pair.score), pair.query).toBeLessThanOrEqual(golden.tolerance);
+      // All at once: the one worker takes rows of different lengths together, right-padded.
+      const together = await Promise.all(pairs.map(score));
+      together.forEach((got, i) =>
+        expect(Math.abs(got - pairs[i]!.score), pairs[i]!.query).toBeLessThanOrEqual(golden.tolerance),
+      );
+      const same = golden.rerank.filter((p) => p.query === golden.rerank[0]!.query);
+      const body = await v1({ model: fused, query: same[0]!.query, documents: same.map((p) => p.document) }, batched);
+      for (const result of body.results)
+        expect(Math.abs(result.relevance_score - same[result.index]!.score)).toBeLessThanOrEqual(golden.tolerance);
+      // Batches of more than one row ran, and padded: rows of different lengths, right-padded together.
+      const metrics = (await batched.app.inject({ method: 'GET', url: '/metrics' })).body;
+      const value = (name: string) =>
+        Number(new RegExp(`^onnx_gateway_${name}\\{model="${fused}"\\} (\\S+)$`, 'm').exec(metrics)?.[1]);
+      expect(value('batch_size_count')).toBeLessThan(value('batch_size_sum'));
+      expect(value('padded_tokens_total')).toBeGreaterThan(value('tokens_total'));
     });
 
     it('scores a document past the window by its best window', async () => {

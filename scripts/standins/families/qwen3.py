@@ -31,7 +31,7 @@ import golden
 import layers as L
 import sizes
 from folder import Folder, added_token_ids, dump_json, pooling_config, sentence_transformers_modules
-from onnx_writer import BOOL, FLOAT, INT64
+from onnx_writer import BOOL, FLOAT, INT32, INT64
 from tokenizers import make_tokenizer
 
 QUERY_PROMPT = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
@@ -133,12 +133,16 @@ def declare(W, cfg, vocab_rows):
     W.norm("model.norm", H, bias=False)
 
 
-def graph(b, cfg, head=None, cache=True):
+def graph(b, cfg, head=None, cache=True, fused_rows=None):
     """Qwen3Model with a key/value cache in and out; returns (inputs, outputs) value infos. `head(b,
     hidden)` (a causal LM's) writes the graph's first output from the final norm's output and
     returns its value info; without one, that output is `last_hidden_state`. Without `cache` (a
     sequence classifier's export) the graph takes no past and gives no present, and positions are
-    0..S-1 (transformers' default when no position ids are given)."""
+    0..S-1 (transformers' default when no position ids are given). With `fused_rows`, attention is
+    ONNX Runtime's fused GroupQueryAttention with rotary caches of that many positions
+    (`fused_attention`)."""
+    if fused_rows is not None:
+        return fused_attention_graph(b, cfg, head, fused_rows)
     H, D, eps = cfg["hidden_size"], cfg["head_dim"], cfg["rms_norm_eps"]
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     n = cfg["num_hidden_layers"]
@@ -183,6 +187,58 @@ def graph(b, cfg, head=None, cache=True):
         return [("input_ids", INT64, [BATCH, SEQ]), ("attention_mask", INT64, [BATCH, SEQ])], outputs
     inputs = [("input_ids", INT64, [BATCH, SEQ]), ("attention_mask", INT64, [BATCH, TOTAL]),
               ("position_ids", INT64, [BATCH, SEQ])]
+    for i in range(n):
+        for part in ("key", "value"):
+            inputs.append((f"past_key_values.{i}.{part}", FLOAT, [BATCH, kv_heads, PAST, D]))
+            outputs.append((f"present.{i}.{part}", FLOAT, [BATCH, kv_heads, TOTAL, D]))
+    return inputs, outputs
+
+
+def fused_attention_graph(b, cfg, head, rows):
+    """The causal LM with ONNX Runtime's fused attention, as the int8 and 4-bit graphs of
+    onnx-community/Qwen3-Reranker-0.6B-ONNX (onnxruntime-genai's model builder) lay it out: per layer
+    q_proj / k_proj, the per-head q_norm / k_norm (reshaped to heads and back), v_proj, then one
+    `com.microsoft.GroupQueryAttention` (do_rotary=1: rotate-half RoPE from `cos_cache` /
+    `sin_cache` initializers [positions, head_dim / 2]; present = past and the new keys / values),
+    o_proj. Positions come from the attention mask, not from an input: `seqlens_k` is each row's
+    attended count less one (int32 [batch]), `total_sequence_length` the mask's width (int32
+    scalar); on a prompt (an empty past) row b's tokens sit at 0..S-1, so rows are right-padded.
+    Inputs `input_ids`, `attention_mask`, `past_key_values.{i}.*`; outputs as the unfused graph's."""
+    H, D, eps = cfg["hidden_size"], cfg["head_dim"], cfg["rms_norm_eps"]
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    n = cfg["num_hidden_layers"]
+    x = b.op("Gather", [b.p("model.embed_tokens.weight"), "input_ids"], axis=0)
+    attended = b.reduce_sum("attention_mask", [1], keepdims=0)
+    seqlens_k = b.op("Cast", [b.op("Sub", [attended, b.i64(1)])], to=INT32)
+    total = b.op("Cast", [b.squeeze(b.dim("attention_mask", 1), [0])], to=INT32)
+    freqs = np.arange(rows, dtype=np.float64)[:, None] * L.inv_freq(D, cfg["rope_theta"])[None, :]
+    cos_cache = b.g.init("cos_cache", np.cos(freqs).astype(np.float32))
+    sin_cache = b.g.init("sin_cache", np.sin(freqs).astype(np.float32))
+    for i in range(n):
+        p = f"model.layers.{i}."
+        a = f"{p}self_attn."
+        h = b.rms_norm(x, p + "input_layernorm", eps)
+        q = b.op("Reshape", [b.linear(h, a + "q_proj", bias=False), b.i64([0, 0, heads, D])])
+        q = b.op("Reshape", [b.rms_norm(q, a + "q_norm", eps), b.i64([0, 0, heads * D])])
+        k = b.op("Reshape", [b.linear(h, a + "k_proj", bias=False), b.i64([0, 0, kv_heads, D])])
+        k = b.op("Reshape", [b.rms_norm(k, a + "k_norm", eps), b.i64([0, 0, kv_heads * D])])
+        v = b.linear(h, a + "v_proj", bias=False)
+        ctx = b.g.op("GroupQueryAttention",
+                     [q, k, v, f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens_k, total,
+                      cos_cache, sin_cache],
+                     name=f"layers.{i}.attn.GroupQueryAttention",
+                     outputs=[f"layers.{i}.attn.output", f"present.{i}.key", f"present.{i}.value"],
+                     domain="com.microsoft",
+                     attrs=dict(num_heads=heads, kv_num_heads=kv_heads, do_rotary=1, rotary_interleaved=0,
+                                scale=float(1.0 / np.sqrt(D))))[0]
+        x = b.op("Add", [x, b.linear(ctx, a + "o_proj", bias=False)])
+        h = b.rms_norm(x, p + "post_attention_layernorm", eps)
+        gate = b.silu(b.linear(h, p + "mlp.gate_proj", bias=False))
+        up = b.linear(h, p + "mlp.up_proj", bias=False)
+        x = b.op("Add", [x, b.linear(b.op("Mul", [gate, up]), p + "mlp.down_proj", bias=False)])
+    x = b.rms_norm(x, "model.norm", eps)
+    outputs = [head(b, x)]
+    inputs = [("input_ids", INT64, [BATCH, SEQ]), ("attention_mask", INT64, [BATCH, TOTAL])]
     for i in range(n):
         for part in ("key", "value"):
             inputs.append((f"past_key_values.{i}.{part}", FLOAT, [BATCH, kv_heads, PAST, D]))

@@ -9,7 +9,10 @@ Two forms of Qwen/Qwen3-Reranker-0.6B:
   vocab_size] = lm_head(final norm), and `present.{i}.*`. The 0.6B ties lm_head to the token
   embeddings; the export writes the head as a MatMul with its own [hidden, vocab] initializer (the
   transposed table). The Hub repository holds only its int8 and 4-bit graphs; the stand-in has the
-  fp32 graph they are made from (weights in onnx/model.onnx_data).
+  fp32 graph they are made from (weights in onnx/model.onnx_data), and beside it the same weights
+  with attention fused into ONNX Runtime's GroupQueryAttention as those graphs have it
+  (onnx/model_gqa.onnx, tiny size only, no variant the server picks: read by the tests of the
+  graph cut and the yes/no rerankers' test).
 * The sequence-classification conversion, tomaarsen/Qwen3-Reranker-0.6B-seq-cls exported with
   Optimum (`text-classification`: inputs `input_ids`, `attention_mask`; output `logits`
   [batch_size, 1]): Qwen3ForSequenceClassification, whose one-label `score` head is
@@ -37,6 +40,7 @@ SYSTEM = ('Judge whether the Document meets the requirements based on the Query 
           'Note that the answer can only be "yes" or "no".')
 PREFIX = f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n"
 SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+FUSED_GRAPH = "onnx/model_gqa.onnx"
 INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
 
 # Pairs scored under an instruction of their own (the request field `instruction`).
@@ -119,6 +123,13 @@ def write(standin, out_dir, size, shared_dir):
     out = Folder(out_dir)
     out.onnx("onnx/model.onnx", b, inputs, outputs, opset=standin["opset"], external=True)
     del b
+    if standin["form"] == "causal-lm" and size != "real":
+        # The same weights with attention fused, as the repository's own graphs have it (fp32 here;
+        # tiny only: at the real size it would be a second copy of 2.4 GB of weights).
+        b = L.Onnx(W, opset=standin["opset"])
+        inputs, outputs = qwen3.graph(b, cfg, head=lambda b, x: lm_head(b, x, rows), fused_rows=window)
+        out.onnx(FUSED_GRAPH, b, inputs, outputs, opset=standin["opset"], external=False)
+        del b
     generation = dict(qwen3.GENERATION_CONFIG, bos_token_id=end_id, eos_token_id=end_id)
     files = {"config.json": dump_json(cfg)}
     if standin["form"] == "causal-lm":
