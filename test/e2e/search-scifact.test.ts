@@ -5,7 +5,8 @@
  * BM25 runs on the whole corpus and is held to the published reference. The model stages need
  * the corpus embedded; on two CPU cores that is minutes for 5,183 abstracts, so by default they
  * run on a sample: the first test queries, their relevant documents and other documents up to
- * ONNX_GATEWAY_SCIFACT_DOCS (default 400; "all" for the full corpus and every test query).
+ * ONNX_GATEWAY_SCIFACT_DOCS (default 400 with trained models, 120 with random weights, whose
+ * numbers only show the stages run; "all" for the full corpus and every test query).
  * With the synthetic models (random weights) the model numbers carry no meaning and are only
  * reported; with the real all-MiniLM-L6-v2 / ms-marco-MiniLM-L-6-v2 in the models dir they are
  * the real thing.
@@ -30,8 +31,9 @@ const available = !missing(
 /** The published BM25 nDCG@10 (reference_ndcg10.json: 0.665 multifield, 0.679 flat); ours must reach the higher. */
 const bm25Floor = 0.68;
 
-const sampleSetting = process.env.ONNX_GATEWAY_SCIFACT_DOCS ?? '400';
-const rerankQueries = Number(process.env.ONNX_GATEWAY_SCIFACT_RERANK_QUERIES ?? 40);
+const sampleSetting = (meaningful: boolean) => process.env.ONNX_GATEWAY_SCIFACT_DOCS ?? (meaningful ? '400' : '120');
+const rerankQueries = (meaningful: boolean) =>
+  Number(process.env.ONNX_GATEWAY_SCIFACT_RERANK_QUERIES ?? (meaningful ? 40 : 10));
 
 /** Models for the model stages: the real defaults if present, else the synthetic ones, else the tiny test models. */
 function evaluationModels(): { modelsDir: string; models: string[]; meaningful: boolean; label: string } {
@@ -96,8 +98,8 @@ describe.skipIf(!available)(
       beforeAll(async () => {
         // The sample: the first test queries, every document they judge relevant, then other
         // documents in corpus order up to the sample size.
-        const full = sampleSetting === 'all';
-        const size = full ? corpus.length : Number(sampleSetting);
+        const full = sampleSetting(models.meaningful) === 'all';
+        const size = full ? corpus.length : Number(sampleSetting(models.meaningful));
         const chosen = new Set<string>();
         sampleQueries = [];
         for (const query of queries) {
@@ -166,7 +168,7 @@ describe.skipIf(!available)(
         rows.push(['dense', all, await evaluate('dense', 'rrf', all)]);
         rows.push(['hybrid (reciprocal rank fusion)', all, await evaluate('hybrid', 'rrf', all)]);
         rows.push(['hybrid (normalised score mix)', all, await evaluate('hybrid', 'mix', all)]);
-        const reranked = Math.min(rerankQueries, all);
+        const reranked = Math.min(rerankQueries(models.meaningful), all);
         rows.push(['BM25 on the reranked queries', reranked, await evaluate('bm25', 'rrf', reranked)]);
         rows.push([
           `hybrid (rrf) + rerank top ${retriever.options.rerankDepth}`,
