@@ -3,20 +3,11 @@
  * is a JSONL file (each line's `text`, or the field `--field` names; its `id`, else the line
  * number), a text file (one input a line, the line number its id) or a folder of .txt / .md files
  * (the relative path its id). OUT gets one JSON line per input, `{"id", "embedding"}`, in input
- * order, written a slice at a time as whole lines: Ctrl-C (or a kill) leaves a valid file, and
- * `--resume` goes on from it, embedding nothing twice.
+ * order, or, named `.npy`, the vectors as float32 rows with the ids in `.ids.txt` beside it
+ * (embed-output.ts); written a slice at a time: Ctrl-C (or a kill) leaves valid files, and
+ * `--resume` goes on from them, embedding nothing twice.
  */
-import {
-  createReadStream,
-  existsSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  statSync,
-  truncateSync,
-  writeSync,
-  closeSync,
-} from 'node:fs';
+import { createReadStream, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import cliProgress from 'cli-progress';
@@ -25,7 +16,7 @@ import { loadConfig, settings } from '../config.js';
 import { embed } from '../core/embeddings.js';
 import { isApiError } from '../errors.js';
 import { startCore } from '../main.js';
-import { float32ToJson } from '../vectors/encoding.js';
+import { openSink, sinkFiles } from './embed-output.js';
 import { exitOnStartupError } from './exit.js';
 
 interface EmbedOptions {
@@ -87,28 +78,18 @@ async function countInputs(path: string): Promise<number> {
   return count;
 }
 
-/**
- * The ids an earlier run wrote to OUT. A last line without its line break was cut by a kill: it is
- * removed, and its input embedded again.
- */
-function resumeFrom(output: string): Set<string> {
-  const done = new Set<string>();
-  if (!existsSync(output)) return done;
-  const text = readFileSync(output, 'utf8');
-  const whole = text.lastIndexOf('\n') + 1;
-  if (whole < text.length) truncateSync(output, Buffer.byteLength(text.slice(0, whole)));
-  for (const line of text.slice(0, whole).split('\n'))
-    if (line !== '') done.add((JSON.parse(line) as { id: string }).id);
-  return done;
-}
-
 export function registerEmbedCommand(program: Command): void {
   program
     .command('embed')
     .argument('<input>', 'a .jsonl file, a text file (one input a line) or a folder of .txt / .md files')
-    .description('embed a corpus into a JSONL file of {"id", "embedding"} lines, with progress; resumable')
+    .description(
+      'embed a corpus into a JSONL file of {"id", "embedding"} lines or a .npy file (ids beside it), with progress; resumable',
+    )
     .requiredOption('--model <id>', 'the embedding model (a catalogue id or a model folder in the models dir)')
-    .requiredOption('--output <file>', 'the output file (JSONL)')
+    .requiredOption(
+      '--output <file>',
+      'the output file: JSONL, or .npy (float32 rows in input order, the ids one a line in <name>.ids.txt)',
+    )
     .option('--field <name>', 'the field of a JSONL input that holds the text', 'text')
     .option('--dimensions <n>', "the first N dimensions, renormalised (default: the model's width)")
     .option(
@@ -133,10 +114,16 @@ export function registerEmbedCommand(program: Command): void {
       } catch (error) {
         exitOnStartupError(error);
       }
-      if (existsSync(options.output) && !options.resume)
-        fail(`${options.output} exists: pass --resume to go on from it.`);
+      const existing = sinkFiles(options.output).find((file) => existsSync(file));
+      if (existing && !options.resume) fail(`${existing} exists: pass --resume to go on from it.`);
       const dimensions = options.dimensions === undefined ? undefined : Number(options.dimensions);
-      const done = options.resume ? resumeFrom(options.output) : new Set<string>();
+      let sink;
+      try {
+        sink = openSink(options.output, options.resume === true);
+      } catch (error) {
+        fail((error as Error).message);
+      }
+      const done = sink.done;
       let started: Awaited<ReturnType<typeof startCore>> | undefined;
       const stop = new AbortController();
       // Ctrl-C: the slices in flight finish and are written, then the command ends; the file is whole.
@@ -153,7 +140,6 @@ export function registerEmbedCommand(program: Command): void {
         },
         cliProgress.Presets.shades_classic,
       );
-      const out = openSync(options.output, 'a');
       let written = done.size;
       try {
         started = await startCore(config, {}, (message) => process.stderr.write(`onnx-gateway: ${message}\n`));
@@ -161,23 +147,20 @@ export function registerEmbedCommand(program: Command): void {
         const core = started.core;
         const since = performance.now();
         bar.start(total, written, { speed: '0' });
-        const inFlight: Promise<string>[] = [];
+        const inFlight: Promise<{ ids: string[]; vectors: Float32Array; dimensions: number }>[] = [];
         const write = async () => {
-          const lines = await inFlight.shift()!;
-          writeSync(out, lines);
-          written += lines.split('\n').length - 1;
+          const answered = await inFlight.shift()!;
+          sink.write(answered.ids, answered.vectors, answered.dimensions);
+          written += answered.ids.length;
           const seconds = (performance.now() - since) / 1000;
           bar.update(written, { speed: ((written - done.size) / Math.max(seconds, 0.001)).toFixed(0) });
         };
         const run = (batch: Input[]) =>
-          embed(core, { model: options.model, input: batch.map((i) => i.text), dimensions }).then((result) => {
-            let lines = '';
-            for (let i = 0; i < batch.length; i++) {
-              const row = result.vectors.subarray(i * result.dimensions, (i + 1) * result.dimensions);
-              lines += `{"id":${JSON.stringify(batch[i]!.id)},"embedding":${float32ToJson(row)}}\n`;
-            }
-            return lines;
-          });
+          embed(core, { model: options.model, input: batch.map((i) => i.text), dimensions }).then((result) => ({
+            ids: batch.map((i) => i.id),
+            vectors: result.vectors,
+            dimensions: result.dimensions,
+          }));
         let pending: Input[] = [];
         for await (const item of readInputs(input, options.field)) {
           if (stop.signal.aborted) break;
@@ -194,15 +177,15 @@ export function registerEmbedCommand(program: Command): void {
         const left = total - written;
         process.stderr.write(
           stop.signal.aborted
-            ? `interrupted: ${written} of ${total} inputs in ${options.output}; run again with --resume to finish.\n`
-            : `embedded ${written - done.size} inputs into ${options.output}${left > 0 ? ` (${left} skipped as repeated ids)` : ''}\n`,
+            ? `interrupted: ${written} of ${total} inputs in ${sink.files}; run again with --resume to finish.\n`
+            : `embedded ${written - done.size} inputs into ${sink.files}${left > 0 ? ` (${left} skipped as repeated ids)` : ''}\n`,
         );
       } catch (error) {
         bar.stop();
         if (isApiError(error)) fail(error.message);
         exitOnStartupError(error);
       } finally {
-        closeSync(out);
+        sink.close();
         await started?.engine.close();
         process.off('SIGINT', interrupt);
         process.off('SIGTERM', interrupt);

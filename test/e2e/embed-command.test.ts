@@ -1,9 +1,10 @@
 /**
  * `onnx-gateway embed` as a real process over the tiny embedder: a text file and a JSONL file
  * embedded to JSONL, `--resume` after a run cut short (a torn last line included) finishing with
- * every id once and the same vectors, and Ctrl-C (SIGINT) leaving a valid file to resume from.
+ * every id once and the same vectors, a `.npy` output (read by numpy) resumed after a torn row, and
+ * Ctrl-C (SIGINT) leaving a valid file to resume from.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -84,6 +85,53 @@ it('embeds a text file and a JSONL file, and resumes a run cut short without emb
   expect(records.map((r) => r.id)).toEqual(['doc-0', 'doc-1', 'doc-2', 'doc-3', 'doc-4']);
   expect(records[0]!.embedding).toHaveLength(8);
   expect(Math.hypot(...records[0]!.embedding)).toBeCloseTo(1, 5);
+});
+
+it('writes a .npy file numpy reads, with the ids beside it, and resumes one cut short mid-row', async () => {
+  const texts = Array.from({ length: 600 }, (_, i) => `input number ${i}, ${'about something '.repeat(i % 5)}`);
+  writeFileSync(join(dir, 'npy.txt'), texts.join('\n') + '\n');
+  const reference = join(dir, 'npy-reference.jsonl');
+  const asJsonl = embedCommand([join(dir, 'npy.txt'), '--output', reference]);
+  expect(await asJsonl.exited, asJsonl.stderr()).toBe(0);
+  const expected = read(reference);
+  const output = join(dir, 'vectors.npy');
+  const run = embedCommand([join(dir, 'npy.txt'), '--output', output]);
+  expect(await run.exited, run.stderr()).toBe(0);
+  // numpy itself, as a user reads the file.
+  const numpy = (path: string) =>
+    JSON.parse(
+      execFileSync('/usr/bin/python3', [
+        '-c',
+        'import json, sys, numpy as np; a = np.load(sys.argv[1]); print(json.dumps({"dtype": str(a.dtype), "shape": a.shape, "rows": a.tolist()}))',
+        path,
+      ]).toString(),
+    ) as { dtype: string; shape: number[]; rows: number[][] };
+  const loaded = numpy(output);
+  expect([loaded.dtype, loaded.shape]).toEqual(['float32', [600, 32]]);
+  loaded.rows.forEach((row, i) => row.forEach((x, d) => expect(x).toBeCloseTo(expected[i]!.embedding[d]!, 5)));
+  const ids = join(dir, 'vectors.ids.txt');
+  expect(readFileSync(ids, 'utf8')).toBe(texts.map((_, i) => `${i + 1}\n`).join(''));
+
+  // A run killed after 300 rows, in the middle of the next row and before its ids.
+  const bytes = readFileSync(output);
+  const rowBytes = 32 * 4;
+  writeFileSync(output, bytes.subarray(0, 128 + 300 * rowBytes + 50));
+  writeFileSync(
+    ids,
+    texts
+      .slice(0, 300)
+      .map((_, i) => `${i + 1}\n`)
+      .join('') + '301',
+  );
+  const refused = embedCommand([join(dir, 'npy.txt'), '--output', output]);
+  expect(await refused.exited).toBe(2);
+  const resumed = embedCommand([join(dir, 'npy.txt'), '--output', output, '--resume']);
+  expect(await resumed.exited, resumed.stderr()).toBe(0);
+  expect(resumed.stderr()).toMatch(/embedded 300 inputs/);
+  const again = numpy(output);
+  expect(again.shape).toEqual([600, 32]);
+  again.rows.forEach((row, i) => row.forEach((x, d) => expect(x).toBeCloseTo(expected[i]!.embedding[d]!, 5)));
+  expect(readFileSync(ids, 'utf8')).toBe(texts.map((_, i) => `${i + 1}\n`).join(''));
 });
 
 it('leaves a valid file on Ctrl-C, which --resume completes', async () => {
