@@ -375,7 +375,7 @@ export class Engine implements Lanes {
     entry.lane = lane;
     const report = await lane.report;
     const measured = Math.max(residentBytes() - before, 1);
-    entry.sessionBytes = this.options.measureSession?.(entry.spec, measured) ?? measured;
+    entry.sessionBytes = this.options.measureSession?.(entry.spec, measured) ?? sessionFloor(entry.spec, measured);
     entry.residentBytes = measured;
     // The registry read the model's width from its files; the warm-up run confirms it.
     if (entry.spec.task === 'embedding' && entry.spec.dimensions !== report.width) {
@@ -453,6 +453,18 @@ export class Engine implements Lanes {
     this.pastRestarts += lane.restarts;
     if (wasLoaded) this.options.observer?.onUnload?.(entry.spec.id);
   }
+}
+
+/**
+ * What one more session of a model on the CPU is taken to hold: what its first session added to
+ * the process, and never less than its weights and a tenth more (its activations and the graph's
+ * own structures). The process's growth is read from its resident size, which other threads'
+ * allocations and frees move while the session opens; a measure under the weights would let the
+ * placement open more sessions than the budget holds.
+ */
+function sessionFloor(model: ServedModel, measured: number): number {
+  if (model.device !== 'cpu') return measured;
+  return Math.max(measured, Math.ceil(model.description.size * 1.1));
 }
 
 /** A served model and, for an image-text model, its vision tower: the engine's models. */
