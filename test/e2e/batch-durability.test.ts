@@ -7,6 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
+import { uploadEmbeddingRequests } from '../helpers/batch-files.js';
 import { listeningUrl, spawnTinyServer, type ServerProcess } from '../helpers/server-process.js';
 
 const key = 'durability-key-0123456789';
@@ -45,27 +46,8 @@ it('resumes a batch killed with SIGKILL and answers every request exactly once',
   const base = await listeningUrl(first);
 
   const count = 3000;
-  const ids = Array.from({ length: count }, (_, i) => `doc-${i}`);
-  const text = ids
-    .map((id, i) =>
-      JSON.stringify({
-        custom_id: id,
-        method: 'POST',
-        url: '/v1/embeddings',
-        body: { model: 'tiny-embedder', input: `passage ${i}: ${'words of some length '.repeat(1 + (i % 7))}` },
-      }),
-    )
-    .join('\n');
-  const form = new FormData();
-  form.append('file', new Blob([text]), 'corpus.jsonl');
-  form.append('purpose', 'batch');
-  const uploaded = await fetch(`${base}/v1/files`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}` },
-    body: form,
-  });
-  expect(uploaded.status).toBe(200);
-  const file = (await uploaded.json()) as { id: string };
+  const { ids, fileId } = await uploadEmbeddingRequests(base, key, count);
+  const file = { id: fileId };
   const created = await call<Batch>(base, 'POST', '/batches', {
     input_file_id: file.id,
     endpoint: '/v1/embeddings',

@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { hasRedisServer, REDIS_SKIP_REASON, startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { missing } from '../helpers/resources.js';
+import { uploadEmbeddingRequests } from '../helpers/batch-files.js';
 import { listeningUrl, spawnTinyServer, type ServerProcess } from '../helpers/server-process.js';
 
 const key = 'replicas-batch-key-0123456789';
@@ -65,27 +66,8 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(
       const [baseA, baseB] = await Promise.all([listeningUrl(a), listeningUrl(b)]);
 
       const count = 3000;
-      const ids = Array.from({ length: count }, (_, i) => `doc-${i}`);
-      const text = ids
-        .map((id, i) =>
-          JSON.stringify({
-            custom_id: id,
-            method: 'POST',
-            url: '/v1/embeddings',
-            body: { model: 'tiny-embedder', input: `passage ${i}: ${'words of some length '.repeat(1 + (i % 7))}` },
-          }),
-        )
-        .join('\n');
-      const form = new FormData();
-      form.append('file', new Blob([text]), 'corpus.jsonl');
-      form.append('purpose', 'batch');
-      const uploaded = await fetch(`${baseA}/v1/files`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key}` },
-        body: form,
-      });
-      expect(uploaded.status).toBe(200);
-      const file = (await uploaded.json()) as { id: string };
+      const { ids, fileId } = await uploadEmbeddingRequests(baseA, key, count);
+      const file = { id: fileId };
       // The file uploaded through one replica is the other's too.
       expect((await call<{ id: string }>(baseB, 'GET', `/files/${file.id}`)).id).toBe(file.id);
       const created = await call<Batch>(baseA, 'POST', '/batches', {
