@@ -239,15 +239,25 @@ export interface CeilingOptions {
   int8BatchSizes: number[];
 }
 
+/** 1, 2, 4, ... up to `cores`. */
+function powersOfTwo(cores: number): number[] {
+  const out: number[] = [];
+  for (let n = 1; n <= cores; n *= 2) out.push(n);
+  return out;
+}
+
 export function ceilingDefaults(quick: boolean, cores: number): CeilingOptions {
+  // On a larger machine the layouts that can win are the ones that use every core, and one session
+  // of more threads for one input alone (layouts() keeps those).
+  const counts = powersOfTwo(Math.max(2, cores));
   return quick
     ? {
         embedModel: DEFAULT_EMBED_MODEL,
         rerankModel: DEFAULT_RERANK_MODEL,
         n: 64,
         batchSizes: [1, 4, 16],
-        sessions: [1, 2],
-        threads: [1, 2],
+        sessions: counts,
+        threads: counts,
         optionBatches: [1],
         rerankRequests: 1,
         rerankBatchSizes: [1, 8],
@@ -262,8 +272,8 @@ export function ceilingDefaults(quick: boolean, cores: number): CeilingOptions {
         rerankModel: DEFAULT_RERANK_MODEL,
         n: 256,
         batchSizes: [1, 2, 4, 8, 16, 32],
-        sessions: [1, 2],
-        threads: [1, 2],
+        sessions: counts,
+        threads: counts,
         optionBatches: [1, 8],
         rerankRequests: 4,
         rerankBatchSizes: [1, 2, 4, 8, 16, 32],
@@ -292,7 +302,8 @@ export function sessionOptions(threads: number, v: SessionVariant): ort.Inferenc
 function layouts(opts: CeilingOptions): Array<{ sessions: number; threads: number }> {
   const out: Array<{ sessions: number; threads: number }> = [];
   for (const s of opts.sessions)
-    for (const t of opts.threads) if (s * t <= opts.cores) out.push({ sessions: s, threads: t });
+    for (const t of opts.threads)
+      if (s * t <= opts.cores && (s === 1 || s * t * 2 > opts.cores)) out.push({ sessions: s, threads: t });
   return out;
 }
 

@@ -2,6 +2,7 @@
  * The bench suite.
  *
  *   npx tsx bench/run.ts [--quick] [--only ceiling,http,peers,micro] [--repeats 3] [--no-int8]
+ *       [--sessions 1,2,4] [--threads 1,2,4] [--batches 1,8,32] (the ceiling sweep's layouts; default: powers of two up to the cores)
  *       [--targets gateway,gateway-int8,gateway-traced,transformers,minimal,name=URL] [--gateway-from-src] [--server gateway]
  *       [--n 256] [--embed-model ID] [--rerank-model ID] [--api-key KEY]
  *
@@ -511,6 +512,9 @@ async function main(): Promise<void> {
       ...d,
       repeats,
       n: flagNumber(f, 'n', d.n),
+      sessions: flagNumbers(f, 'sessions', d.sessions),
+      threads: flagNumbers(f, 'threads', d.threads),
+      batchSizes: flagNumbers(f, 'batches', d.batchSizes),
       embedModel,
       rerankModel,
       int8BatchSizes: int8 ? d.int8BatchSizes : [],
