@@ -127,21 +127,24 @@ describe('onnx-gateway models pull', () => {
   });
 
   it('refuses ids that are neither in the catalogue nor repository ids, and variants the repository lacks', async () => {
-    const unknown = await cli(['models', 'pull', 'no-such-model']);
+    // Four refusals that download nothing, run side by side.
+    const [unknown, badVariant, variant, generated] = await Promise.all([
+      cli(['models', 'pull', 'no-such-model']),
+      cli(['models', 'pull', 'tiny-embedder:int4']),
+      cli(['models', 'pull', 'tiny-embedder:int8']),
+      cli(['models', 'pull', 'synthetic-all-MiniLM-L6-v2']),
+    ]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(
       /No manifest names "no-such-model" and it is not a Hub repository id \(owner\/name, as in BAAI\/bge-small-en-v1\.5\)\. Catalogue ids: .*all-MiniLM-L6-v2.*tiny-embedder/,
     );
-    const badVariant = await cli(['models', 'pull', 'tiny-embedder:int4']);
     expect(badVariant.code).toBe(2);
     expect(badVariant.stderr).toMatch(/"int4" is not an ONNX variant: use one of fp32, fp16, int8, O1, O2, O3, O4/);
-    const variant = await cli(['models', 'pull', 'tiny-embedder:int8']);
     expect(variant.code).toBe(1);
     expect(variant.stderr).toMatch(
       /has no int8 graph \(looked for onnx\/model_int8\.onnx, .*\)\. Its ONNX variants: fp32 \(onnx\/model\.onnx\)\..*onnx-gateway models quantize tiny-embedder/,
     );
     expect(existsSync(modelFolder())).toBe(false);
-    const generated = await cli(['models', 'pull', 'synthetic-all-MiniLM-L6-v2']);
     expect(generated.code).toBe(2);
     expect(generated.stderr).toMatch(/is not on the Hub: it is generated locally with: python3/);
   });
@@ -226,11 +229,14 @@ describe('onnx-gateway models list and quantize', () => {
   });
 
   it('refuses clearly when there is nothing to quantize or the graph is quantized already', async () => {
-    const missing = await cli(['models', 'quantize', 'no-such-model']);
+    const [missing, pulled] = await Promise.all([
+      cli(['models', 'quantize', 'no-such-model']),
+      cli(['models', 'pull', 'tiny-embedder']),
+    ]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/onnx-gateway: "no-such-model" is neither a model in .* nor a file or folder/);
 
-    expect((await cli(['models', 'pull', 'tiny-embedder'])).code).toBe(0);
+    expect(pulled.code).toBe(0);
     expect((await cli(['models', 'quantize', 'tiny-embedder'])).code).toBe(0);
     const twice = await cli(['models', 'quantize', join(modelFolder(), 'onnx', 'model_int8.onnx')]);
     expect(twice.code).toBe(1);
@@ -247,21 +253,24 @@ describe('onnx-gateway models list and quantize', () => {
     const plain = await cli(['models', 'quantize', 'tiny-embedder', '--no-calibration']);
     expect(plain.code).toBe(0);
     expect(plain.stdout).toMatch(/^rounding: to nearest \(calibration turned off\)$/m);
-    const absent = await cli(['models', 'quantize', 'tiny-embedder', '--calibration', join(modelsDir, 'nothing.txt')]);
-    expect(absent.code).toBe(1);
-    expect(absent.stderr).toMatch(/The calibration file .*nothing\.txt does not exist/);
     // A bare .onnx file has no tokenizer to calibrate with: to nearest, unless a text was asked for.
     const bare = join(modelsDir, 'bare.onnx');
     await copyFile(join(modelFolder(), 'onnx', 'model.onnx'), bare);
-    const bareRun = await cli(['models', 'quantize', bare]);
+    await mkdir(join(modelsDir, 'empty'));
+    // These write nothing but bare_int8.onnx, which none of the others reads: run side by side.
+    const [absent, bareRun, bareAsked, empty] = await Promise.all([
+      cli(['models', 'quantize', 'tiny-embedder', '--calibration', join(modelsDir, 'nothing.txt')]),
+      cli(['models', 'quantize', bare]),
+      cli(['models', 'quantize', bare, '--calibration', own]),
+      cli(['models', 'quantize', 'empty']),
+    ]);
+    expect(absent.code).toBe(1);
+    expect(absent.stderr).toMatch(/The calibration file .*nothing\.txt does not exist/);
     expect(bareRun.code).toBe(0);
     expect(bareRun.stdout).toMatch(/^rounding: to nearest \(no tokenizer\.json beside the graph/m);
-    const bareAsked = await cli(['models', 'quantize', bare, '--calibration', own]);
     expect(bareAsked.code).toBe(1);
     expect(bareAsked.stderr).toMatch(/Can not calibrate .*bare\.onnx: no tokenizer\.json beside it/);
 
-    await mkdir(join(modelsDir, 'empty'));
-    const empty = await cli(['models', 'quantize', 'empty']);
     expect(empty.code).toBe(1);
     expect(empty.stderr).toMatch(/empty has no fp32 graph \(onnx\/model\.onnx or model\.onnx\) to quantize/);
   });

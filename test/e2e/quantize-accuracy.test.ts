@@ -1,13 +1,13 @@
 /**
  * int8 accuracy on the real-size synthetic MiniLM models, against the float64
- * golden numbers: quantizes both models into a temp dir as `models quantize` does
- * (GPTQ, calibrated on the shipped text) and runs golden token ids through
- * onnxruntime directly (no tokenizer, no server). Their speed, fp32 against int8,
+ * golden numbers: quantizes both models as `models quantize` does (GPTQ, calibrated
+ * on the shipped text; the graphs kept in .data while the code and the models are
+ * unchanged) and runs golden token ids through onnxruntime directly (no tokenizer,
+ * no server). Their speed, fp32 against int8,
  * is measured by the bench (bench/ceiling.ts sweeps the int8 variants).
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
@@ -16,6 +16,7 @@ import { DEFAULT_CALIBRATION_FILE } from '../../src/quantize/calibration-inputs.
 import { quantizeToInt8 } from '../../src/quantize/int8-variant.js';
 import type { QuantizeReport } from '../../src/quantize/graph.js';
 import { formatQuantizeReport } from '../../src/quantize/report.js';
+import { madeOnce } from '../helpers/made-once.js';
 import { output } from '../helpers/ort.js';
 import { missing } from '../helpers/resources.js';
 
@@ -134,7 +135,6 @@ const maxAbsDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => {
 describe.skipIf(!available)(
   `int8 quantization of the synthetic MiniLM models${available ? '' : ` (skipped: ${SKIP_REASON})`}`,
   () => {
-    let dir: string;
     let texts: GoldenText[];
     let pairs: GoldenPair[];
     const reports = {} as Record<'embedder' | 'reranker', QuantizeReport>;
@@ -150,36 +150,63 @@ describe.skipIf(!available)(
     };
 
     beforeAll(async () => {
-      dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-int8-'));
       texts = (JSON.parse(await readFile(join(EMBEDDER, 'golden.json'), 'utf8')) as { items: GoldenText[] }).items;
       pairs = (JSON.parse(await readFile(join(RERANKER, 'golden.json'), 'utf8')) as { items: GoldenPair[] }).items;
-      for (const [kind, folder] of [
+      const models = [
         ['embedder', EMBEDDER],
         ['reranker', RERANKER],
-      ] as const) {
-        const fp32 = join(folder, 'onnx', 'model.onnx');
-        const int8 = join(dir, `${kind}.int8.onnx`);
-        reports[kind] = await quantizeToInt8({ input: fp32, output: int8, tokenizerDir: folder });
+      ] as const;
+      // Calibrating and GPTQ take ~20 s per model on 2 cores: the int8 graphs and their reports are
+      // made once per version of the code, the calibration text and the fp32 models.
+      const made = await madeOnce(
+        {
+          name: 'int8-synthetic-minilm',
+          sources: [
+            join(repoRoot, 'src'),
+            DEFAULT_CALIBRATION_FILE,
+            ...models.flatMap(([, folder]) =>
+              ['onnx/model.onnx', 'tokenizer.json', 'tokenizer_config.json', 'config.json'].map((file) =>
+                join(folder, file),
+              ),
+            ),
+          ],
+        },
+        async (out) => {
+          const byKind = {} as Record<string, QuantizeReport>;
+          for (const [kind, folder] of models) {
+            const input = join(folder, 'onnx', 'model.onnx');
+            byKind[kind] = await quantizeToInt8({
+              input,
+              output: join(out, `${kind}.int8.onnx`),
+              tokenizerDir: folder,
+            });
+          }
+          await quantizeToInt8(
+            {
+              input: join(RERANKER, 'onnx', 'model.onnx'),
+              output: join(out, 'reranker.nearest.onnx'),
+              tokenizerDir: RERANKER,
+            },
+            { calibration: false },
+          );
+          await writeFile(join(out, 'reports.json'), JSON.stringify(byKind));
+        },
+      );
+      Object.assign(reports, JSON.parse(await readFile(join(made, 'reports.json'), 'utf8')));
+      for (const [kind, folder] of models) {
         console.log(`${kind}: ${formatQuantizeReport(reports[kind]).replaceAll('\n', '; ')}`);
-        paths[kind] = { fp32, int8 };
+        paths[kind] = { fp32: join(folder, 'onnx', 'model.onnx'), int8: join(made, `${kind}.int8.onnx`) };
         sessions[kind] = {
-          fp32: await ort.InferenceSession.create(fp32, options),
-          int8: await ort.InferenceSession.create(int8, options),
+          fp32: await ort.InferenceSession.create(paths[kind].fp32, options),
+          int8: await ort.InferenceSession.create(paths[kind].int8, options),
         };
       }
-      const plain = join(dir, 'reranker.nearest.onnx');
-      await quantizeToInt8(
-        { input: paths.reranker.fp32, output: plain, tokenizerDir: RERANKER },
-        { calibration: false },
-      );
-      nearest = await ort.InferenceSession.create(plain, options);
-      // Calibrating and GPTQ take ~20 s per model on 2 cores.
+      nearest = await ort.InferenceSession.create(join(made, 'reranker.nearest.onnx'), options);
     }, 300_000);
 
     afterAll(async () => {
       await nearest?.release();
       for (const pair of Object.values(sessions)) for (const s of Object.values(pair)) await s.release();
-      if (dir) await rm(dir, { recursive: true, force: true });
     });
 
     it('converts the 36 encoder MatMuls (+ pooler and classifier) with their biases, GPTQ-rounded on the shipped text, and shrinks the file by a third', async () => {

@@ -7,12 +7,11 @@
  * same floats within 1e-6.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { readImageProcessor, type Resample } from '../../src/models/image-processor.js';
 import {
   decodeRgb,
@@ -23,6 +22,7 @@ import {
 } from '../../src/worker/image-preprocess/index.js';
 import { decodePng } from '../../src/worker/image-preprocess/png.js';
 import { referenceProcessors } from '../fixtures/preprocessor-configs.js';
+import { madeOnce } from '../helpers/made-once.js';
 
 const PYTHON = '/usr/bin/python3';
 const script = fileURLToPath(new URL('../fixtures/pillow_reference.py', import.meta.url));
@@ -40,23 +40,23 @@ interface Case {
 let dir: string;
 let cases: Case[];
 
-beforeAll(() => {
+beforeAll(async () => {
   // CI installs python3-pil: without it these tests fail rather than skip.
-  const probe = spawnSync(PYTHON, ['-c', 'import PIL, numpy'], { encoding: 'utf8' });
+  const probe = spawnSync(PYTHON, ['-c', 'import PIL, numpy; print(PIL.__version__, numpy.__version__)'], {
+    encoding: 'utf8',
+  });
   if (probe.status !== 0)
     throw new Error(
       `${PYTHON} cannot import PIL and numpy, which the reference pixels come from: ` +
         `apt-get install python3-pil python3-numpy (${(probe.stderr || String(probe.error)).trim()})`,
     );
-  dir = mkdtempSync(join(tmpdir(), 'onnx-gateway-pillow-'));
-  const run = spawnSync(PYTHON, [script, '--out', dir], { encoding: 'utf8' });
-  if (run.status !== 0) throw new Error(`pillow_reference.py failed: ${run.stderr}`);
+  // Made once per version of the script, Pillow and numpy.
+  dir = await madeOnce({ name: 'pillow-reference', sources: [script], versions: probe.stdout }, (out) => {
+    const run = spawnSync(PYTHON, [script, '--out', out], { encoding: 'utf8' });
+    if (run.status !== 0) throw new Error(`pillow_reference.py failed: ${run.stderr}`);
+  });
   cases = (JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as { cases: Case[] }).cases;
 }, 300_000);
-
-afterAll(() => {
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
 
 const bytesOf = (file: string) => new Uint8Array(readFileSync(join(dir, file)));
 

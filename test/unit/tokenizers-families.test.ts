@@ -5,12 +5,12 @@
  * XLM-R; its own WordPiece and byte-level BPE otherwise). TextTokenizer must give exactly those ids.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { TextTokenizer } from '../../src/text/index.js';
+import { madeOnce } from '../helpers/made-once.js';
 import { missing } from '../helpers/resources.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -42,18 +42,23 @@ describe.skipIf(missing(pythonMissing === undefined, pythonMissing ?? ''))(
     let out: string;
     let expected: Record<Kind, Expected>;
 
-    beforeAll(() => {
-      out = mkdtempSync(join(tmpdir(), 'onnx-gateway-tokenizers-'));
-      execFileSync(PYTHON, ['scripts/standins/tokenizers.py', '--out', out, '--shared', resolve(root, '../shared')], {
-        cwd: root,
-        stdio: ['ignore', 'ignore', 'inherit'],
-      });
+    beforeAll(async () => {
+      // Training the small tokenizers takes a while: made once per version of the scripts and texts.
+      const shared = resolve(root, '../shared');
+      out = await madeOnce(
+        {
+          name: 'tokenizers',
+          sources: [join(root, 'scripts/standins'), join(shared, 'models/hub-files'), join(shared, 'eval/texts')],
+        },
+        (dir) => {
+          execFileSync(PYTHON, ['scripts/standins/tokenizers.py', '--out', dir, '--shared', shared], {
+            cwd: root,
+            stdio: ['ignore', 'ignore', 'inherit'],
+          });
+        },
+      );
       expected = JSON.parse(readFileSync(join(out, 'expected.json'), 'utf8')) as Record<Kind, Expected>;
-    });
-
-    afterAll(() => {
-      if (out) rmSync(out, { recursive: true, force: true });
-    });
+    }, 300_000);
 
     it("xlmr: the ids are sentencepiece's own but where HF tokenizers differs by design", () => {
       const reasons = new Map<string, number>();
