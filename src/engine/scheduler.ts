@@ -15,12 +15,13 @@
  * Bulk work (a batch's requests) has queues of its own, served only when no interactive queue can
  * take the free slot. Nothing preempts a batch already on a worker, so while users are about (a
  * request in the last `windowMs`) bulk work also keeps out of their way: no bulk batch goes while a
- * user's input waits or runs, nor in the `graceMs` after a user's batch lands (the round trip to
- * their next request), unless bulk has waited `maxHoldMs` (a busy user slows a batch, never stops
- * it); bulk batches are then short (a share of the token budget) and take a session's running slot
- * only, never its ready one; and a user's input that finds only bulk batches running waits for them
- * to land and runs solo, with every core, as it would on an idle server. Without users about, bulk
- * batches are as large as any and fill every slot, for the batch's throughput.
+ * user's input waits, nor while one runs or in the `graceMs` after it lands (the round trip to the
+ * user's next request) unless bulk has been held `maxHoldMs` (busy users slow a batch, they do not
+ * stop it, and cores their inputs leave idle do not stay idle long); bulk batches are then short (a
+ * share of the token budget) and take a session's running slot only, never its ready one; and a
+ * user's input that finds only bulk batches running waits for them to land and runs solo, with
+ * every core, as it would on an idle server. Without users about, bulk batches are as large as any
+ * and fill every slot, for the batch's throughput.
  *
  * An image-text model's vision tower is a model of its own here: its items are images, each
  * counted as the tower's sequence length against the token budget. A batch hands their encoded
@@ -239,7 +240,7 @@ export class Scheduler {
   /** Since when bulk inputs have been held back for users (undefined: they are not). */
   private bulkHeldSince: number | undefined;
   /** Wakes the scheduler when bulk work held back for a user's next request may go. */
-  private holdTimer: ReturnType<typeof setTimeout> | undefined;
+  private holdTimer: { at: number; timer: ReturnType<typeof setTimeout> } | undefined;
   /** Recent throughput in items per second, for how long a refused request should wait. */
   private itemsPerSecond = 0;
   private closed = false;
@@ -448,15 +449,19 @@ export class Scheduler {
   }
 
   /**
-   * Whether a bulk batch may go now, as far as users allow: `true`, `false` while a user's input
-   * waits or runs, or the time at which the grace after a user's batch ends.
+   * Whether a bulk batch may go now, as far as users allow: `true`; `false` while a user's input
+   * waits (it goes first); or the time at which it may, once a user's input running or the grace
+   * after one has ended, or bulk has been held `maxHoldMs`.
    */
   private bulkMayGo(now: number): boolean | number {
     if (!this.yielding(now)) return true;
-    if (this.interactiveInFlight > 0 || this.interactiveWaiting()) return false;
+    if (this.interactiveWaiting()) return false;
     const { graceMs, maxHoldMs } = this.bulkYield;
     const heldSince = this.bulkHeldSince ?? now;
-    if (now - this.lastInteractiveLanded >= graceMs || now - heldSince >= maxHoldMs) return true;
+    if (now - heldSince >= maxHoldMs) return true;
+    // The grace starts when the user's input lands (which pumps again).
+    if (this.interactiveInFlight > 0) return heldSince + maxHoldMs;
+    if (now - this.lastInteractiveLanded >= graceMs) return true;
     return Math.min(this.lastInteractiveLanded + graceMs, heldSince + maxHoldMs);
   }
 
@@ -502,15 +507,19 @@ export class Scheduler {
 
   /** Pumps again at `at` (performance.now() time), for bulk work held back until then. */
   private wakeAt(at: number, now: number): void {
-    if (this.holdTimer) return;
-    this.holdTimer = setTimeout(
+    if (this.holdTimer) {
+      if (this.holdTimer.at <= at) return;
+      clearTimeout(this.holdTimer.timer);
+    }
+    const timer = setTimeout(
       () => {
         this.holdTimer = undefined;
         this.pump();
       },
       Math.max(0, at - now),
     );
-    this.holdTimer.unref?.();
+    timer.unref?.();
+    this.holdTimer = { at, timer };
   }
 
   /** Two batches per session (one running, one ready), within the server's threads; a lone batch always goes. */

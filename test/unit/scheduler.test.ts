@@ -4,7 +4,7 @@ import type { BatchResult, BatchTask } from '../../src/worker/protocol.js';
 
 /** A runner that records batches and answers each row with [sum of its ids, its length]. */
 class FakeRunner implements Lanes, Lane {
-  readonly sessions = 1;
+  readonly sessions: number = 1;
   readonly threadsPerSession = 1;
   readonly device = 'cpu';
   /** Whether the model has a solo session. */
@@ -461,6 +461,29 @@ describe('Scheduler: bulk work yields to users', () => {
     expect(runner.batches.length).toBe(maxHoldMs / gap + 1);
     runner.release();
     await vi.advanceTimersByTimeAsync(maxHoldMs);
+    runner.release();
+    await job;
+  });
+
+  it("holds bulk batches back while a user's input runs for at most the longest hold, then lets one take a free session", async () => {
+    const runner = new (class extends FakeRunner {
+      override readonly sessions = 2;
+    })();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1, maxInFlight: 4 }, [{ id: 'm' }]);
+    const online = scheduler.submit('m', [seq(2)]);
+    const job = bulk(scheduler, [seq(11), seq(12), seq(13)]);
+    expect(runner.batches).toEqual([[2]]);
+    await vi.advanceTimersByTimeAsync(maxHoldMs - 1);
+    expect(runner.batches).toEqual([[2]]);
+    await vi.advanceTimersByTimeAsync(1);
+    // One bulk batch, in the session the user's input left free; none in a ready slot.
+    expect(runner.batches).toEqual([[2], [11]]);
+    runner.release();
+    await online;
+    await vi.advanceTimersByTimeAsync(maxHoldMs);
+    runner.release();
+    await settle();
     runner.release();
     await job;
   });
