@@ -116,7 +116,7 @@ export interface BulkYield {
   windowMs: number;
   /** After a user's batch lands, bulk waits this long for that user's next request... */
   graceMs: number;
-  /** ...unless this long has passed since the last bulk batch went. */
+  /** ...unless bulk has been held back this long (by that user's input running, or by the grace). */
   maxHoldMs: number;
   /** A bulk batch's token budget while yielding, as a share of the lane's (its first input always goes). */
   budgetShare: number;
@@ -234,7 +234,7 @@ export class Scheduler {
   private interactiveInFlight = 0;
   private bulkInFlight = 0;
   private readonly bulkYield: BulkYield;
-  /** When a user's request was last submitted or answered, when a user's batch last landed, and when a bulk batch last went. */
+  /** When a user's request was last submitted or answered, and when a user's batch last landed. */
   private lastInteractive = -Infinity;
   private lastInteractiveLanded = -Infinity;
   /** Since when bulk inputs have been held back for users (undefined: they are not). */
