@@ -1,22 +1,35 @@
 /**
  * The batch-while-online workload (`--workloads batch-while-online`, gateway targets): does bulk
- * work yield to interactive work, and does it lose throughput doing so?
+ * work yield to interactive work, and does it lose throughput doing so? Each repeat, on one server:
  *
- *   online-c1-idle          p50 of single-input embedding requests one at a time on the idle server
- *                           (measured before and after the rest, pooled)
- *   online-c1-during-batch  the same requests while a batch runs (20,000 inputs; --batch-inputs)
- *   http-c32-same-inputs    the batch's inputs sent as single-input requests, 32 in flight
- *   batch-alone             the batch's inputs/s, from its creation to `completed` (polled every 250 ms)
+ *   online-c1-idle          single-input embedding requests one at a time on the idle server
+ *                           (40 before the rest and 40 after, pooled)
+ *   http-c32-same-inputs    the batch's inputs (20,000; --batch-inputs) sent as single-input
+ *                           requests, 32 in flight
+ *   batch-alone             the same number of inputs as a batch with nothing else running: inputs/s
+ *                           from its creation to `completed` (polled every 250 ms)
+ *   online-c1-during-batch  the idle requests again, 200 of them, while another such batch runs
+ *                           (from its first committed answers; the batch is then cancelled)
+ *   batch-during-online     that batch's inputs/s while the requests ran (its committed answers:
+ *                           a lower bound), for how much it still got done
  *
- * Targets: online p50 during the batch <= 1.5x idle; the batch >= 0.95x the c=32 HTTP rate. The two
- * rates are measured one after the other on the same server, the order alternating with each repeat.
+ * Targets: online p50 during the batch <= 1.5x idle; the batch alone >= 0.95x the c=32 HTTP rate.
+ * The HTTP pass and the lone batch run one after the other, the order alternating with each repeat;
+ * every pass sends inputs no earlier pass sent.
  */
 import { randomBytes } from 'node:crypto';
 import { embeddingMix } from './mix.js';
-import { log, median, round, roundSpread, sleep, spread } from './lib/common.js';
+import { log, median, round, roundSpread, sleep, spread, type Spread } from './lib/common.js';
 import type { HttpPoint } from './http.js';
 
-export const BATCH_WHILE_ONLINE = { inputs: 20_000, httpConcurrency: 32, idleProbes: 40 } as const;
+export const BATCH_WHILE_ONLINE = {
+  inputs: 20_000,
+  httpConcurrency: 32,
+  idleProbes: 40,
+  duringProbes: 200,
+  latencyTarget: 1.5,
+  throughputTarget: 0.95,
+} as const;
 
 interface Target {
   url: string;
@@ -29,6 +42,21 @@ interface Measured {
   httpFailed: number;
   batchSeconds: number;
   batchFailed: number;
+  /** Inputs/s the batch run beside the online requests committed while they ran. */
+  duringRate: number;
+}
+
+/** What the workload reports beside its points: medians over the repeats and their spreads. */
+export interface BatchWhileOnlineSummary {
+  /** Online p50 during a batch / idle p50. */
+  latencyRatio: number;
+  /** The lone batch's inputs/s / the c=32 HTTP pass's. */
+  throughputRatio: number;
+  /** Absent in files written before the workload had them. */
+  latencyRatios?: Spread;
+  throughputRatios?: Spread;
+  batchInputs?: number;
+  repeats?: number;
 }
 
 const quantile = (xs: number[], q: number) =>
@@ -86,164 +114,254 @@ async function httpPass(
   return { seconds: (performance.now() - started) / 1000, failed };
 }
 
-/** Uploads the inputs as a batch, runs it, and probes online latency c=1 while it is in progress. */
-async function batchPass(
+interface BatchState {
+  status: string;
+  request_counts: { completed: number; failed: number };
+}
+
+/** Uploads the inputs as a file and starts a batch of them; its id, the file's, and when it was created. */
+async function startBatch(
   target: Target,
   headers: Record<string, string>,
   model: string,
   inputs: string[],
-  online: string[],
-): Promise<{ seconds: number; failed: number; during: number[] }> {
+): Promise<{ id: string; fileId: string; started: number }> {
   const lines = inputs.map((input, i) =>
     JSON.stringify({ custom_id: `r${i}`, method: 'POST', url: '/v1/embeddings', body: { model, input } }),
   );
   const form = new FormData();
   form.append('purpose', 'batch');
   form.append('file', new Blob([lines.join('\n')]), 'bench.jsonl');
-  const file = (await (await fetch(`${target.url}/v1/files`, { method: 'POST', headers, body: form })).json()) as {
-    id: string;
-  };
+  const uploaded = await fetch(`${target.url}/v1/files`, { method: 'POST', headers, body: form });
+  if (!uploaded.ok) throw new Error(`the bench batch's upload: HTTP ${uploaded.status}`);
+  const file = (await uploaded.json()) as { id: string };
   const started = performance.now();
-  const created = (await (
-    await fetch(`${target.url}/v1/batches`, {
-      method: 'POST',
-      headers: { ...headers, 'content-type': 'application/json' },
-      body: JSON.stringify({ input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h' }),
-    })
-  ).json()) as { id: string };
-  let status = 'validating';
-  let counts = { completed: 0, failed: 0 };
-  let seconds = 0;
-  const poll = async () => {
-    while (!['completed', 'failed', 'cancelled', 'expired'].includes(status)) {
-      await sleep(250);
-      const batch = (await (await fetch(`${target.url}/v1/batches/${created.id}`, { headers })).json()) as {
-        status: string;
-        request_counts: { completed: number; failed: number };
-      };
-      status = batch.status;
-      counts = batch.request_counts;
-    }
-    seconds = (performance.now() - started) / 1000;
-  };
-  const polling = poll();
-  // Probes start once the batch's inputs reach the models, and stop before its last ones.
-  while (status === 'validating') await sleep(50);
-  const during = await probes(target, headers, model, online, () => status === 'in_progress');
-  await polling;
-  if (status !== 'completed') throw new Error(`the bench batch ended ${status}`);
-  await fetch(`${target.url}/v1/files/${file.id}`, { method: 'DELETE', headers });
-  return { seconds, failed: counts.failed, during };
+  const created = await fetch(`${target.url}/v1/batches`, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify({ input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h' }),
+  });
+  if (!created.ok) throw new Error(`the bench batch's creation: HTTP ${created.status}`);
+  return { id: ((await created.json()) as { id: string }).id, fileId: file.id, started };
 }
 
-/** The workload on one gateway target, `repeats` times; its points. */
+async function batchState(target: Target, headers: Record<string, string>, id: string): Promise<BatchState> {
+  return (await (await fetch(`${target.url}/v1/batches/${id}`, { headers })).json()) as BatchState;
+}
+
+const ended = (status: string) => ['completed', 'failed', 'cancelled', 'expired'].includes(status);
+
+/** Polls a batch every 250 ms until it has ended; its last state. */
+async function untilEnded(target: Target, headers: Record<string, string>, id: string): Promise<BatchState> {
+  for (;;) {
+    const state = await batchState(target, headers, id);
+    if (ended(state.status)) return state;
+    await sleep(250);
+  }
+}
+
+/** A batch of the inputs with nothing else running: its seconds from creation to `completed`. */
+async function batchAlone(
+  target: Target,
+  headers: Record<string, string>,
+  model: string,
+  inputs: string[],
+): Promise<{ seconds: number; failed: number }> {
+  const batch = await startBatch(target, headers, model, inputs);
+  const state = await untilEnded(target, headers, batch.id);
+  const seconds = (performance.now() - batch.started) / 1000;
+  if (state.status !== 'completed') throw new Error(`the bench batch ended ${state.status}`);
+  await fetch(`${target.url}/v1/files/${batch.fileId}`, { method: 'DELETE', headers });
+  return { seconds, failed: state.request_counts.failed };
+}
+
+/**
+ * A batch of the inputs, and online requests one at a time while it runs: from its first committed
+ * answers (its inputs are on the workers by then) for `duringProbes` requests or until it ends. The
+ * batch is then cancelled: the rest of it would measure nothing.
+ */
+async function batchBesideOnline(
+  target: Target,
+  headers: Record<string, string>,
+  model: string,
+  inputs: string[],
+  online: string[],
+): Promise<{ during: number[]; rate: number }> {
+  const batch = await startBatch(target, headers, model, inputs);
+  let state = await batchState(target, headers, batch.id);
+  while (!ended(state.status) && state.request_counts.completed + state.request_counts.failed === 0) {
+    await sleep(50);
+    state = await batchState(target, headers, batch.id);
+  }
+  const from = { at: performance.now(), done: state.request_counts.completed + state.request_counts.failed };
+  let running = state.status === 'in_progress';
+  const polling = (async () => {
+    while (running) {
+      await sleep(250);
+      const now = await batchState(target, headers, batch.id);
+      if (now.status !== 'in_progress') running = false;
+    }
+  })();
+  const during = await probes(target, headers, model, online, (i) => running && i < BATCH_WHILE_ONLINE.duringProbes);
+  state = await batchState(target, headers, batch.id);
+  const rate =
+    (state.request_counts.completed + state.request_counts.failed - from.done) / ((performance.now() - from.at) / 1000);
+  running = false;
+  await polling;
+  if (!ended(state.status)) await fetch(`${target.url}/v1/batches/${batch.id}/cancel`, { method: 'POST', headers });
+  const last = await untilEnded(target, headers, batch.id);
+  if (last.status === 'failed' || last.status === 'expired') throw new Error(`the bench batch ended ${last.status}`);
+  await fetch(`${target.url}/v1/files/${batch.fileId}`, { method: 'DELETE', headers });
+  return { during, rate };
+}
+
+/** The workload on one gateway target, `repeats` times; its points and ratios. */
 export async function runBatchWhileOnline(
   name: string,
   target: Target,
   headers: Record<string, string>,
   model: string,
   { repeats, inputs: count }: { repeats: number; inputs: number },
-): Promise<{ points: HttpPoint[]; latencyRatio: number; throughputRatio: number }> {
+): Promise<{ points: HttpPoint[]; summary: BatchWhileOnlineSummary }> {
   const mix = embeddingMix(256);
   const runs: Measured[] = [];
+  const p50 = (xs: number[]) => round(quantile(xs, 0.5), 1);
   for (let r = 0; r < repeats; r++) {
     // Inputs no earlier pass sent (a server with a cache would otherwise answer them from it).
     const tag = randomBytes(3).toString('hex');
     const inputs = (pass: string) =>
       Array.from({ length: count }, (_, i) => `[${tag}.${pass}.${i}] ${mix[i % mix.length]}`);
-    const online = mix.map((text, i) => `[${tag}.online.${i}] ${text}`);
-    const idleBefore = await probes(target, headers, model, online, (i) => i < BATCH_WHILE_ONLINE.idleProbes);
+    const online = (pass: string) => mix.map((text, i) => `[${tag}.${pass}.${i}] ${text}`);
+    const idleBefore = await probes(
+      target,
+      headers,
+      model,
+      online('idle-before'),
+      (i) => i < BATCH_WHILE_ONLINE.idleProbes,
+    );
     let http: { seconds: number; failed: number };
-    let batch: { seconds: number; failed: number; during: number[] };
+    let batch: { seconds: number; failed: number };
     if (r % 2 === 0) {
       http = await httpPass(target, headers, model, inputs('http'));
-      batch = await batchPass(target, headers, model, inputs('batch'), online);
+      batch = await batchAlone(target, headers, model, inputs('batch'));
     } else {
-      batch = await batchPass(target, headers, model, inputs('batch'), online);
+      batch = await batchAlone(target, headers, model, inputs('batch'));
       http = await httpPass(target, headers, model, inputs('http'));
     }
-    const idleAfter = await probes(target, headers, model, online, (i) => i < BATCH_WHILE_ONLINE.idleProbes);
+    const beside = await batchBesideOnline(target, headers, model, inputs('beside'), online('during'));
+    const idleAfter = await probes(
+      target,
+      headers,
+      model,
+      online('idle-after'),
+      (i) => i < BATCH_WHILE_ONLINE.idleProbes,
+    );
     const run: Measured = {
       idle: [...idleBefore, ...idleAfter],
-      during: batch.during,
+      during: beside.during,
       httpSeconds: http.seconds,
       httpFailed: http.failed,
       batchSeconds: batch.seconds,
       batchFailed: batch.failed,
+      duringRate: beside.rate,
     };
     runs.push(run);
     log(
-      `  ${name.padEnd(12)} batch-while-online repeat ${r + 1}: online p50 idle ${round(quantile(run.idle, 0.5), 1)} ms, ` +
-        `during batch ${round(quantile(run.during, 0.5), 1)} ms (${run.during.length} requests); ` +
-        `batch ${round(count / run.batchSeconds, 1)} inputs/s, ` +
-        `http c=${BATCH_WHILE_ONLINE.httpConcurrency} ${round(count / run.httpSeconds, 1)} inputs/s`,
+      `  ${name.padEnd(12)} batch-while-online repeat ${r + 1}/${repeats} (${count} inputs): ` +
+        `online c=1 p50 idle ${p50(run.idle)} ms, during a batch ${p50(run.during)} ms (${run.during.length} requests): ` +
+        `${round(quantile(run.during, 0.5) / quantile(run.idle, 0.5), 2)}x; ` +
+        `batch alone ${round(count / run.batchSeconds, 1)} inputs/s, http c=${BATCH_WHILE_ONLINE.httpConcurrency} ` +
+        `${round(count / run.httpSeconds, 1)} inputs/s: ${round(run.httpSeconds / run.batchSeconds, 2)}x; ` +
+        `batch beside the online requests ${round(run.duringRate, 1)} inputs/s`,
     );
   }
   const point = (
     workload: string,
     concurrency: number,
     seconds: number[],
+    rates: number[],
     latencies: number[][],
     failed: number,
-    count: (i: number) => number,
-  ): HttpPoint => {
-    const rates = seconds.map((s, i) => count(i) / s);
-    return {
-      target: name,
-      workload,
-      unit: 'inputs',
-      concurrency,
-      durationS: round(median(seconds), 2),
-      requestsPerSec: roundSpread(spread(rates), 2),
-      unitsPerSec: roundSpread(spread(rates), 1),
-      p50Ms: roundSpread(spread(latencies.map((l) => quantile(l, 0.5))), 1),
-      p99Ms: roundSpread(spread(latencies.map((l) => quantile(l, 0.99))), 1),
-      non2xx: failed,
-      errors: 0,
-      timeouts: 0,
-      statusCodes: {},
-    };
-  };
+  ): HttpPoint => ({
+    target: name,
+    workload,
+    unit: 'inputs',
+    concurrency,
+    durationS: round(median(seconds), 2),
+    requestsPerSec: roundSpread(spread(rates), 2),
+    unitsPerSec: roundSpread(spread(rates), 1),
+    p50Ms: roundSpread(spread(latencies.map((l) => quantile(l, 0.5))), 1),
+    p99Ms: roundSpread(spread(latencies.map((l) => quantile(l, 0.99))), 1),
+    non2xx: failed,
+    errors: 0,
+    timeouts: 0,
+    statusCodes: {},
+  });
+  const busy = (latencies: number[]) => latencies.reduce((a, b) => a + b, 0) / 1000;
   const nothing = runs.map(() => [] as number[]);
   const points = [
     point(
       'online-c1-idle',
       1,
-      runs.map((r) => r.idle.reduce((a, b) => a + b, 0) / 1000),
+      runs.map((r) => busy(r.idle)),
+      runs.map((r) => r.idle.length / busy(r.idle)),
       runs.map((r) => r.idle),
       0,
-      (i) => runs[i]!.idle.length,
     ),
     point(
       'online-c1-during-batch',
       1,
-      runs.map((r) => r.during.reduce((a, b) => a + b, 0) / 1000),
+      runs.map((r) => busy(r.during)),
+      runs.map((r) => r.during.length / busy(r.during)),
       runs.map((r) => r.during),
       0,
-      (i) => runs[i]!.during.length,
     ),
     point(
       'http-c32-same-inputs',
       BATCH_WHILE_ONLINE.httpConcurrency,
       runs.map((r) => r.httpSeconds),
+      runs.map((r) => count / r.httpSeconds),
       nothing,
       runs.reduce((a, r) => a + r.httpFailed, 0),
-      () => count,
     ),
     point(
       'batch-alone',
       1,
       runs.map((r) => r.batchSeconds),
+      runs.map((r) => count / r.batchSeconds),
       nothing,
       runs.reduce((a, r) => a + r.batchFailed, 0),
-      () => count,
+    ),
+    point(
+      'batch-during-online',
+      1,
+      runs.map((r) => busy(r.during)),
+      runs.map((r) => r.duringRate),
+      nothing,
+      0,
     ),
   ];
-  const latencyRatio = round(median(runs.map((r) => quantile(r.during, 0.5) / quantile(r.idle, 0.5))), 2);
-  const throughputRatio = round(median(runs.map((r) => r.httpSeconds / r.batchSeconds)), 2);
+  const latencyRatios = spread(runs.map((r) => quantile(r.during, 0.5) / quantile(r.idle, 0.5)));
+  const throughputRatios = spread(runs.map((r) => r.httpSeconds / r.batchSeconds));
+  const summary: BatchWhileOnlineSummary = {
+    latencyRatio: round(latencyRatios.median, 2),
+    throughputRatio: round(throughputRatios.median, 2),
+    latencyRatios: roundSpread(latencyRatios, 2),
+    throughputRatios: roundSpread(throughputRatios, 2),
+    batchInputs: count,
+    repeats,
+  };
+  const at = (workload: string) => points.find((p) => p.workload === workload)!;
+  const range = (s: Spread | undefined) => (s && s.n > 1 ? ` [${s.min}-${s.max}]` : '');
+  const met = (ok: boolean) => (ok ? 'met' : 'MISSED');
   log(
-    `  ${name.padEnd(12)} batch-while-online: online p50 during a batch / idle ${latencyRatio}x (target <= 1.5), ` +
-      `batch / http c=32 throughput ${throughputRatio}x (target >= 0.95)`,
+    `  ${name.padEnd(12)} batch-while-online, ${count} inputs, median of ${repeats} [range]:\n` +
+      `    online c=1 p50: idle ${at('online-c1-idle').p50Ms.median} ms, during a batch ${at('online-c1-during-batch').p50Ms.median} ms: ` +
+      `${summary.latencyRatio}x${range(summary.latencyRatios)} (target <= ${BATCH_WHILE_ONLINE.latencyTarget}: ` +
+      `${met(summary.latencyRatio <= BATCH_WHILE_ONLINE.latencyTarget)})\n` +
+      `    throughput: batch alone ${at('batch-alone').unitsPerSec.median} inputs/s, http c=${BATCH_WHILE_ONLINE.httpConcurrency} ` +
+      `${at('http-c32-same-inputs').unitsPerSec.median} inputs/s: ${summary.throughputRatio}x${range(summary.throughputRatios)} ` +
+      `(target >= ${BATCH_WHILE_ONLINE.throughputTarget}: ${met(summary.throughputRatio >= BATCH_WHILE_ONLINE.throughputTarget)})`,
   );
-  return { points, latencyRatio, throughputRatio };
+  return { points, summary };
 }

@@ -58,7 +58,7 @@ import {
   spawnNode,
   spread,
 } from './lib/common.js';
-import { BATCH_WHILE_ONLINE, runBatchWhileOnline } from './batch-while-online.js';
+import { BATCH_WHILE_ONLINE, runBatchWhileOnline, type BatchWhileOnlineSummary } from './batch-while-online.js';
 import { embeddingMix, rerankMix } from './mix.js';
 import type { LoadJob, LoadResult } from './http-load.js';
 import type { RawInit, RawJob, RawLayout, RawMessage } from './raw-target.js';
@@ -663,7 +663,7 @@ export interface HttpTargetResult {
   /** latency of a 1-token request on the idle server, ms */
   idlePingMs: number | null;
   /** batch-while-online: online p50 during a batch over idle, and the batch's rate over c=32 HTTP's (medians of repeats). */
-  batchWhileOnline?: { latencyRatio: number; throughputRatio: number };
+  batchWhileOnline?: BatchWhileOnlineSummary;
   validation: Record<string, string | null>;
   points: HttpPoint[];
   /** points above the lowest concurrency not run because the expected latency exceeded maxDurationS / 3 (saturated well before) */
@@ -947,7 +947,7 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
           inputs: opts.batchInputs ?? BATCH_WHILE_ONLINE.inputs,
         });
         l.result.points.push(...measured.points);
-        l.result.batchWhileOnline = { latencyRatio: measured.latencyRatio, throughputRatio: measured.throughputRatio };
+        l.result.batchWhileOnline = measured.summary;
       }
   } finally {
     gen.close();

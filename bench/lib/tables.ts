@@ -60,6 +60,8 @@ export function benchTable(spec: string, resultsDir = 'bench/results'): string {
         return cpuTable(data as BenchReport, need(argument, spec));
       case 'reindex':
         return reindexTable(data as BenchReport);
+      case 'batch-while-online':
+        return batchWhileOnlineTable(data as BenchReport);
       case 'ceiling':
         return ceilingTable(data as BenchReport);
       case 'ceiling-best':
@@ -213,6 +215,54 @@ function reindexTable(report: BenchReport): string {
     ];
   });
   return markdownTable(header, rows);
+}
+
+/**
+ * Each gateway's batch-while-online figures (median of the repeats [range]): online c=1 p50 idle and
+ * during a batch and their ratio; the batch alone and the same inputs over HTTP at c=32, and theirs.
+ */
+function batchWhileOnlineTable(report: BenchReport): string {
+  const targets = (report.http ?? []).filter((t) => t.batchWhileOnline);
+  if (targets.length === 0) throw new Error('no batch-while-online results');
+  const spread = (s: { median: number; min: number; max: number }, format: (x: number) => string) =>
+    s.min === s.max ? format(s.median) : `${format(s.median)} [${format(s.min)}-${format(s.max)}]`;
+  const at = (t: HttpTargetResult, workload: string) => t.points.find((p) => p.workload === workload);
+  const rows = targets.map((t) => {
+    const summary = t.batchWhileOnline!;
+    const p50 = (workload: string) => {
+      const p = at(t, workload);
+      return p ? spread(p.p50Ms, ms) : '';
+    };
+    const rate = (workload: string) => {
+      const p = at(t, workload);
+      return p ? spread(p.unitsPerSec, (x) => num(x)) : '';
+    };
+    const ratio = (median: number, s: typeof summary.latencyRatios | undefined) =>
+      s ? spread(s, (x) => `${num(x, 2)}x`) : `${num(median, 2)}x`;
+    return [
+      `${t.name} (${thousands(summary.batchInputs ?? 0)} inputs, ${summary.repeats ?? 1} repeats)`,
+      p50('online-c1-idle'),
+      p50('online-c1-during-batch'),
+      ratio(summary.latencyRatio, summary.latencyRatios),
+      rate('http-c32-same-inputs'),
+      rate('batch-alone'),
+      ratio(summary.throughputRatio, summary.throughputRatios),
+      rate('batch-during-online'),
+    ];
+  });
+  return markdownTable(
+    [
+      'target',
+      'online p50, idle',
+      'online p50, during a batch',
+      'during / idle (target <= 1.5)',
+      'HTTP c=32, inputs/s',
+      'batch alone, inputs/s',
+      'batch / HTTP (target >= 0.95)',
+      'batch beside the online requests, inputs/s',
+    ],
+    rows,
+  );
 }
 
 const spinning = { '1': ', spinning', '0': ', not spinning' } as const;

@@ -13,8 +13,15 @@
  * so a batch never mixes them; sparse and token results have rows of their own lengths.
  *
  * Bulk work (a batch's requests) has queues of its own, served only when no interactive queue can
- * take the free slot, and never into a session's second (ready) slot: a user's request waits at
- * most for the one bulk batch each session is running, never behind bulk inputs still queued.
+ * take the free slot. Nothing preempts a batch already on a worker, so while users are about (a
+ * request in the last `windowMs`) bulk work also keeps out of their way: no bulk batch goes while a
+ * user's input waits, nor while one runs or in the `graceMs` after it lands (the round trip to the
+ * user's next request) unless bulk has been held `maxHoldMs` (busy users slow a batch, they do not
+ * stop it, and cores their inputs leave idle do not stay idle long); bulk batches are then short (a
+ * share of the token budget) and take a session's running slot only, never its ready one; and a
+ * user's input that finds only bulk batches running waits for them to land and runs solo, with
+ * every core, as it would on an idle server. Without users about, bulk batches are as large as any
+ * and fill every slot, for the batch's throughput.
  *
  * An image-text model's vision tower is a model of its own here: its items are images, each
  * counted as the tower's sequence length against the token budget. A batch hands their encoded
@@ -97,10 +104,25 @@ export interface SchedulerOptions {
    * cores, a worker finds its next batch ready; a lane also holds at most two batches per session.
    */
   maxInFlight: number;
+  bulkYield?: Partial<BulkYield>;
 }
 
 /** Interactive requests go first; bulk inputs take the slots they leave. */
 export type Priority = 'interactive' | 'bulk';
+
+/** How bulk work makes way for users (see the file's comment); times in ms. */
+export interface BulkYield {
+  /** Bulk work yields for this long after a user's request was submitted or answered. */
+  windowMs: number;
+  /** After a user's batch lands, bulk waits this long for that user's next request... */
+  graceMs: number;
+  /** ...unless bulk has been held back this long (by that user's input running, or by the grace). */
+  maxHoldMs: number;
+  /** A bulk batch's token budget while yielding, as a share of the lane's (its first input always goes). */
+  budgetShare: number;
+}
+
+export const defaultBulkYield: BulkYield = { windowMs: 2000, graceMs: 50, maxHoldMs: 500, budgetShare: 0.25 };
 
 export interface BatchObserver {
   onBatch?(
@@ -208,6 +230,17 @@ export class Scheduler {
   private threadsInFlight = 0;
   /** Batches in flight per model. */
   private readonly modelInFlight = new Map<string, number>();
+  /** Batches in flight by priority, all models. */
+  private interactiveInFlight = 0;
+  private bulkInFlight = 0;
+  private readonly bulkYield: BulkYield;
+  /** When a user's request was last submitted or answered, and when a user's batch last landed. */
+  private lastInteractive = -Infinity;
+  private lastInteractiveLanded = -Infinity;
+  /** Since when bulk inputs have been held back for users (undefined: they are not). */
+  private bulkHeldSince: number | undefined;
+  /** Wakes the scheduler when bulk work held back for a user's next request may go. */
+  private holdTimer: { at: number; timer: ReturnType<typeof setTimeout> } | undefined;
   /** Recent throughput in items per second, for how long a refused request should wait. */
   private itemsPerSecond = 0;
   private closed = false;
@@ -219,6 +252,7 @@ export class Scheduler {
     models: QueuedModel[],
     private readonly observer: BatchObserver = {},
   ) {
+    this.bulkYield = { ...defaultBulkYield, ...options.bulkYield };
     for (const model of models) this.addModel(model);
   }
 
@@ -335,6 +369,7 @@ export class Scheduler {
       const job = new Job(model, kind, priority, inputs.length, resolve, reject);
       if (tracer) job.traceWait(tracer);
       const now = performance.now();
+      if (priority === 'interactive') this.lastInteractive = now;
       for (let i = 0; i < inputs.length; i++) {
         const input = inputs[i]!;
         queue.items.push({
@@ -366,6 +401,8 @@ export class Scheduler {
     const queue = this.queueOf(job.model, job.kind, job.priority)!;
     queue.items = queue.items.filter((item) => item.job !== job);
     this.settle(job, new ApiError('client_closed'));
+    // A user's input that held bulk work back may have been the last one waiting.
+    this.pump();
     this.checkIdle(job.model);
   }
 
@@ -399,29 +436,90 @@ export class Scheduler {
     job.resolve({ output, width: job.width, counts, indices, ...timing });
   }
 
+  /** Whether users are about: a request of theirs was submitted or answered within the window. */
+  private yielding(now: number): boolean {
+    return now - this.lastInteractive < this.bulkYield.windowMs;
+  }
+
+  /** Whether a user's input waits for a lane that is open. */
+  private interactiveWaiting(): boolean {
+    for (const queue of this.queues.values())
+      if (queue.priority === 'interactive' && queue.items.length > 0 && this.lanes.lane(queue.model)) return true;
+    return false;
+  }
+
+  /**
+   * Whether a bulk batch may go now, as far as users allow: `true`; `false` while a user's input
+   * waits (it goes first); or the time at which it may, once a user's input running or the grace
+   * after one has ended, or bulk has been held `maxHoldMs`.
+   */
+  private bulkMayGo(now: number): boolean | number {
+    if (!this.yielding(now)) return true;
+    if (this.interactiveWaiting()) return false;
+    const { graceMs, maxHoldMs } = this.bulkYield;
+    const heldSince = this.bulkHeldSince ?? now;
+    if (now - heldSince >= maxHoldMs) return true;
+    // The grace starts when the user's input lands (which pumps again).
+    if (this.interactiveInFlight > 0) return heldSince + maxHoldMs;
+    if (now - this.lastInteractiveLanded >= graceMs) return true;
+    return Math.min(this.lastInteractiveLanded + graceMs, heldSince + maxHoldMs);
+  }
+
   /**
    * Of the queues whose lane can take a batch now, the one whose oldest item has waited longest:
    * an interactive queue before any bulk one.
    */
-  private nextQueue(): { queue: Queue; lane: Lane } | undefined {
+  private nextQueue(now: number): { queue: Queue; lane: Lane } | undefined {
     let best: { queue: Queue; lane: Lane } | undefined;
+    let bulkGate: boolean | number | undefined;
+    let bulkWaiting = false;
     for (const queue of this.queues.values()) {
       const head = queue.items[0];
       if (!head) continue;
+      const bulk = queue.priority === 'bulk';
+      bulkWaiting ||= bulk;
       if (best) {
-        const bulk = queue.priority === 'bulk';
         const bestBulk = best.queue.priority === 'bulk';
         if (bulk && !bestBulk) continue;
         if (bulk === bestBulk && head.enqueuedAt >= best.queue.items[0]!.enqueuedAt) continue;
       }
       const lane = this.lanes.lane(queue.model);
       if (!lane || !this.hasRoom(queue.model, lane)) continue;
-      // Bulk batches take a session's running slot only, never its ready one: a user's request that
-      // comes while a batch runs waits for one bulk batch at most, not for the one queued behind it.
-      if (queue.priority === 'bulk' && (this.modelInFlight.get(queue.model) ?? 0) >= lane.sessions) continue;
+      if (bulk) {
+        bulkGate ??= this.bulkMayGo(now);
+        if (bulkGate !== true) {
+          this.bulkHeldSince ??= now;
+          if (bulkGate !== false) this.wakeAt(bulkGate, now);
+          continue;
+        }
+        // While users are about, a bulk batch takes a session's running slot only, never its ready
+        // one: a user's input then waits for one short bulk batch per session at most.
+        if (this.yielding(now) && (this.modelInFlight.get(queue.model) ?? 0) >= lane.sessions) continue;
+      } else if (lane.solo && this.interactiveInFlight === 0 && this.bulkInFlight > 0) {
+        // Only bulk batches run: they are short, and then this input has every core.
+        continue;
+      }
       best = { queue, lane };
     }
+    if (!bulkWaiting) this.bulkHeldSince = undefined;
     return best;
+  }
+
+  /** Pumps again at `at` (performance.now() time), for bulk work held back until then. */
+  private wakeAt(at: number, now: number): void {
+    if (this.holdTimer) {
+      if (this.holdTimer.at <= at) return;
+      clearTimeout(this.holdTimer.timer);
+    }
+    const timer = setTimeout(
+      () => {
+        this.holdTimer = undefined;
+        this.pump();
+      },
+      Math.max(0, at - now),
+    );
+    timer.unref?.();
+    this.holdTimer = { at, timer };
   }
 
   /** Two batches per session (one running, one ready), within the server's threads; a lone batch always goes. */
@@ -432,13 +530,26 @@ export class Scheduler {
 
   private pump(): void {
     for (;;) {
-      const next = this.nextQueue();
+      const now = performance.now();
+      const next = this.nextQueue(now);
       if (!next) return;
       const { queue, lane } = next;
-      const batch = this.formBatch(queue, lane.maxBatchTokens ?? this.options.maxBatchTokens);
-      const solo = lane.solo && this.inFlight === 0 && this.depth() === 0;
+      const bulk = queue.priority === 'bulk';
+      let budget = lane.maxBatchTokens ?? this.options.maxBatchTokens;
+      if (bulk && this.yielding(now)) budget = Math.max(1, Math.floor(budget * this.bulkYield.budgetShare));
+      const batch = this.formBatch(queue, budget);
+      // Alone on the server: bulk inputs still waiting do not count against a user's batch, as none
+      // goes while it runs.
+      const solo = lane.solo && this.inFlight === 0 && (bulk ? this.depth() : this.interactiveDepth()) === 0;
       this.dispatch(queue, lane, batch, 0, solo);
     }
+  }
+
+  /** Users' inputs waiting, all models. */
+  private interactiveDepth(): number {
+    let total = 0;
+    for (const queue of this.queues.values()) if (queue.priority === 'interactive') total += queue.items.length;
+    return total;
   }
 
   /** Takes the oldest item and the waiting items nearest to it in length that fit the token budget. */
@@ -512,13 +623,23 @@ export class Scheduler {
     const span = tracer ? this.traceBatch(tracer, queue, lane, batch, total, longest * batch.length, solo) : undefined;
     if (span && attempt === 0) this.countDispatched(batch, span);
 
+    const bulk = queue.priority === 'bulk';
     this.inFlight += 1;
     this.threadsInFlight += lane.threadsPerSession;
     this.modelInFlight.set(model, (this.modelInFlight.get(model) ?? 0) + 1);
+    if (bulk) {
+      this.bulkInFlight += 1;
+      this.bulkHeldSince = undefined;
+    } else this.interactiveInFlight += 1;
     const landed = () => {
       this.inFlight -= 1;
       this.threadsInFlight -= lane.threadsPerSession;
       this.modelInFlight.set(model, this.modelInFlight.get(model)! - 1);
+      if (bulk) this.bulkInFlight -= 1;
+      else {
+        this.interactiveInFlight -= 1;
+        this.lastInteractive = this.lastInteractiveLanded = performance.now();
+      }
     };
     const started = performance.now();
     lane

@@ -1,10 +1,10 @@
-import { describe, expect, it } from 'vitest';
-import { Scheduler, type Lane, type Lanes } from '../../src/engine/scheduler.js';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { defaultBulkYield, Scheduler, type Lane, type Lanes } from '../../src/engine/scheduler.js';
 import type { BatchResult, BatchTask } from '../../src/worker/protocol.js';
 
 /** A runner that records batches and answers each row with [sum of its ids, its length]. */
 class FakeRunner implements Lanes, Lane {
-  readonly sessions = 1;
+  readonly sessions: number = 1;
   readonly threadsPerSession = 1;
   readonly device = 'cpu';
   /** Whether the model has a solo session. */
@@ -309,11 +309,21 @@ describe('Scheduler priorities', () => {
     expect(runner.batches).toEqual([[11], [2], [3], [12], [13]]);
   });
 
-  it("keeps bulk batches out of a session's ready slot, so that a user's request goes next", async () => {
+  it("keeps bulk batches out of a session's ready slot while users are about, so that a user's request goes next", async () => {
     const runner = new FakeRunner();
     runner.auto = false;
     // One session with room for two batches: the running one and the next.
-    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1, maxInFlight: 2 }, [{ id: 'm' }]);
+    // No grace after a user's batch here, so that only the slot rule holds bulk batches back.
+    const scheduler = new Scheduler(
+      runner,
+      { ...options, maxBatchSize: 1, maxInFlight: 2, bulkYield: { graceMs: 0 } },
+      [{ id: 'm' }],
+    );
+    // A user was just answered.
+    const earlier = scheduler.submit('m', [seq(1)]);
+    runner.release();
+    await earlier;
+    runner.batches.length = 0;
     const bulk = scheduler.submit('m', [seq(11), seq(12), seq(13)], undefined, 'dense', 'bulk');
     expect(runner.batches).toEqual([[11]]);
     const online = scheduler.submit('m', [seq(2)]);
@@ -343,5 +353,184 @@ describe('Scheduler priorities', () => {
     await online;
     expect(runner.batches).toEqual([[4], [4, 4]]);
     expect(scheduler.depth('m')).toBe(0);
+  });
+});
+
+describe('Scheduler: bulk work yields to users', () => {
+  // Fake clocks: the rules below depend on when things happened, never on how long they took.
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+  const settle = () => vi.advanceTimersByTimeAsync(0);
+  const { windowMs, graceMs, maxHoldMs } = defaultBulkYield;
+  const bulk = (scheduler: Scheduler, inputs: { ids: Int32Array }[]) =>
+    scheduler.submit('m', inputs, undefined, 'dense', 'bulk');
+  /** A user's request of one input, answered before the test goes on. */
+  const answered = async (runner: FakeRunner, scheduler: Scheduler) => {
+    const job = scheduler.submit('m', [seq(1)]);
+    runner.release();
+    await job;
+  };
+
+  it('fills every slot with full batches when no user is about', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchTokens: 400, maxInFlight: 2 }, [{ id: 'm' }]);
+    const job = bulk(
+      scheduler,
+      Array.from({ length: 8 }, () => seq(100)),
+    );
+    // The running slot and the ready one, each with the whole token budget.
+    expect(runner.batches).toEqual([
+      [100, 100, 100, 100],
+      [100, 100, 100, 100],
+    ]);
+    runner.release();
+    await job;
+  });
+
+  it('while users are about, runs short bulk batches in the running slot only', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchTokens: 400, maxInFlight: 2 }, [{ id: 'm' }]);
+    await answered(runner, scheduler);
+    runner.batches.length = 0;
+    await vi.advanceTimersByTimeAsync(graceMs);
+    const job = bulk(
+      scheduler,
+      Array.from({ length: 4 }, () => seq(100)),
+    );
+    // A quarter of the budget: one input of 100 tokens, and nothing in the ready slot.
+    expect(runner.batches).toEqual([[100]]);
+    // Once no user has been seen for the window, the batches grow back and take both slots.
+    await vi.advanceTimersByTimeAsync(windowMs);
+    runner.release();
+    await settle();
+    expect(runner.batches).toEqual([[100], [100, 100, 100]]);
+    runner.release();
+    await job;
+  });
+
+  it("holds bulk batches back while a user's input waits or runs, and for the grace after it", async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1 }, [{ id: 'm' }]);
+    const job = bulk(scheduler, [seq(11), seq(12), seq(13)]);
+    expect(runner.batches).toEqual([[11]]);
+    const online = scheduler.submit('m', [seq(2)]);
+    runner.release();
+    await settle();
+    // The user's input took the slot the bulk batch left; the bulk waits while it runs.
+    expect(runner.batches).toEqual([[11], [2]]);
+    await vi.advanceTimersByTimeAsync(graceMs * 2);
+    expect(runner.batches).toEqual([[11], [2]]);
+    runner.release();
+    await online;
+    // Answered: the bulk still waits for the user's next request, for the grace.
+    await vi.advanceTimersByTimeAsync(graceMs - 1);
+    expect(runner.batches).toEqual([[11], [2]]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(runner.batches).toEqual([[11], [2], [12]]);
+    runner.release();
+    await settle();
+    runner.release();
+    await job;
+  });
+
+  it('lets a bulk batch go between the requests of a busy user once bulk has waited long enough', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1 }, [{ id: 'm' }]);
+    await answered(runner, scheduler);
+    const job = bulk(scheduler, [seq(11), seq(12)]);
+    // Within the grace after the user's request: held.
+    expect(runner.batches).toEqual([[1]]);
+    // The user sends a request every 10 ms, each answered at once: the bulk waits, but not for ever.
+    const gap = 10;
+    const bulkWent = () => runner.batches.some((batch) => batch[0]! > 10);
+    let waited = 0;
+    while (!bulkWent()) {
+      await vi.advanceTimersByTimeAsync(gap);
+      waited += gap;
+      if (!bulkWent()) await answered(runner, scheduler);
+    }
+    expect(waited).toBe(maxHoldMs);
+    expect(runner.batches.length).toBe(maxHoldMs / gap + 1);
+    runner.release();
+    await vi.advanceTimersByTimeAsync(maxHoldMs);
+    runner.release();
+    await job;
+  });
+
+  it("holds bulk batches back while a user's input runs for at most the longest hold, then lets one take a free session", async () => {
+    const runner = new (class extends FakeRunner {
+      override readonly sessions = 2;
+    })();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1, maxInFlight: 4 }, [{ id: 'm' }]);
+    const online = scheduler.submit('m', [seq(2)]);
+    const job = bulk(scheduler, [seq(11), seq(12), seq(13)]);
+    expect(runner.batches).toEqual([[2]]);
+    await vi.advanceTimersByTimeAsync(maxHoldMs - 1);
+    expect(runner.batches).toEqual([[2]]);
+    await vi.advanceTimersByTimeAsync(1);
+    // One bulk batch, in the session the user's input left free; none in a ready slot.
+    expect(runner.batches).toEqual([[2], [11]]);
+    runner.release();
+    await online;
+    await vi.advanceTimersByTimeAsync(maxHoldMs);
+    runner.release();
+    await settle();
+    runner.release();
+    await job;
+  });
+
+  it('runs a user input that finds only bulk batches running after them, solo, with the bulk held meanwhile', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    runner.solo = true;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1, maxInFlight: 2 }, [{ id: 'm' }]);
+    const job = bulk(scheduler, [seq(11), seq(12), seq(13), seq(14)]);
+    // No user about: the running slot and the ready one.
+    expect(runner.batches).toEqual([[11], [12]]);
+    const online = scheduler.submit('m', [seq(2)]);
+    // It does not queue behind them in the session: it waits for both to land.
+    expect(runner.batches).toEqual([[11], [12]]);
+    runner.release();
+    await settle();
+    expect(runner.batches).toEqual([[11], [12], [2]]);
+    expect(runner.soloMarks[2]).toBe(true);
+    runner.release();
+    await online;
+    await vi.advanceTimersByTimeAsync(graceMs);
+    // Users about: one short bulk batch at a time.
+    expect(runner.batches).toEqual([[11], [12], [2], [13]]);
+    runner.release();
+    await settle();
+    runner.release();
+    await job;
+  });
+
+  it('runs a user input at once next to bulk batches on a lane without a solo session', async () => {
+    const runner = new FakeRunner();
+    runner.auto = false;
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1, maxInFlight: 2 }, [{ id: 'm' }]);
+    const job = bulk(scheduler, [seq(11), seq(12), seq(13)]);
+    expect(runner.batches).toEqual([[11], [12]]);
+    // A later bulk batch lands first: its slot goes to the user, not to the bulk input waiting.
+    const online = scheduler.submit('m', [seq(2)]);
+    runner.release();
+    await settle();
+    expect(runner.batches).toEqual([[11], [12], [2]]);
+    expect(runner.soloMarks[2]).toBe(false);
+    runner.release();
+    await online;
+    await vi.advanceTimersByTimeAsync(graceMs);
+    runner.release();
+    await job;
+    expect(runner.batches).toEqual([[11], [12], [2], [13]]);
   });
 });
