@@ -49,14 +49,6 @@ const maxStalls = 5;
 
 export type SharedBatchSettings = BatchSettings & Pick<Config, 'batchChunkLines' | 'batchLockSeconds'>;
 
-/** How a chunk job is tried again after it failed: tries in all, and the first wait (doubled each time). */
-export interface ChunkRetries {
-  attempts: number;
-  backoffMs: number;
-}
-
-const defaultRetries: ChunkRetries = { attempts: 5, backoffMs: 2000 };
-
 type JobData =
   | { kind: 'validate'; batchId: string }
   | { kind: 'chunk'; batchId: string; chunk: Chunk }
@@ -94,7 +86,7 @@ export class SharedBatchService implements Batches {
     endpoints: BatchEndpoints,
     settings: SharedBatchSettings,
     log?: BatchLog,
-    { clock, retries = defaultRetries }: { clock?: Clock; retries?: ChunkRetries } = {},
+    clock?: Clock,
   ): Promise<SharedBatchService> {
     await probeRedis(url);
     const onError = throttledErrorLog(log);
@@ -108,8 +100,8 @@ export class SharedBatchService implements Batches {
       defaultJobOptions: {
         removeOnComplete: true,
         removeOnFail: 1000,
-        attempts: retries.attempts,
-        backoff: { type: 'exponential', delay: retries.backoffMs },
+        attempts: 5,
+        backoff: { type: 'exponential', delay: 2000 },
       },
     });
     queue.on('error', onError);
