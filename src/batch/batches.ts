@@ -12,6 +12,14 @@ export interface CreateBatch {
   endpoint: string;
   completionWindow: string;
   metadata?: Record<string, string> | null;
+  /** OpenAI's `output_expires_after`: the output and error files expire this long after they are made. */
+  outputExpiresAfter?: ExpiresAfter;
+}
+
+/** OpenAI's expiration policy of a file: `seconds` after its `anchor` (only `created_at`). */
+export interface ExpiresAfter {
+  anchor: string;
+  seconds: number;
 }
 
 /** A file received to disk, not yet a file of the API. */
@@ -29,7 +37,13 @@ export interface Batches {
    */
   receive(stream: Readable): Promise<ReceivedFile>;
   /** Makes a received file a file of the API. Only batch inputs are taken. */
-  register(owner: string, received: ReceivedFile, filename: string, purpose: string): Promise<FileRecord>;
+  register(
+    owner: string,
+    received: ReceivedFile,
+    filename: string,
+    purpose: string,
+    expiresAfter?: ExpiresAfter,
+  ): Promise<FileRecord>;
   discard(received: { id: string }): void;
   file(owner: string, id: string): Promise<FileRecord | undefined>;
   files(owner: string, page: Page, purpose?: string): Promise<FileRecord[]>;
@@ -42,6 +56,11 @@ export interface Batches {
   batches(owner: string, page: Page): Promise<BatchRecord[]>;
   /** Cancels a batch: it stops taking requests, keeps the answers it has and ends `cancelled`. */
   cancel(owner: string, id: string): Promise<BatchRecord | undefined>;
+  /**
+   * Deletes the files whose time has come (not while a running batch reads one) and ends the
+   * batches past their completion window; runs on a timer, and at `now` when called.
+   */
+  sweep(now?: number): Promise<void>;
   /** Stops running where it is (the work resumes at the next start, or on another replica). */
   close(): Promise<void>;
 }

@@ -19,6 +19,8 @@ const batchesKey = (owner: string) => `${prefix}batches:${owner}`;
 const chunksKey = (id: string) => `${prefix}chunks:${id}`;
 /** How many unfinished batches read each input file (a file in use may not be deleted). */
 const readersKey = `${prefix}readers`;
+/** The files that expire, scored by their `expiresAt`. */
+const expiriesKey = `${prefix}file-expiries`;
 
 /** The field each status stamps when a batch enters it. */
 const statusTime: Partial<Record<BatchStatus, string>> = {
@@ -71,11 +73,15 @@ return {newly, done >= all and 1 or 0}`;
 
 /** Deletes a file's record unless an unfinished batch reads it: 1 deleted, 0 none, -1 in use. */
 const deleteFileScript = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  return 0
+end
 if tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') > 0 then return -1 end
 local owner = redis.call('HGET', KEYS[1], 'owner')
 local purpose = redis.call('HGET', KEYS[1], 'purpose')
 redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', ARGV[2] .. owner, ARGV[1])
 redis.call('ZREM', ARGV[2] .. owner .. ':' .. purpose, ARGV[1])
 return 1`;
@@ -93,18 +99,25 @@ export class RedisBatchStore {
     const added = await this.redis.hsetnx(fileKey(file.id), 'owner', file.owner);
     if (added === 0) return;
     const seq = await this.redis.incr(seqKey);
-    await this.redis
+    const writes = this.redis
       .multi()
       .hset(fileKey(file.id), {
         purpose: file.purpose,
         filename: file.filename,
         bytes: String(file.bytes),
         createdAt: String(file.createdAt),
+        expiresAt: file.expiresAt === null ? '' : String(file.expiresAt),
         seq: String(seq),
       })
       .zadd(filesKey(file.owner), seq, file.id)
-      .zadd(filesKey(file.owner, file.purpose), seq, file.id)
-      .exec();
+      .zadd(filesKey(file.owner, file.purpose), seq, file.id);
+    if (file.expiresAt !== null) writes.zadd(expiriesKey, file.expiresAt, file.id);
+    await writes.exec();
+  }
+
+  /** Files whose time has come at `now` (those an unfinished batch reads among them: deleteFile keeps them). */
+  expiredFiles(now: number): Promise<string[]> {
+    return this.redis.zrangebyscore(expiriesKey, '-inf', now);
   }
 
   async file(id: string): Promise<FileRecord | undefined> {
@@ -117,6 +130,7 @@ export class RedisBatchStore {
       filename: h.filename ?? '',
       bytes: Number(h.bytes),
       createdAt: Number(h.createdAt),
+      expiresAt: number(h.expiresAt),
     };
   }
 
@@ -127,7 +141,15 @@ export class RedisBatchStore {
 
   /** Deletes a file's record: true when it did, false when there was none, 'in_use' when a batch reads it. */
   async deleteFile(id: string): Promise<boolean | 'in_use'> {
-    const result = await this.redis.eval(deleteFileScript, 2, fileKey(id), readersKey, id, `${prefix}files:`);
+    const result = await this.redis.eval(
+      deleteFileScript,
+      3,
+      fileKey(id),
+      readersKey,
+      expiriesKey,
+      id,
+      `${prefix}files:`,
+    );
     return result === -1 ? 'in_use' : result === 1;
   }
 
@@ -142,6 +164,7 @@ export class RedisBatchStore {
         endpoint: batch.endpoint,
         inputFileId: batch.inputFileId,
         completionWindow: batch.completionWindow,
+        outputExpiresAfter: batch.outputExpiresAfter === null ? '' : String(batch.outputExpiresAfter),
         status: batch.status,
         metadata: batch.metadata ? JSON.stringify(batch.metadata) : '',
         createdAt: String(batch.createdAt),
@@ -165,6 +188,7 @@ export class RedisBatchStore {
       endpoint: h.endpoint ?? '',
       inputFileId: h.inputFileId ?? '',
       completionWindow: h.completionWindow ?? '',
+      outputExpiresAfter: number(h.outputExpiresAfter),
       status: h.status as BatchStatus,
       metadata: h.metadata ? (JSON.parse(h.metadata) as Record<string, string>) : null,
       errors: h.errors ? (JSON.parse(h.errors) as BatchLineError[]) : null,

@@ -6,7 +6,8 @@
  * A start resumes every batch the last process left unfinished, from its last committed line.
  *
  * Files and batches belong to their owner (the API key that made them): another owner sees
- * nothing, as if they did not exist.
+ * nothing, as if they did not exist. A sweep every minute deletes the files past their
+ * `expires_at` and ends the batches past their completion window (`expired`).
  */
 import { existsSync, renameSync, rmSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,8 +21,8 @@ import { expireRemaining, runRequests, type RunEnd } from './run.js';
 import { BatchStore, type Page } from './store.js';
 import { finalStatuses, type BatchEndpoints, type BatchRecord, type FileRecord } from './types.js';
 import { validateInput } from './validate.js';
-import type { Batches, CreateBatch, ReceivedFile } from './batches.js';
-import { inputInUse, newBatchRecord, seconds, uploadedFile } from './requests.js';
+import type { Batches, CreateBatch, ExpiresAfter, ReceivedFile } from './batches.js';
+import { inputInUse, newBatchRecord, seconds, sweepMs, uploadedFile, type Clock } from './requests.js';
 
 export type BatchSettings = Pick<
   Config,
@@ -47,6 +48,7 @@ export class BatchService implements Batches {
   private readonly queue: string[] = [];
   private readonly running = new Map<string, { controller: AbortController; done: Promise<void> }>();
   private closed = false;
+  private sweeper?: NodeJS.Timeout;
 
   private constructor(
     private readonly core: CoreContext,
@@ -55,13 +57,20 @@ export class BatchService implements Batches {
     private readonly store: BatchStore,
     readonly storage: FileStorage,
     private readonly log?: BatchLog,
+    private readonly clock: Clock = seconds,
   ) {}
 
   /** Opens the records and the files dir, and resumes the batches a previous process left unfinished. */
-  static open(core: CoreContext, endpoints: BatchEndpoints, settings: BatchSettings, log?: BatchLog): BatchService {
+  static open(
+    core: CoreContext,
+    endpoints: BatchEndpoints,
+    settings: BatchSettings,
+    log?: BatchLog,
+    clock?: Clock,
+  ): BatchService {
     const store = new BatchStore(openDatabase(join(settings.dataDir, 'batch', 'batches.sqlite')));
     const storage = new FileStorage(settings.filesDir ?? join(settings.dataDir, 'files'));
-    const service = new BatchService(bulkCore(core), endpoints, settings, store, storage, log);
+    const service = new BatchService(bulkCore(core), endpoints, settings, store, storage, log, clock);
     for (const id of store.unfinished()) {
       const batch = store.batch(id)!;
       if (batch.status !== 'validating')
@@ -69,6 +78,9 @@ export class BatchService implements Batches {
       service.queue.push(id);
     }
     service.pump();
+    service.sweeper = setInterval(() => {
+      service.sweep().catch((error: unknown) => log?.error({ err: error }, 'batch sweep failed'));
+    }, sweepMs).unref();
     return service;
   }
 
@@ -90,10 +102,19 @@ export class BatchService implements Batches {
   }
 
   /** Makes a received file a file of the API. Only batch inputs are taken. */
-  register(owner: string, received: ReceivedFile, filename: string, purpose: string): Promise<FileRecord> {
-    const file = uploadedFile(this, owner, received, filename, purpose);
-    this.store.insertFile(file);
-    return Promise.resolve(file);
+  register(
+    owner: string,
+    received: ReceivedFile,
+    filename: string,
+    purpose: string,
+    expiresAfter?: ExpiresAfter,
+  ): Promise<FileRecord> {
+    // A refused upload rejects the promise, as the shared service's does.
+    return Promise.resolve().then(() => {
+      const file = uploadedFile(this, owner, received, filename, purpose, this.clock(), expiresAfter);
+      this.store.insertFile(file);
+      return file;
+    });
   }
 
   discard(received: { id: string }): void {
@@ -126,7 +147,13 @@ export class BatchService implements Batches {
 
   create(owner: string, request: CreateBatch): Promise<BatchRecord> {
     if (this.closed) throw new ApiError('shutting_down');
-    const batch = newBatchRecord(owner, request, this.endpoints, this.ownFile(owner, request.inputFileId));
+    const batch = newBatchRecord(
+      owner,
+      request,
+      this.endpoints,
+      this.ownFile(owner, request.inputFileId),
+      this.clock(),
+    );
     this.store.insertBatch(batch);
     this.queue.push(batch.id);
     this.pump();
@@ -147,7 +174,7 @@ export class BatchService implements Batches {
     if (!batch || finalStatuses.has(batch.status) || batch.status === 'cancelling') return Promise.resolve(batch);
     if (batch.status === 'finalizing')
       throw new ApiError('invalid_request', `The batch "${id}" is finalizing; it can no longer be cancelled.`);
-    this.store.setStatus(id, 'cancelling', seconds(), [...finalStatuses, 'finalizing']);
+    this.store.setStatus(id, 'cancelling', this.clock(), [...finalStatuses, 'finalizing']);
     const running = this.running.get(id);
     if (running) running.controller.abort(new ApiError('client_closed', 'The batch was cancelled.'));
     else {
@@ -159,6 +186,27 @@ export class BatchService implements Batches {
     return Promise.resolve(this.store.batch(id));
   }
 
+  /**
+   * Deletes the files past their `expires_at` that no unfinished batch reads, and starts at once
+   * the waiting batches past their completion window, which end `expired` (a running one ends so
+   * at its next request).
+   */
+  sweep(now = this.clock()): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    for (const id of this.store.expiredFiles(now)) {
+      this.store.deleteFile(id);
+      this.storage.remove(id);
+      this.log?.info?.({ file: id }, 'file expired');
+    }
+    for (const id of [...this.queue]) {
+      const batch = this.store.batch(id);
+      if (!batch || now < batch.expiresAt) continue;
+      this.queue.splice(this.queue.indexOf(id), 1);
+      this.start(id);
+    }
+    return Promise.resolve();
+  }
+
   /** Resolves once no batch runs (tests, and commands that wait for their batch). */
   async idle(): Promise<void> {
     while (this.running.size > 0) await Promise.all([...this.running.values()].map((r) => r.done));
@@ -168,6 +216,7 @@ export class BatchService implements Batches {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.sweeper);
     for (const { controller } of this.running.values())
       controller.abort(new ApiError('shutting_down', 'The server shut down; the batch resumes at its next start.'));
     await Promise.all([...this.running.values()].map((r) => r.done));
@@ -213,11 +262,11 @@ export class BatchService implements Batches {
             errors: [{ code: 'file_not_found', message: 'The input file was deleted.', param: null, line: null }],
           };
       if (result.errors.length > 0) {
-        this.store.fail(id, result.errors, seconds());
+        this.store.fail(id, result.errors, this.clock());
         return;
       }
       // A cancel that came while validating keeps the batch `cancelling`.
-      this.store.startRun(id, result.total, seconds());
+      this.store.startRun(id, result.total, this.clock());
       batch = this.store.batch(id)!;
     }
     let end: RunEnd = 'done';
@@ -231,12 +280,13 @@ export class BatchService implements Batches {
         errorPath: this.storage.runPath(id, 'error'),
         inFlight: this.settings.batchInFlight,
         signal,
+        now: this.clock,
       });
       batch = this.store.batch(id)!;
     }
     if (batch.status === 'cancelling') return this.finish(batch, 'cancelled');
     if (end === 'stopped') return; // a shutdown: the next start resumes it
-    if (end === 'expired' || (batch.status === 'in_progress' && seconds() >= batch.expiresAt)) {
+    if (end === 'expired' || (batch.status === 'in_progress' && this.clock() >= batch.expiresAt)) {
       await expireRemaining(batch, {
         store: this.store,
         inputPath: this.storage.path(batch.inputFileId),
@@ -247,7 +297,7 @@ export class BatchService implements Batches {
       });
       return this.finish(this.store.batch(id)!, 'expired');
     }
-    if (batch.status === 'in_progress') this.store.setStatus(id, 'finalizing', seconds(), ['cancelling']);
+    if (batch.status === 'in_progress') this.store.setStatus(id, 'finalizing', this.clock(), ['cancelling']);
     batch = this.store.batch(id)!;
     if (batch.status === 'finalizing') return this.finish(batch, 'completed');
     if (batch.status === 'cancelling') return this.finish(batch, 'cancelled');
@@ -261,6 +311,7 @@ export class BatchService implements Batches {
     const publish = (kind: 'output' | 'error', bytes: number): string | null => {
       const part = this.storage.runPath(batch.id, kind);
       const id = resultFileId(batch.id, kind);
+      const createdAt = this.clock();
       if (bytes === 0) {
         rmSync(part, { force: true });
         return null;
@@ -276,13 +327,14 @@ export class BatchService implements Batches {
         purpose: 'batch_output',
         filename: `${batch.id}_${kind}.jsonl`,
         bytes,
-        createdAt: seconds(),
+        createdAt,
+        expiresAt: batch.outputExpiresAfter === null ? null : createdAt + batch.outputExpiresAfter,
       });
       return id;
     };
     const outputFileId = publish('output', batch.progress.outputBytes);
     const errorFileId = publish('error', batch.progress.errorBytes);
     this.store.setResultFiles(batch.id, outputFileId, errorFileId);
-    this.store.setStatus(batch.id, status, seconds());
+    this.store.setStatus(batch.id, status, this.clock());
   }
 }

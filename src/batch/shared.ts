@@ -14,6 +14,10 @@
  * replica's stalled-job check puts the job back in the queue and the chunk runs again from its
  * start, elsewhere; the dead run's parts are never recorded. A replica that shuts down puts its
  * running jobs back at once. Every job is safe to run again at any step.
+ *
+ * Every replica sweeps each minute: files past their `expires_at` are deleted (a deletion is one
+ * Lua script, so two replicas sweeping at once delete a file once); a batch past its completion
+ * window answers the requests of each chunk not yet run with `batch_expired` and ends `expired`.
  */
 import { createReadStream } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
@@ -25,11 +29,11 @@ import type { Config } from '../config.js';
 import type { CoreContext } from '../core/context.js';
 import { ApiError } from '../errors.js';
 import { probeRedis, throttledErrorLog } from '../redis.js';
-import type { Batches, CreateBatch, ReceivedFile } from './batches.js';
+import type { Batches, CreateBatch, ExpiresAfter, ReceivedFile } from './batches.js';
 import { cutChunks, partPath, removeParts, runChunk, type Chunk, type ChunkResult } from './chunks.js';
 import { FileStorage, newFileId, resultFileId } from './files.js';
 import { RedisBatchStore } from './redis-store.js';
-import { inputInUse, newBatchRecord, seconds, uploadedFile } from './requests.js';
+import { inputInUse, newBatchRecord, seconds, sweepMs, uploadedFile, type Clock } from './requests.js';
 import { bulkCore, type BatchLog, type BatchSettings } from './service.js';
 import type { Page } from './store.js';
 import { finalStatuses, type BatchEndpoints, type BatchRecord, type BatchStatus, type FileRecord } from './types.js';
@@ -63,6 +67,7 @@ export class SharedBatchService implements Batches {
   private closed = false;
   private worker!: Worker<JobData>;
   private connections: Redis[] = [];
+  private sweeper?: NodeJS.Timeout;
 
   private constructor(
     private readonly core: CoreContext,
@@ -72,6 +77,7 @@ export class SharedBatchService implements Batches {
     private readonly queue: Queue<JobData>,
     readonly storage: FileStorage,
     private readonly log?: BatchLog,
+    private readonly clock: Clock = seconds,
   ) {}
 
   static async open(
@@ -80,6 +86,7 @@ export class SharedBatchService implements Batches {
     endpoints: BatchEndpoints,
     settings: SharedBatchSettings,
     log?: BatchLog,
+    clock?: Clock,
   ): Promise<SharedBatchService> {
     await probeRedis(url);
     const onError = throttledErrorLog(log);
@@ -107,6 +114,7 @@ export class SharedBatchService implements Batches {
       queue,
       storage,
       log,
+      clock,
     );
     service.connections = [redis, workerConnection];
     const lockMs = settings.batchLockSeconds * 1000;
@@ -125,6 +133,9 @@ export class SharedBatchService implements Batches {
       const final = job && (job.attemptsMade >= (job.opts.attempts ?? 1) || /stalled more than/.test(error.message));
       if (job && final) void service.gaveUp(job.data, error);
     });
+    service.sweeper = setInterval(() => {
+      service.sweep().catch((error: unknown) => log?.error({ err: error }, 'batch sweep failed'));
+    }, sweepMs).unref();
     return service;
   }
 
@@ -140,9 +151,15 @@ export class SharedBatchService implements Batches {
     return { id, bytes: await this.storage.write(id, stream, this.settings.fileMaxMb * 1024 * 1024) };
   }
 
-  register(owner: string, received: ReceivedFile, filename: string, purpose: string): Promise<FileRecord> {
+  register(
+    owner: string,
+    received: ReceivedFile,
+    filename: string,
+    purpose: string,
+    expiresAfter?: ExpiresAfter,
+  ): Promise<FileRecord> {
     return this.guard(async () => {
-      const file = uploadedFile(this, owner, received, filename, purpose);
+      const file = uploadedFile(this, owner, received, filename, purpose, this.clock(), expiresAfter);
       await this.store.insertFile(file);
       return file;
     });
@@ -182,7 +199,8 @@ export class SharedBatchService implements Batches {
   create(owner: string, request: CreateBatch): Promise<BatchRecord> {
     if (this.closed) throw new ApiError('shutting_down');
     return this.guard(async () => {
-      const batch = newBatchRecord(owner, request, this.endpoints, await this.file(owner, request.inputFileId));
+      const input = await this.file(owner, request.inputFileId);
+      const batch = newBatchRecord(owner, request, this.endpoints, input, this.clock());
       await this.store.insertBatch(batch);
       await this.queue.add('validate', { kind: 'validate', batchId: batch.id }, { jobId: `${batch.id}-validate` });
       return (await this.store.batch(batch.id))!;
@@ -207,15 +225,29 @@ export class SharedBatchService implements Batches {
       if (!batch || finalStatuses.has(batch.status) || batch.status === 'cancelling') return batch;
       if (batch.status === 'finalizing')
         throw new ApiError('invalid_request', `The batch "${id}" is finalizing; it can no longer be cancelled.`);
-      await this.store.transition(id, 'cancelling', seconds(), { unless: [...finals, 'finalizing', 'cancelling'] });
+      await this.store.transition(id, 'cancelling', this.clock(), { unless: [...finals, 'finalizing', 'cancelling'] });
       return this.store.batch(id);
     });
+  }
+
+  /**
+   * Deletes the files past their `expires_at` that no unfinished batch reads. (Batches past their
+   * window end as their chunks are taken: each chunk not yet run is answered `batch_expired`.)
+   */
+  async sweep(now = this.clock()): Promise<void> {
+    if (this.closed) return;
+    for (const id of await this.store.expiredFiles(now)) {
+      if ((await this.store.deleteFile(id)) !== true) continue;
+      this.storage.remove(id);
+      this.log?.info?.({ file: id }, 'file expired');
+    }
   }
 
   /** Stops taking jobs; running chunks stop and go back to the queue for any replica. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.sweeper);
     const closing = this.worker.close();
     for (const controller of this.running)
       controller.abort(new ApiError('shutting_down', 'The server shut down; the chunk runs again.'));
@@ -283,14 +315,14 @@ export class SharedBatchService implements Batches {
             errors: [{ code: 'file_not_found', message: 'The input file was deleted.', param: null, line: null }],
           };
       if (result.errors.length > 0) {
-        await this.store.fail(id, result.errors, seconds());
+        await this.store.fail(id, result.errors, this.clock());
         return;
       }
       const chunks = await cutChunks(inputPath, this.settings.batchChunkLines);
       const started = await this.store.transition(
         id,
         'in_progress',
-        seconds(),
+        this.clock(),
         { only: ['validating'] },
         {
           total: result.total,
@@ -334,7 +366,7 @@ export class SharedBatchService implements Batches {
     const batch = await this.store.batch(id);
     if (!batch || finalStatuses.has(batch.status)) return undefined;
     if (batch.status === 'cancelling') return skipped();
-    const expired = seconds() >= batch.expiresAt;
+    const expired = this.clock() >= batch.expiresAt;
     if (expired) await this.store.markExpired(id);
     const controller = new AbortController();
     this.running.add(controller);
@@ -376,7 +408,7 @@ export class SharedBatchService implements Batches {
     let batch = await this.store.batch(id);
     if (!batch) return;
     if (!finalStatuses.has(batch.status)) {
-      await this.store.transition(id, 'finalizing', seconds(), { only: ['in_progress'] });
+      await this.store.transition(id, 'finalizing', this.clock(), { only: ['in_progress'] });
       batch = (await this.store.batch(id))!;
       const count = await this.store.chunkCount(id);
       const results = await this.store.chunkResults(id);
@@ -390,20 +422,23 @@ export class SharedBatchService implements Batches {
         if (parts.length === 0) return null;
         const fileId = resultFileId(id, kind);
         const bytes = await joinParts(parts, this.storage.path(fileId));
+        const createdAt = this.clock();
+        const after = batch!.outputExpiresAfter;
         await this.store.insertFile({
           id: fileId,
           owner: batch!.owner,
           purpose: 'batch_output',
           filename: `${id}_${kind}.jsonl`,
           bytes,
-          createdAt: seconds(),
+          createdAt,
+          expiresAt: after === null ? null : createdAt + after,
         });
         return fileId;
       };
       await this.store.setResultFiles(id, await publish('output'), await publish('error'));
       const status: BatchStatus =
         batch.status === 'cancelling' ? 'cancelled' : (await this.store.isExpired(id)) ? 'expired' : 'completed';
-      await this.store.transition(id, status, seconds(), { unless: finals });
+      await this.store.transition(id, status, this.clock(), { unless: finals });
     }
     await removeParts(this.storage.dir, id);
     await this.store.forgetChunks(id);

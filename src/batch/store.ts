@@ -13,6 +13,7 @@ interface FileRow {
   filename: string;
   bytes: number;
   created_at: number;
+  expires_at: number | null;
 }
 
 interface BatchRow {
@@ -21,6 +22,7 @@ interface BatchRow {
   endpoint: string;
   input_file_id: string;
   completion_window: string;
+  output_expires_after: number | null;
   status: string;
   metadata: string | null;
   errors: string | null;
@@ -106,6 +108,10 @@ export class BatchStore {
       );
       CREATE INDEX IF NOT EXISTS batches_owner ON batches (owner, seq);
     `);
+    // Columns added since the first release: a database made before gains them.
+    addColumn(db, 'files', 'expires_at INTEGER');
+    addColumn(db, 'batches', 'output_expires_after INTEGER');
+    db.exec('CREATE INDEX IF NOT EXISTS files_expiry ON files (expires_at) WHERE expires_at IS NOT NULL');
   }
 
   close(): void {
@@ -118,10 +124,22 @@ export class BatchStore {
   insertFile(file: FileRecord): void {
     this.db
       .prepare(
-        `INSERT OR IGNORE INTO files (id, owner, purpose, filename, bytes, created_at, seq)
-         VALUES (?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM files))`,
+        `INSERT OR IGNORE INTO files (id, owner, purpose, filename, bytes, created_at, expires_at, seq)
+         VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM files))`,
       )
-      .run(file.id, file.owner, file.purpose, file.filename, file.bytes, file.createdAt);
+      .run(file.id, file.owner, file.purpose, file.filename, file.bytes, file.createdAt, file.expiresAt);
+  }
+
+  /** Files whose time has come at `now` and that no unfinished batch reads. */
+  expiredFiles(now: number): string[] {
+    return (
+      this.db
+        .prepare(
+          `SELECT id FROM files WHERE expires_at IS NOT NULL AND expires_at <= ? AND id NOT IN
+             (SELECT input_file_id FROM batches WHERE status NOT IN ('failed', 'completed', 'expired', 'cancelled'))`,
+        )
+        .all(now) as { id: string }[]
+    ).map((row) => row.id);
   }
 
   file(id: string): FileRecord | undefined {
@@ -164,9 +182,9 @@ export class BatchStore {
   insertBatch(batch: BatchRecord): void {
     this.db
       .prepare(
-        `INSERT INTO batches (id, owner, endpoint, input_file_id, completion_window, status, metadata, created_at,
-           expires_at, seq)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM batches))`,
+        `INSERT INTO batches (id, owner, endpoint, input_file_id, completion_window, output_expires_after, status,
+           metadata, created_at, expires_at, seq)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM batches))`,
       )
       .run(
         batch.id,
@@ -174,6 +192,7 @@ export class BatchStore {
         batch.endpoint,
         batch.inputFileId,
         batch.completionWindow,
+        batch.outputExpiresAfter ?? null,
         batch.status,
         batch.metadata ? JSON.stringify(batch.metadata) : null,
         batch.createdAt,
@@ -269,6 +288,7 @@ function fileFromRow(row: FileRow): FileRecord {
     filename: row.filename,
     bytes: row.bytes,
     createdAt: row.created_at,
+    expiresAt: row.expires_at ?? null,
   };
 }
 
@@ -279,6 +299,7 @@ function batchFromRow(row: BatchRow): BatchRecord {
     endpoint: row.endpoint,
     inputFileId: row.input_file_id,
     completionWindow: row.completion_window,
+    outputExpiresAfter: row.output_expires_after ?? null,
     status: row.status as BatchStatus,
     metadata: row.metadata ? (JSON.parse(row.metadata) as Record<string, string>) : null,
     errors: row.errors ? (JSON.parse(row.errors) as BatchLineError[]) : null,
@@ -303,4 +324,11 @@ function batchFromRow(row: BatchRow): BatchRecord {
       errorBytes: row.error_bytes,
     },
   };
+}
+
+/** Adds a column (`name TYPE`) to a table unless it has it. */
+function addColumn(db: SqliteDatabase, table: string, column: string): void {
+  const name = column.split(' ')[0]!;
+  const columns = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[];
+  if (!columns.some((c) => c.name === name)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${column}`);
 }

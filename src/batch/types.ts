@@ -14,6 +14,8 @@ export interface FileRecord {
   filename: string;
   bytes: number;
   createdAt: number;
+  /** When the file is deleted (OpenAI's `expires_after`); null: kept until deleted. */
+  expiresAt: number | null;
 }
 
 export type BatchStatus =
@@ -36,6 +38,8 @@ export interface BatchRecord {
   endpoint: string;
   inputFileId: string;
   completionWindow: string;
+  /** Seconds after their creation that the output and error files expire (`output_expires_after`); null: kept. */
+  outputExpiresAfter: number | null;
   status: BatchStatus;
   metadata: Record<string, string> | null;
   errors: BatchLineError[] | null;

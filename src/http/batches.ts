@@ -22,6 +22,9 @@ const FileObject = Type.Object({
   object: Type.Literal('file'),
   bytes: Type.Integer(),
   created_at: Type.Integer({ description: 'Unix seconds.' }),
+  expires_at: Type.Optional(
+    Type.Integer({ description: 'Unix seconds: when the file is deleted (absent: kept until deleted).' }),
+  ),
   filename: Type.String(),
   purpose: Type.Union([Type.Literal('batch'), Type.Literal('batch_output')]),
   status: Type.Literal('processed'),
@@ -97,6 +100,15 @@ const CreateBatchBody = Type.Object(
     metadata: Type.Optional(
       Type.Union([Type.Record(Type.String(), Type.String({ maxLength: 512 }), { maxProperties: 16 }), Type.Null()]),
     ),
+    output_expires_after: Type.Optional(
+      Type.Object(
+        {
+          anchor: Type.Literal('created_at'),
+          seconds: Type.Integer({ minimum: 3600, maximum: 2_592_000 }),
+        },
+        { description: 'The output and error files are deleted `seconds` after they are made (1 hour to 30 days).' },
+      ),
+    ),
   },
   { additionalProperties: true },
 );
@@ -125,6 +137,7 @@ function fileObject(file: FileRecord) {
     object: 'file' as const,
     bytes: file.bytes,
     created_at: file.createdAt,
+    expires_at: file.expiresAt ?? undefined,
     filename: file.filename,
     purpose: file.purpose,
     status: 'processed' as const,
@@ -198,7 +211,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
         tags: fileTags,
         summary: 'Upload a file',
         description:
-          'multipart/form-data with `file` (JSONL, one request a line) and `purpose` "batch". The file streams to disk.',
+          'multipart/form-data with `file` (JSONL, one request a line) and `purpose` "batch", and optionally `expires_after[anchor]` ("created_at") and `expires_after[seconds]` (3600 to 2592000): the file is deleted then. The file streams to disk.',
         consumes: ['multipart/form-data'],
         response: { 200: FileObject, ...errorResponses },
       },
@@ -209,6 +222,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
       let received: { id: string; bytes: number } | undefined;
       let filename = '';
       let purpose: string | undefined;
+      const expiresAfter: { anchor?: string; seconds?: string } = {};
       try {
         for await (const part of request.parts()) {
           if (part.type === 'file') {
@@ -219,6 +233,8 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
             filename = part.filename;
             received = await batch.receive(part.file);
           } else if (part.fieldname === 'purpose') purpose = String(part.value);
+          else if (part.fieldname === 'expires_after[anchor]') expiresAfter.anchor = String(part.value);
+          else if (part.fieldname === 'expires_after[seconds]') expiresAfter.seconds = String(part.value);
         }
       } catch (error) {
         if (received) batch.discard(received);
@@ -229,7 +245,11 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
         batch.discard(received);
         throw invalid('purpose', 'purpose is required.');
       }
-      return fileObject(await batch.register(ownerOf(request), received, filename, purpose));
+      const expiry =
+        expiresAfter.anchor === undefined && expiresAfter.seconds === undefined
+          ? undefined
+          : { anchor: expiresAfter.anchor ?? '', seconds: Number(expiresAfter.seconds) };
+      return fileObject(await batch.register(ownerOf(request), received, filename, purpose, expiry));
     },
   );
 
@@ -333,6 +353,7 @@ export const batchRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, 
         endpoint: body.endpoint,
         completionWindow: body.completion_window,
         metadata: body.metadata,
+        outputExpiresAfter: body.output_expires_after,
       });
       return batchObject(created);
     },

@@ -103,6 +103,36 @@ describe('the openai SDK', () => {
     expect(outputFile.purpose).toBe('batch_output');
   });
 
+  it("takes OpenAI's expiry policies: expires_after on a file, output_expires_after on a batch's files", async () => {
+    const file = await client().files.create({
+      file: await toFile(Buffer.from(jsonl([embedRequest('a', 'hello')])), 'requests.jsonl'),
+      purpose: 'batch',
+      expires_after: { anchor: 'created_at', seconds: 7200 },
+    });
+    expectConforms('openai', 'OpenAIFile', file);
+    expect(file.expires_at).toBe(file.created_at + 7200);
+    expect((await client().files.retrieve(file.id)).expires_at).toBe(file.expires_at);
+    const batch = await ended(
+      (
+        await client().batches.create({
+          input_file_id: file.id,
+          endpoint: '/v1/embeddings',
+          completion_window: '24h',
+          output_expires_after: { anchor: 'created_at', seconds: 3600 },
+        })
+      ).id,
+    );
+    const output = await client().files.retrieve(batch.output_file_id!);
+    expect(output.expires_at).toBe(output.created_at + 3600);
+    await expect(
+      client().files.create({
+        file: await toFile(Buffer.from('{}\n'), 'x.jsonl'),
+        purpose: 'batch',
+        expires_after: { anchor: 'created_at', seconds: 60 },
+      }),
+    ).rejects.toMatchObject({ status: 400, param: 'expires_after.seconds' });
+  });
+
   it('answers a request that fails when it runs in the error file, and completes the batch', async () => {
     const file = await upload([
       embedRequest('good', 'hello'),
