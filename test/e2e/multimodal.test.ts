@@ -40,26 +40,7 @@ interface Golden {
 
 const dir = inject('standinsDir');
 const standinsMissing = inject('standinsMissing');
-/**
- * Golden images whose pixel values the image processor does not give yet: jina-clip's open_clip
- * transform resizes an RGBA image before it drops the alpha (models/image-processor.ts does not).
- */
-const pendingPreprocessing = new Set(['jinaai/jina-clip-v2:golden-images/rgba-256x256.png']);
-const readGolden = (repo: string): Golden => {
-  const golden = JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8')) as Golden;
-  const kept = golden.images
-    .map((_, i) => i)
-    .filter((i) => !pendingPreprocessing.has(`${repo}:${golden.images[i]!.file}`));
-  const matryoshka = golden.matryoshka
-    ? Object.fromEntries(
-        Object.entries(golden.matryoshka).map(([width, rows]) => [
-          width,
-          [...rows.slice(0, golden.texts.length), ...kept.map((i) => rows[golden.texts.length + i]!)],
-        ]),
-      )
-    : undefined;
-  return { ...golden, images: kept.map((i) => golden.images[i]!), matryoshka };
-};
+const readGolden = (repo: string): Golden => JSON.parse(readFileSync(join(dir, repo, 'golden.json'), 'utf8')) as Golden;
 const repos = dir ? listMultimodalStandins(dir) : [];
 /** A text model served beside them, for the refusals. */
 const textModel = 'BAAI/bge-small-en-v1.5';
