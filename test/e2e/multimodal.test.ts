@@ -15,6 +15,7 @@ import { EmbeddingCache } from '../../src/core/cache/embedding-cache.js';
 import type { CoreContext } from '../../src/core/context.js';
 import { embed, type EmbeddingItem } from '../../src/core/embeddings.js';
 import { ApiError } from '../../src/errors.js';
+import { parseServerTiming } from '../../src/http/timing.js';
 import type { Server } from '../../src/main.js';
 import { Catalogue } from '../../src/models/catalogue.js';
 import { pullModel, pullTarget } from '../../src/models/download.js';
@@ -304,6 +305,13 @@ describe.skipIf(missing(dir !== '' && repos.length > 0, `the image-text stand-in
       worst[repo] = Math.max(worst[repo] ?? 0, difference);
       expect(difference).toBeLessThanOrEqual(golden.tolerance);
       expect(body.usage.prompt_tokens).toBe(text.input_ids.length + 2 * golden.vision_tokens);
+      // Where its time went: the main thread's part (body, base64, headers), the queue, and the
+      // workers' decoding and preprocessing (these images were not sent over HTTP before) and inference.
+      const phases = parseServerTiming(res.headers['server-timing'] as string);
+      for (const phase of ['parse', 'base64', 'header', 'queue', 'preprocess', 'inference'] as const)
+        expect(phases[phase], `${phase} in ${String(res.headers['server-timing'])}`).toBeGreaterThanOrEqual(0);
+      expect(phases.preprocess).toBeGreaterThan(0);
+      expect(phases.base64).toBeGreaterThan(0);
     });
 
     it('places both towers in the memory budget and lists them', async () => {
