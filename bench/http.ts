@@ -7,7 +7,11 @@
  * at increasing concurrency; and, only when named in --workloads,
  *   reindex: 1,024 inputs in requests of 32 sent once (cold), again (warm), then with every other
  *            input new (half new), at a fixed concurrency: what the embedding cache saves a pipeline
- *            that re-indexes a corpus whose chunks mostly did not change (see runReindex).
+ *            that re-indexes a corpus whose chunks mostly did not change (see runReindex);
+ *   embed-image-224, embed-image-photo: one image a request as a data URI (bench/image-workloads.ts)
+ *            to an image-text model (--image-model) at --image-concurrency (16), against raw ORT
+ *            running its vision graph on the same images' pixel_values; the gateway's points also
+ *            split a request's time by phase (its Server-Timing phases, read as /metrics sums).
  * Reports requests/s, inputs/s (pairs/s for rerank), p50/p99 latency, and non-2xx/errors. A target
  * is started by the bench (child process, GET /health polled until 200) or given as a URL.
  *
@@ -48,6 +52,7 @@ import {
   log,
   machineInfo,
   median,
+  modelDir,
   modelOnnxPath,
   modelsDir,
   parseFlags,
@@ -60,6 +65,7 @@ import {
 } from './lib/common.js';
 import { BATCH_WHILE_ONLINE, runBatchWhileOnline, type BatchWhileOnlineSummary } from './batch-while-online.js';
 import { embeddingMix, rerankMix } from './mix.js';
+import { DEFAULT_IMAGE_MODEL, imageBodies, isImageWorkload, workloadImages } from './image-workloads.js';
 import type { LoadJob, LoadResult } from './http-load.js';
 import type { RawInit, RawJob, RawLayout, RawMessage } from './raw-target.js';
 import { commandLineFlags } from '../src/v8-flags.js';
@@ -84,11 +90,13 @@ export interface TargetSpec {
   /** Which graphs it runs: ratios hold a target to raw ORT of its own variant (and int8 also to fp32). */
   variant: 'fp32' | 'int8';
   /** A raw target's layouts (sessions x intra-op threads x batch). */
-  layouts?: { embed: RawLayout; rerank: RawLayout };
+  layouts?: RawLayouts;
   /** The Node version a gateway runs on, when not the bench's own. */
   node?: string;
   /** Model ids the workloads name for this target (the int8 gateway serves `<id>:int8`). */
-  models: { embed: string; rerank: string };
+  models: { embed: string; rerank: string; image?: string };
+  /** The kinds of workload it measures (absent: embed and rerank); a raw target measures those it has layouts for. */
+  kinds?: WorkloadKind[];
   start(): Promise<RunningTarget>;
 }
 
@@ -173,6 +181,10 @@ export interface TargetOptions {
   apiKey: string | null;
   /** The ceiling sweep's best layouts, measured as a raw target beside the batch-1 layouts (rawLayoutSet). */
   rawLayouts?: { fp32?: { embed: RawLayout; rerank: RawLayout }; int8?: { embed: RawLayout; rerank: RawLayout } };
+  /** The kinds of workload the run measures (absent: embed and rerank). */
+  kinds?: WorkloadKind[];
+  /** The image-text model of the image workloads, their names, and the largest concurrency they run at. */
+  images?: { model: string; workloads: string[]; maxConcurrency: number };
 }
 
 /** Rerank requests of the HTTP workload (see workloads()). */
@@ -182,8 +194,9 @@ const RERANK_REQUESTS = 8;
 async function startRaw(
   name: string,
   models: { embed: string; rerank: string },
-  layouts: { embed: RawLayout; rerank: RawLayout },
+  layouts: RawLayouts,
   n: number,
+  images: TargetOptions['images'],
 ): Promise<RunningTarget> {
   const child = spawnNode(
     new URL(`./raw-target${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
@@ -205,8 +218,13 @@ async function startRaw(
     type: 'init',
     n,
     rerankRequests: RERANK_REQUESTS,
-    embed: { id: models.embed, path: modelOnnxPath(models.embed), layout: layouts.embed },
-    rerank: { id: models.rerank, path: modelOnnxPath(models.rerank), layout: layouts.rerank },
+    ...(layouts.embed ? { embed: { id: models.embed, path: modelOnnxPath(models.embed), layout: layouts.embed } } : {}),
+    ...(layouts.rerank
+      ? { rerank: { id: models.rerank, path: modelOnnxPath(models.rerank), layout: layouts.rerank } }
+      : {}),
+    ...(layouts.image && images
+      ? { image: { folder: modelDir(images.model), layout: layouts.image, workloads: images.workloads } }
+      : {}),
   } satisfies RawInit);
   await Promise.race([
     new Promise<void>((r) => {
@@ -224,8 +242,9 @@ async function startRaw(
     async measure(w, concurrency, durationS) {
       const id = nextId++;
       // At concurrency 1 a single-input request is held to one input run alone with every core.
-      const mode = w.unitsPerRequest === 1 && concurrency === 1 ? 'latency' : 'throughput';
-      const job: RawJob = { type: 'measure', id, workload: w.unit === 'pairs' ? 'rerank' : 'embed', mode, durationS };
+      const kind = workloadKind(w);
+      const mode = w.unitsPerRequest === 1 && concurrency === 1 && kind === 'embed' ? 'latency' : 'throughput';
+      const job: RawJob = { type: 'measure', id, workload: kind, name: w.name, mode, durationS };
       const answer = new Promise<RawMessage>((r) => waiters.set(id, r));
       child.send(job);
       const m = await Promise.race([answer, exited]);
@@ -248,25 +267,34 @@ async function startRaw(
 }
 
 const layoutName = (l: RawLayout): string => `${l.sessions}x${l.threads}-b${l.batch}`;
-const sameLayout = (a: RawLayout, b: RawLayout): boolean =>
-  a.sessions === b.sessions && a.threads === b.threads && a.batch === b.batch;
+const sameLayout = (a: RawLayout | undefined, b: RawLayout | undefined): boolean =>
+  a === b ||
+  (a !== undefined && b !== undefined && a.sessions === b.sessions && a.threads === b.threads && a.batch === b.batch);
+
+/** A raw target's layout for each kind of workload it measures. */
+export type RawLayouts = Partial<Record<WorkloadKind, RawLayout>>;
 
 /**
  * The layouts raw ORT is measured in beside the servers, each its own target: every layout that can
  * win on the machine. One session per core of one thread and one session of every core, both at
- * batch 1, and the ceiling sweep's best (batched) layout when it is another. A server is held to
- * the best of them at each point, so a layout that wins today on this machine is never missed.
+ * batch 1, and the ceiling sweep's best (batched) layout when it is another; for images (`imageBatch`:
+ * the image workloads' largest concurrency, the most a server can batch), one session of every core
+ * at that batch too. A server is held to the best of them at each point, so a layout that wins
+ * today on this machine is never missed.
  */
 export function rawLayoutSet(
   cores: number,
   sweepBest?: { embed: RawLayout; rerank: RawLayout },
-): Array<{ embed: RawLayout; rerank: RawLayout }> {
+  imageBatch?: number,
+): RawLayouts[] {
   const perCore: RawLayout = { sessions: cores, threads: 1, batch: 1 };
   const oneSession: RawLayout = { sessions: 1, threads: cores, batch: 1 };
-  const set = [{ embed: perCore, rerank: perCore }];
-  if (cores > 1) set.push({ embed: oneSession, rerank: oneSession });
+  const image = (layout: RawLayout) => (imageBatch ? { image: layout } : {});
+  const set: RawLayouts[] = [{ embed: perCore, rerank: perCore, ...image(perCore) }];
+  if (cores > 1) set.push({ embed: oneSession, rerank: oneSession, ...image(oneSession) });
   if (sweepBest && !set.some((l) => sameLayout(l.embed, sweepBest.embed) && sameLayout(l.rerank, sweepBest.rerank)))
     set.push(sweepBest);
+  if (imageBatch && imageBatch > 1) set.push({ image: { sessions: 1, threads: cores, batch: imageBatch } });
   return set;
 }
 
@@ -279,12 +307,7 @@ interface OtherNode {
 }
 
 /** The gateway as a target (`gateway`, `gateway-int8`, `gateway-cache`, or on another node binary). */
-function gatewaySpec(
-  name: string,
-  models: { embed: string; rerank: string },
-  opts: TargetOptions,
-  on?: OtherNode,
-): TargetSpec {
+function gatewaySpec(name: string, models: TargetSpec['models'], opts: TargetOptions, on?: OtherNode): TargetSpec {
   return {
     name,
     kind: 'gateway',
@@ -317,7 +340,7 @@ function gatewaySpec(
               env: {
                 ...process.env,
                 ONNX_GATEWAY_MODELS_DIR: modelsDir(),
-                ONNX_GATEWAY_MODELS: `${models.embed},${models.rerank}`,
+                ONNX_GATEWAY_MODELS: servedModels(models, opts.kinds).join(','),
                 // The ceiling and the peers cut a pair at 512 tokens; by default the gateway also scores
                 // the further windows of longer documents. One window each keeps the work identical.
                 ONNX_GATEWAY_RERANK_MAX_CHUNKS: process.env.ONNX_GATEWAY_RERANK_MAX_CHUNKS ?? '1',
@@ -331,7 +354,8 @@ function gatewaySpec(
               },
             },
           ),
-        180_000,
+        // A real-size model loads in minutes on a busy machine.
+        600_000,
       );
     },
   };
@@ -388,25 +412,31 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
     if (name === 'ort' || name === 'ort-int8') {
       const int8 = name === 'ort-int8';
       const models = int8 ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
-      return rawLayoutSet(machineInfo().cores, int8 ? opts.rawLayouts?.int8 : opts.rawLayouts?.fp32).map((layouts) => {
-        const label = sameLayout(layouts.embed, layouts.rerank)
-          ? layoutName(layouts.embed)
-          : `${layoutName(layouts.embed)}+${layoutName(layouts.rerank)}`;
-        const target = `${name}-${label}`;
-        return {
-          name: target,
-          kind: 'raw',
-          variant: int8 ? 'int8' : 'fp32',
-          layouts,
-          models,
-          start: () => startRaw(target, models, layouts, opts.n ?? 256),
-        };
-      });
+      const kinds = opts.kinds ?? textKinds;
+      const imageBatch = int8 ? undefined : opts.images?.maxConcurrency;
+      return rawLayoutSet(machineInfo().cores, int8 ? opts.rawLayouts?.int8 : opts.rawLayouts?.fp32, imageBatch)
+        .map((all): RawLayouts =>
+          Object.fromEntries(Object.entries(all).filter(([k]) => kinds.includes(k as WorkloadKind))),
+        )
+        .filter((layouts) => Object.keys(layouts).length > 0)
+        .map((layouts) => {
+          const named = [...new Set(Object.values(layouts).map(layoutName))];
+          const target = `${name}-${named.join('+')}`;
+          return {
+            name: target,
+            kind: 'raw',
+            variant: int8 ? 'int8' : 'fp32',
+            layouts,
+            kinds: Object.keys(layouts) as WorkloadKind[],
+            models: { ...models, image: opts.images?.model },
+            start: () => startRaw(target, models, layouts, opts.n ?? 256, opts.images),
+          };
+        });
     }
     if (name === 'gateway' || name === 'gateway-int8' || name === 'gateway-cache' || name === 'gateway-traced') {
       const models =
         name === 'gateway-int8' ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
-      return gatewaySpec(name, models, opts);
+      return gatewaySpec(name, { ...models, image: opts.images?.model }, opts);
     }
     const peerFile = { transformers: './peers/transformers-server', minimal: './peers/minimal-server' }[name];
     if (!peerFile)
@@ -437,10 +467,26 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
 // ---------------------------------------------------------------------------------------------
 // Workloads
 
+export type WorkloadKind = 'embed' | 'rerank' | 'image';
+const textKinds: WorkloadKind[] = ['embed', 'rerank'];
+
+/** What a workload runs: texts to embed, pairs to rerank, or images to embed. */
+export const workloadKind = (w: Pick<Workload, 'unit'>): WorkloadKind =>
+  w.unit === 'pairs' ? 'rerank' : w.unit === 'images' ? 'image' : 'embed';
+
+/** The models a gateway serves for the kinds of workload a run measures. */
+function servedModels(models: TargetSpec['models'], kinds: WorkloadKind[] = textKinds): string[] {
+  return [
+    ...(kinds.includes('embed') ? [models.embed] : []),
+    ...(kinds.includes('rerank') ? [models.rerank] : []),
+    ...(kinds.includes('image') && models.image ? [models.image] : []),
+  ];
+}
+
 export interface Workload {
   name: string;
   path: string;
-  unit: 'inputs' | 'pairs';
+  unit: 'inputs' | 'pairs' | 'images';
   unitsPerRequest: number;
   concurrency: number[];
   bodies: string[];
@@ -453,6 +499,10 @@ export interface WorkloadOptions {
   rerank: number[];
   embedModel: string;
   rerankModel: string;
+  /** The image workloads' concurrency levels, model and images (made once, before any target starts). */
+  image?: number[];
+  imageModel?: string;
+  imageFiles?: Record<string, Uint8Array[]>;
 }
 
 /** Requests a point should complete at least, so that its rate is not a count of a handful of answers. */
@@ -470,6 +520,14 @@ export function workloads(o: WorkloadOptions): Workload[] {
   const reranks = rerankMix(RERANK_REQUESTS).map((r) =>
     JSON.stringify({ model: o.rerankModel, query: r.query, documents: r.documents }),
   );
+  const images = Object.entries(o.imageFiles ?? {}).map(([name, encoded]) => ({
+    name,
+    path: '/v1/embeddings',
+    unit: 'images',
+    unitsPerRequest: 1,
+    concurrency: o.image ?? [16],
+    bodies: imageBodies(o.imageModel!, encoded),
+  }));
   return [
     {
       name: 'embed-1-float',
@@ -503,6 +561,7 @@ export function workloads(o: WorkloadOptions): Workload[] {
       concurrency: o.rerank,
       bodies: reranks,
     },
+    ...images,
   ].filter((w) => w.concurrency.length > 0) as Workload[];
 }
 
@@ -548,6 +607,58 @@ async function check(t: RunningTarget, w: Workload): Promise<string | null> {
   } catch (error) {
     return (error as Error).message;
   }
+}
+
+/** The kinds of the run's workloads a target measures: a raw target those it has layouts for, peers texts only. */
+const measures = (spec: TargetSpec, kinds: WorkloadKind[]): WorkloadKind[] =>
+  spec.kinds ?? (spec.kind === 'gateway' || spec.kind === 'url' ? kinds : kinds.filter((k) => k !== 'image'));
+
+/** The model a tiny text request goes to: the embedder, or an image-text model's text tower where only that is served. */
+const pingModel = (spec: TargetSpec): string =>
+  spec.models.image && !(spec.kinds ?? textKinds).includes('embed') ? spec.models.image : spec.models.embed;
+
+/**
+ * The Server-Timing phases of a route's requests so far, summed, from the target's /metrics
+ * (onnx_gateway_request_phase_seconds): read before and after a point, their difference over the
+ * count is the mean ms per request of each phase; null when the target has no such metrics.
+ */
+async function phaseTotals(
+  t: RunningTarget,
+  route: string,
+): Promise<Map<string, { sum: number; count: number }> | null> {
+  try {
+    const headers: Record<string, string> = t.apiKey ? { authorization: `Bearer ${t.apiKey}` } : {};
+    const res = await fetch(`${t.url}/metrics`, { headers, signal: AbortSignal.timeout(10_000) });
+    if (res.status !== 200) return null;
+    const totals = new Map<string, { sum: number; count: number }>();
+    const line = /^onnx_gateway_request_phase_seconds_(sum|count)\{([^}]*)\} (\S+)$/;
+    for (const text of (await res.text()).split('\n')) {
+      const m = line.exec(text);
+      if (!m || !m[2]!.includes(`route="${route}"`)) continue;
+      const phase = /phase="([^"]+)"/.exec(m[2]!)?.[1];
+      if (!phase) continue;
+      const entry = totals.get(phase) ?? { sum: 0, count: 0 };
+      if (m[1] === 'sum') entry.sum = Number(m[3]) * 1000;
+      else entry.count = Number(m[3]);
+      totals.set(phase, entry);
+    }
+    return totals;
+  } catch {
+    return null;
+  }
+}
+
+/** Mean ms per request of each phase between two phaseTotals readings. */
+function phaseMeans(
+  before: Map<string, { sum: number; count: number }>,
+  after: Map<string, { sum: number; count: number }>,
+): Record<string, number> {
+  const means: Record<string, number> = {};
+  for (const [phase, { sum, count }] of after) {
+    const was = before.get(phase) ?? { sum: 0, count: 0 };
+    if (count > was.count) means[phase] = (sum - was.sum) / (count - was.count);
+  }
+  return means;
 }
 
 /**
@@ -623,7 +734,7 @@ export class LoadGenerator {
 export interface HttpPoint {
   target: string;
   workload: string;
-  unit: 'inputs' | 'pairs';
+  unit: 'inputs' | 'pairs' | 'images';
   concurrency: number;
   durationS: number;
   requestsPerSec: Spread;
@@ -648,6 +759,12 @@ export interface HttpPoint {
    */
   cpuPerRequestMs?: { main: number; other: number };
   unitsPerWorkerCoreSecond?: number;
+  /**
+   * Image workloads on the gateway: mean ms per request of each Server-Timing phase (parse, base64,
+   * header on the main thread; queue; preprocess and inference in the workers), from the target's
+   * /metrics before and after the point (median of repeats).
+   */
+  phasesMs?: Record<string, number>;
 }
 
 export interface HttpTargetResult {
@@ -657,7 +774,7 @@ export interface HttpTargetResult {
   error: string | null;
   variant: 'fp32' | 'int8';
   /** A raw target's layouts. */
-  layouts?: { embed: RawLayout; rerank: RawLayout };
+  layouts?: RawLayouts;
   /** The Node version a gateway ran on, when not the bench's own (machine.node). */
   node?: string;
   /** latency of a 1-token request on the idle server, ms */
@@ -691,6 +808,7 @@ export function httpDefaults(
         single: [1, 8, 32],
         batch: [1, 8],
         rerank: [1, 4],
+        image: [16],
         durationS: 3,
         warmupS: 1,
         repeats: 1,
@@ -702,6 +820,7 @@ export function httpDefaults(
         single: [1, 8, 32, 128],
         batch: [1, 8, 32],
         rerank: [1, 4, 16],
+        image: [16],
         durationS: 10,
         warmupS: 3,
         repeats: 3,
@@ -714,7 +833,26 @@ export function httpDefaults(
  * in turn, the order rotating with each repeat: on a shared machine whose speed drifts, targets are
  * then compared over the same minutes rather than one after the other.
  */
-export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
+export async function runHttp(options: HttpOptions): Promise<HttpTargetResult[]> {
+  // Image workloads run only when named; the text models are loaded only when a text workload runs.
+  const imageNames = (options.only ?? []).filter(isImageWorkload);
+  const kinds: WorkloadKind[] = [
+    ...(options.only && options.only.every(isImageWorkload) ? [] : textKinds),
+    ...(imageNames.length > 0 ? (['image'] as const) : []),
+  ];
+  const imageModel = options.imageModel ?? DEFAULT_IMAGE_MODEL;
+  const opts: HttpOptions = {
+    ...options,
+    kinds,
+    imageModel,
+    imageFiles: Object.fromEntries(
+      await Promise.all(imageNames.map(async (n): Promise<[string, Uint8Array[]]> => [n, await workloadImages(n)])),
+    ),
+    images:
+      imageNames.length > 0
+        ? { model: imageModel, workloads: imageNames, maxConcurrency: Math.max(...(options.image ?? [16])) }
+        : undefined,
+  };
   const specs = targetSpecs(opts.targets, opts);
   const gen = new LoadGenerator();
   const out: HttpTargetResult[] = [];
@@ -759,17 +897,17 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
         headers: (target.apiKey ? { authorization: `Bearer ${target.apiKey}` } : {}) as Record<string, string>,
         idleMs: 0,
         wls: workloads({ ...opts, embedModel: spec.models.embed, rerankModel: spec.models.rerank }).filter(
-          (w) => !opts.only || opts.only.includes(w.name),
+          (w) => (!opts.only || opts.only.includes(w.name)) && measures(spec, kinds).includes(workloadKind(w)),
         ),
       };
       live.push(entry);
       if (target.measure) continue;
       // Idle latency of a tiny request: the yardstick of waitIdle.
-      await waitIdle(target, spec.models.embed, Infinity);
+      await waitIdle(target, pingModel(spec), Infinity);
       const idleSamples: number[] = [];
       for (let i = 0; i < 5; i++) {
         const t0 = performance.now();
-        await waitIdle(target, spec.models.embed, Infinity);
+        await waitIdle(target, pingModel(spec), Infinity);
         idleSamples.push(performance.now() - t0);
       }
       entry.idleMs = Math.max(50, 3 * Math.min(...idleSamples));
@@ -807,7 +945,7 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
           timeoutS: 120,
           headers: run.headers,
         });
-        await waitIdle(run.target, run.spec.models.embed, run.idleMs);
+        await waitIdle(run.target, pingModel(run.spec), run.idleMs);
       }
       const concurrency = runs[0]?.w.concurrency ?? [];
       for (const c of concurrency) {
@@ -853,9 +991,13 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
             unitsPerWorkerCoreSecond: number;
           }>
         >(active.map((run) => [run, []]));
+        const phases = new Map<(typeof runs)[number], Array<Record<string, number>>>(active.map((run) => [run, []]));
         for (let r = 0; r < opts.repeats; r++) {
           const order = active.map((_, i) => active[(i + r) % active.length]!);
           for (const run of order) {
+            // An image workload's phases on a gateway, read outside the CPU account's window.
+            const split = run.spec.kind === 'gateway' && workloadKind(run.w) === 'image';
+            const phasesBefore = split ? await phaseTotals(run.target, run.w.path) : null;
             const before = run.target.pid ? processCpuMs(run.target.pid) : null;
             const t0 = performance.now();
             const result = run.target.measure
@@ -871,6 +1013,8 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
                 });
             const wallMs = performance.now() - t0;
             const after = run.target.pid ? processCpuMs(run.target.pid) : null;
+            const phasesAfter = phasesBefore ? await phaseTotals(run.target, run.w.path) : null;
+            if (phasesBefore && phasesAfter) phases.get(run)!.push(phaseMeans(phasesBefore, phasesAfter));
             reps.get(run)!.push(result);
             if (before && after && result.ok > 0) {
               const main = after.main - before.main;
@@ -886,7 +1030,7 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
                 unitsPerWorkerCoreSecond: modelMs > 0 ? (result.ok * run.w.unitsPerRequest) / (modelMs / 1000) : 0,
               });
             }
-            if (!run.target.measure) await waitIdle(run.target, run.spec.models.embed, run.idleMs);
+            if (!run.target.measure) await waitIdle(run.target, pingModel(run.spec), run.idleMs);
           }
         }
         for (const run of active) {
@@ -924,6 +1068,13 @@ export async function runHttp(opts: HttpOptions): Promise<HttpTargetResult[]> {
               other: round(median(used.map((u) => u.otherMsPerRequest)), 2),
             };
             p.unitsPerWorkerCoreSecond = round(median(used.map((u) => u.unitsPerWorkerCoreSecond)), 1);
+          }
+          const split = phases.get(run)!;
+          if (split.length > 0) {
+            const names = [...new Set(split.flatMap((s) => Object.keys(s)))];
+            p.phasesMs = Object.fromEntries(
+              names.map((phase) => [phase, round(median(split.map((s) => s[phase] ?? 0)), 2)]),
+            );
           }
           run.unitsRate = p.unitsPerSec.median;
           run.result.points.push(p);

@@ -5,8 +5,11 @@
  *
  * A child process (IPC) holds the sessions of one layout (sessions x intra-op threads x batch; the
  * bench runs one such target per layout that can win, see rawLayoutSet in http.ts) for the embedder
- * and the reranker, and one session of the layout's threads for the latency of one input run alone. The inputs are those of the HTTP workloads, pre-tokenised:
- * the embedding mix in its order and the pairs of the rerank requests. Each measurement continues
+ * and the reranker, and one session of the layout's threads for the latency of one input run alone; and
+ * for the image workloads, the vision tower of an image-text model. The inputs are those of the HTTP
+ * workloads, pre-tokenised: the embedding mix in its order and the pairs of the rerank requests; the
+ * image workloads' images as pixel_values (bench/image-workloads.ts: preprocessed before the clock,
+ * batches of the layout's size, NCHW float32 as the graph takes them). Each measurement continues
  * where the previous one stopped, so a measurement shorter than a pass is a window of the shuffled
  * mix, as the HTTP load's rotation is.
  *
@@ -17,7 +20,8 @@
 import { pathToFileURL } from 'node:url';
 import { median, percentile } from './lib/common.js';
 import { SessionGroup, packBatches, sessionOptions } from './ceiling.js';
-import type { BertBatch } from './ceiling-worker.js';
+import type { Batch, RawFeed } from './ceiling-worker.js';
+import { preprocessedImages, workloadImages } from './image-workloads.js';
 import { type Encoded, embeddingMix, rerankMix, tokenizeMix, tokenizePairs } from './mix.js';
 
 export interface RawLayout {
@@ -28,9 +32,11 @@ export interface RawLayout {
 
 export interface RawInit {
   type: 'init';
-  /** model ids (`id` or `id:int8`) and their ONNX files */
-  embed: { id: string; path: string; layout: RawLayout };
-  rerank: { id: string; path: string; layout: RawLayout };
+  /** model ids (`id` or `id:int8`) and their ONNX files; absent: the run measures no such workload */
+  embed?: { id: string; path: string; layout: RawLayout };
+  rerank?: { id: string; path: string; layout: RawLayout };
+  /** an image-text model's folder and the image workloads to measure on its vision tower */
+  image?: { folder: string; layout: RawLayout; workloads: string[] };
   /** embedding mix size and rerank requests, as the HTTP workloads use */
   n: number;
   rerankRequests: number;
@@ -39,7 +45,9 @@ export interface RawInit {
 export interface RawJob {
   type: 'measure';
   id: number;
-  workload: 'embed' | 'rerank';
+  workload: 'embed' | 'rerank' | 'image';
+  /** an image workload's name */
+  name?: string;
   mode: 'throughput' | 'latency';
   durationS: number;
 }
@@ -62,7 +70,9 @@ class Lane {
 
   private constructor(
     private readonly group: SessionGroup,
-    private readonly batches: BertBatch[],
+    private readonly batches: Batch[],
+    /** the units (inputs, pairs, images) of each batch */
+    private readonly counts: number[],
     private readonly inMixOrder: boolean,
   ) {}
 
@@ -79,7 +89,33 @@ class Lane {
       0,
     );
     await group.load(batches, [0, longest, longest]);
-    return new Lane(group, batches, layout.batch === 1);
+    return new Lane(
+      group,
+      batches,
+      batches.map((b) => b.count),
+      layout.batch === 1,
+    );
+  }
+
+  /** Images' pixel_values in batches of the layout's (the images repeated to fill the last one). */
+  static async openImages(path: string, layout: RawLayout, pixels: Float32Array[], height: number, width: number) {
+    const group = await SessionGroup.start(
+      { model: path, options: sessionOptions(layout.threads, { arena: true, spinning: null }) },
+      layout.sessions,
+    );
+    const plane = 3 * height * width;
+    const batches = Array.from({ length: Math.ceil(pixels.length / layout.batch) }, (_, f): RawFeed => {
+      const data = new Float32Array(layout.batch * plane);
+      for (let i = 0; i < layout.batch; i++) data.set(pixels[(f * layout.batch + i) % pixels.length]!, i * plane);
+      return { kind: 'raw', tensors: { pixel_values: { data, dims: [layout.batch, 3, height, width] } } };
+    });
+    await group.load(batches, [0]);
+    return new Lane(
+      group,
+      batches,
+      batches.map(() => layout.batch),
+      layout.batch === 1,
+    );
   }
 
   async measure(durationS: number): Promise<Omit<Extract<RawMessage, { type: 'result' }>, 'type' | 'id'>> {
@@ -92,7 +128,7 @@ class Lane {
       const { wallMs, runs } = await this.group.run(chunk, this.offset);
       for (const [i, runMs] of runs) {
         ms.push(runMs);
-        units += this.batches[(this.offset + i) % this.batches.length]!.count;
+        units += this.counts[(this.offset + i) % this.batches.length]!;
       }
       this.offset = (this.offset + chunk) % this.batches.length;
       wall += wallMs;
@@ -121,19 +157,27 @@ async function main(): Promise<void> {
   process.on('message', (msg: RawInit | RawJob | { type: 'close' }) => {
     void (async () => {
       if (msg.type === 'init') {
-        const embedded = tokenizeMix(msg.embed.id, embeddingMix(msg.n));
-        const pairs = tokenizePairs(msg.rerank.id, rerankMix(msg.rerankRequests));
-        lanes.set('embed/throughput', await Lane.open(msg.embed.path, msg.embed.layout, embedded, null));
-        lanes.set(
-          'embed/latency',
-          await Lane.open(msg.embed.path, { sessions: 1, threads: msg.embed.layout.threads, batch: 1 }, embedded, '1'),
-        );
-        lanes.set('rerank/throughput', await Lane.open(msg.rerank.path, msg.rerank.layout, pairs, null));
+        if (msg.embed) {
+          const embedded = tokenizeMix(msg.embed.id, embeddingMix(msg.n));
+          lanes.set('embed/throughput', await Lane.open(msg.embed.path, msg.embed.layout, embedded, null));
+          const alone = { sessions: 1, threads: msg.embed.layout.threads, batch: 1 };
+          lanes.set('embed/latency', await Lane.open(msg.embed.path, alone, embedded, '1'));
+        }
+        if (msg.rerank) {
+          const pairs = tokenizePairs(msg.rerank.id, rerankMix(msg.rerankRequests));
+          lanes.set('rerank/throughput', await Lane.open(msg.rerank.path, msg.rerank.layout, pairs, null));
+        }
+        for (const workload of msg.image?.workloads ?? []) {
+          const { folder, layout } = msg.image!;
+          const { vision, pixels, height, width } = await preprocessedImages(folder, await workloadImages(workload));
+          lanes.set(`image:${workload}/throughput`, await Lane.openImages(vision, layout, pixels, height, width));
+        }
         process.send!({ type: 'ready' } satisfies RawMessage);
       } else if (msg.type === 'measure') {
         try {
-          const lane = lanes.get(`${msg.workload}/${msg.mode}`);
-          if (!lane) throw new Error(`no ${msg.mode} lane for ${msg.workload}`);
+          const key = msg.workload === 'image' ? `image:${msg.name}` : msg.workload;
+          const lane = lanes.get(`${key}/${msg.mode}`);
+          if (!lane) throw new Error(`no ${msg.mode} lane for ${key}`);
           process.send!({ type: 'result', id: msg.id, ...(await lane.measure(msg.durationS)) } satisfies RawMessage);
         } catch (error) {
           process.send!({ type: 'error', id: msg.id, message: (error as Error).message } satisfies RawMessage);

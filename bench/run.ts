@@ -5,6 +5,7 @@
  *       [--sessions 1,2,4] [--threads 1,2,4] [--batches 1,8,32] (the ceiling sweep's layouts; default: powers of two up to the cores)
  *       [--targets gateway,gateway-int8,gateway-traced,transformers,minimal,name=URL] [--gateway-from-src] [--server gateway]
  *       [--n 256] [--embed-model ID] [--rerank-model ID] [--api-key KEY]
+ *       [--workloads embed-image-224,embed-image-photo] [--image-model ID] [--image-concurrency 16]
  *
  * Writes bench/results/<timestamp>.json, latest.json and latest.svg, prints a compact table and the
  * ratios: server inputs/s at concurrency >= 32 over the raw-ORT ceiling, rerank pairs/s over its
@@ -37,6 +38,7 @@ import {
 import { type CeilingPoint, type CeilingResult, ceilingDefaults, runCeiling } from './ceiling.js';
 import { type HttpTargetResult, httpDefaults, runHttp } from './http.js';
 import { BATCH_WHILE_ONLINE } from './batch-while-online.js';
+import { DEFAULT_IMAGE_MODEL, isImageWorkload } from './image-workloads.js';
 import { type MicroResult, runMicro } from './micro.js';
 import type { PeerPoint } from './peers/inprocess.js';
 import { checkXml, renderChart } from './chart.js';
@@ -113,7 +115,8 @@ export interface BenchReport {
   sections: Section[];
   machine: MachineInfo;
   loadavgAfter: number[];
-  models: { dir: string; embed: string; rerank: string };
+  /** `image`: the image-text model of the image workloads, where they ran. */
+  models: { dir: string; embed: string; rerank: string; image?: string };
   ceiling: CeilingResult | null;
   /** when the ceiling was not run: the file its numbers (for ratios and chart) came from */
   ceilingFrom: string | null;
@@ -155,6 +158,7 @@ function computeRatios(r: Pick<BenchReport, 'ceiling' | 'http' | 'peers'>, serve
   const c = r.ceiling;
   const ceilingFor = (unit: string, variant: 'fp32' | 'int8' = 'fp32'): number | undefined => {
     const of = variant === 'int8' ? c?.int8 : c;
+    if (unit === 'images') return undefined;
     return (unit === 'pairs' ? of?.bestRerank : of?.bestEmbed)?.inputsPerSec.median;
   };
   for (const t of (r.http ?? []).filter((x) => x.kind !== 'raw')) {
@@ -165,7 +169,8 @@ function computeRatios(r: Pick<BenchReport, 'ceiling' | 'http' | 'peers'>, serve
     const workloads = [...new Set(t.points.map((p) => p.workload))];
     for (const wl of workloads) {
       const pts = t.points.filter((p) => p.workload === wl);
-      const eligible = pts[0]!.unit === 'pairs' ? pts : pts.filter((p) => p.concurrency >= 32);
+      // Images are held to raw ORT at every point (their workloads run at 16 connections, the most a server batches).
+      const eligible = pts[0]!.unit !== 'inputs' ? pts : pts.filter((p) => p.concurrency >= 32);
       const best = eligible.sort((a, b) => b.unitsPerSec.median - a.unitsPerSec.median)[0];
       for (const variant of variants) {
         const ceil = ceilingFor(pts[0]!.unit, variant);
@@ -417,6 +422,15 @@ function printReport(r: BenchReport): void {
           out.push(
             `  cpu per request (main thread / other threads), ${modelThreads(t)} per core-second of the model's threads: ${per.join(', ')}`,
           );
+        const split = t.points
+          .filter((p) => p.workload === wl && p.phasesMs)
+          .map(
+            (p) =>
+              `c=${p.concurrency} ${Object.entries(p.phasesMs!)
+                .map(([phase, ms]) => `${phase} ${ms}`)
+                .join(', ')}`,
+          );
+        if (split.length) out.push(`  mean ms per request by phase (Server-Timing): ${split.join('; ')}`);
       }
       for (const [wl, v] of Object.entries(t.validation)) if (v) out.push(`  ${wl} failed validation: ${v}`);
       if (t.skipped.length)
@@ -563,6 +577,8 @@ async function main(): Promise<void> {
       durationS: flagNumber(f, 'duration', d.durationS),
       maxDurationS: flagNumber(f, 'max-duration', d.maxDurationS),
       batchInputs: flagNumber(f, 'batch-inputs', BATCH_WHILE_ONLINE.inputs),
+      image: flagNumbers(f, 'image-concurrency', d.image ?? [16]),
+      imageModel: flagString(f, 'image-model', DEFAULT_IMAGE_MODEL),
       only: typeof f.workloads === 'string' ? f.workloads.split(',') : undefined,
       embedModel,
       rerankModel,
@@ -584,7 +600,14 @@ async function main(): Promise<void> {
     machine,
     loadavgAfter: machineInfo().loadavg,
     // Relative, so results name no machine's paths.
-    models: { dir: relative(process.cwd(), modelsDir()) || '.', embed: embedModel, rerank: rerankModel },
+    models: {
+      dir: relative(process.cwd(), modelsDir()) || '.',
+      embed: embedModel,
+      rerank: rerankModel,
+      ...(flagList(f, 'workloads', []).some(isImageWorkload)
+        ? { image: flagString(f, 'image-model', DEFAULT_IMAGE_MODEL) }
+        : {}),
+    },
     ceiling: ceilingForRatios,
     ceilingFrom,
     peers,

@@ -15,7 +15,6 @@ import { join } from 'node:path';
 import type { CeilingPoint } from '../ceiling.js';
 import type { HttpPoint, HttpTargetResult } from '../http.js';
 import type { ImagesReport } from '../images.js';
-import type { ImageEmbeddingReport } from '../image-embeddings.js';
 import type { PreprocessReport } from '../image-preprocess.js';
 import type { MachineInfo } from './common.js';
 import type { BenchReport } from '../run.js';
@@ -58,6 +57,8 @@ export function benchTable(spec: string, resultsDir = 'bench/results'): string {
         return httpTable(data as BenchReport, need(argument, spec));
       case 'cpu':
         return cpuTable(data as BenchReport, need(argument, spec));
+      case 'phases':
+        return phasesTable(data as BenchReport, need(argument, spec));
       case 'reindex':
         return reindexTable(data as BenchReport);
       case 'batch-while-online':
@@ -74,8 +75,6 @@ export function benchTable(spec: string, resultsDir = 'bench/results'): string {
         return imagesIsolationTable(data as ImagesReport);
       case 'image-preprocess':
         return imagePreprocessTable(data as PreprocessReport);
-      case 'image-embeddings':
-        return imageEmbeddingsTable(data as ImageEmbeddingReport);
       default:
         throw new Error(`bench-table ${spec}: no table kind "${kind}"`);
     }
@@ -395,25 +394,28 @@ function imagePreprocessTable(report: PreprocessReport): string {
   );
 }
 
-function imageEmbeddingsTable(report: ImageEmbeddingReport): string {
-  const rows = report.points.map((p) => [
-    `\`${p.workload}\``,
-    String(p.concurrency),
-    num(p.gateway, 2),
-    num(p.raw, 2),
-    `${num(p.ratio, 2)}x (${p.ratioRounds.map((r) => num(r, 2)).join(', ')})`,
-    `${thousands(Math.round(p.gatewayP50Ms))} / ${thousands(Math.round(p.gatewayP99Ms))}`,
-  ]);
+/** The Server-Timing phases in the order a request goes through them. */
+const PHASE_ORDER = ['parse', 'base64', 'header', 'tokenize', 'queue', 'preprocess', 'inference'];
+
+/**
+ * Where a gateway's requests spent their time at each point of a workload (the mean ms per request
+ * of each Server-Timing phase, from its /metrics), beside its main thread's and workers' CPU per
+ * request: for image workloads, which part of the server's path is the gap to raw ORT.
+ */
+function phasesTable(report: BenchReport, workload: string): string {
+  const rows = points(report, workload).flatMap(({ target, points: ps }) =>
+    ps.filter((p) => p.phasesMs).map((p) => ({ target, p })),
+  );
+  if (rows.length === 0) throw new Error(`no phase split of workload ${workload}`);
+  const phases = PHASE_ORDER.filter((phase) => rows.some(({ p }) => p.phasesMs![phase] !== undefined));
   return markdownTable(
-    [
-      'workload',
-      'c',
-      'gateway images/s',
-      'raw ORT images/s (best layout)',
-      'gateway / raw (median; each round)',
-      'gateway p50 / p99 ms',
-    ],
-    rows,
+    ['target', 'c', ...phases.map((phase) => `${phase} (ms)`), 'CPU per request: main / workers (ms)'],
+    rows.map(({ target, p }) => [
+      target.name,
+      String(p.concurrency),
+      ...phases.map((phase) => (p.phasesMs![phase] === undefined ? '' : num(p.phasesMs![phase]))),
+      p.cpuPerRequestMs ? `${num(p.cpuPerRequestMs.main)} / ${num(p.cpuPerRequestMs.other)}` : '',
+    ]),
   );
 }
 
@@ -424,7 +426,10 @@ function sourceLine(file: string, data: unknown): string {
   let command: string;
   if (Array.isArray(report.argv)) {
     const argv = report.argv.map((a, i, all) => (all[i - 1] === '--api-key' ? 'KEY' : a));
-    command = ['npx tsx bench/run.ts', ...argv].join(' ');
+    // An image run's model comes from the environment's models dir (ONNX_GATEWAY_MODELS_DIR): named.
+    const dir = report.models?.image ? report.models.dir : undefined;
+    const env = dir && dir !== '.data/models' ? `ONNX_GATEWAY_MODELS_DIR=${dir} ` : '';
+    command = [`${env}npx tsx bench/run.ts`, ...argv].join(' ');
   } else if (typeof (data as { command?: unknown }).command === 'string') {
     command = (data as { command: string }).command;
   } else if (report.kind === 'images') {

@@ -120,13 +120,10 @@ def pixel_values(path, config):
     """float32 [3, H, W] of the image at `path` as the processor described by `config` makes it.
 
     `config`: {"resize": ("shortest_edge", n) | ("fixed", height, width), "resample": PIL code,
-    "crop": (height, width) or None, "crop_rounding": "floor" | "round", "convert_rgb": "first"
-    (transformers: before resizing) | "after_crop" (open_clip's transform: the image is resized in
-    its own mode, RGBA premultiplied by Pillow), "rescale": factor, "mean": [3], "std": [3]}."""
-    image = load(path)
-    convert_first = config.get("convert_rgb", "first") == "first"
-    if convert_first:
-        image = image.convert("RGB")
+    "crop": (height, width) or None, "crop_rounding": "floor" | "round", "rescale": factor, "mean": [3],
+    "std": [3]}. The image is converted to RGB first (alpha dropped), as load_image and jina-clip's
+    encode_image do before any processor sees it."""
+    image = load(path).convert("RGB")
     kind = config["resize"][0]
     if kind == "shortest_edge":
         size = shortest_edge_size(image.width, image.height, config["resize"][1])
@@ -135,8 +132,6 @@ def pixel_values(path, config):
     image = image.resize(size, resample=config["resample"], reducing_gap=None)
     if config["crop"]:
         image = image.crop(crop_box(image.width, image.height, *config["crop"], config["crop_rounding"]))
-    if not convert_first:
-        image = image.convert("RGB")
     x = np.asarray(image).astype(np.float64) * config["rescale"]
     x = (x - np.asarray(config["mean"], np.float64)) / np.asarray(config["std"], np.float64)
     return np.ascontiguousarray(x.transpose(2, 0, 1)).astype(np.float32)

@@ -45,4 +45,6 @@ export interface Timings {
   /** Of the queue's wait, how long the model was loading (0 when it was loaded). */
   loadMs: number;
   inferenceMs: number;
+  /** An image's decoding and preprocessing in the vision tower's worker (absent: no image). */
+  preprocessMs?: number;
 }

@@ -312,7 +312,13 @@ async function embedUntraced(ctx: CoreContext, request: EmbedRequest, signal?: A
     count,
     promptTokens,
     cacheHits: job.hits,
-    timings: { tokenizeMs, queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs },
+    timings: {
+      tokenizeMs,
+      queueMs: job.queueMs,
+      loadMs: job.loadMs,
+      inferenceMs: job.inferenceMs,
+      ...(job.preprocessMs ? { preprocessMs: job.preprocessMs } : {}),
+    },
   };
 }
 

@@ -112,6 +112,7 @@ export async function embedItems(
       queueMs: Math.max(...parts.map((part) => part.queueMs)),
       loadMs: Math.max(...parts.map((part) => part.loadMs)),
       inferenceMs: parts.reduce((sum, part) => sum + part.inferenceMs, 0),
+      preprocessMs: pictures?.preprocessMs,
     },
     count,
     promptTokens: (texts?.promptTokens ?? 0) + imageAt.length * images!.sequenceLength,

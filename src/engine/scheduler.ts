@@ -64,6 +64,8 @@ export interface JobResult {
   loadMs: number;
   /** Wall time of the inference runs this job took part in, summed. */
   inferenceMs: number;
+  /** A vision tower's: wall time of the workers' decoding and preprocessing of the batches' images, summed. */
+  preprocessMs?: number;
   batches: number;
 }
 
@@ -144,6 +146,7 @@ class Job {
   queueMs = 0;
   loadMs = 0;
   inferenceMs = 0;
+  preprocessMs = 0;
   batches = 0;
   width = 0;
   settled = false;
@@ -415,7 +418,13 @@ export class Scheduler {
       job.reject(error);
       return;
     }
-    const timing = { queueMs: job.queueMs, loadMs: job.loadMs, inferenceMs: job.inferenceMs, batches: job.batches };
+    const timing = {
+      queueMs: job.queueMs,
+      loadMs: job.loadMs,
+      inferenceMs: job.inferenceMs,
+      ...(job.preprocessMs > 0 ? { preprocessMs: job.preprocessMs } : {}),
+      batches: job.batches,
+    };
     if (job.kind === 'dense') {
       const output = new Float32Array(job.output.length * job.width);
       for (let i = 0; i < job.output.length; i++) output.set(job.output[i]!, i * job.width);
@@ -694,6 +703,7 @@ export class Scheduler {
           });
           for (const job of jobs) {
             job.inferenceMs += result.inferenceMs;
+            job.preprocessMs += result.preprocess?.ms ?? 0;
             job.batches += 1;
             if (job.remaining === 0) this.settle(job);
           }

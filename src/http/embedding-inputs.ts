@@ -17,7 +17,7 @@ import { Type } from 'typebox';
 import type { EmbeddingInput, EmbeddingItem, ImageItem } from '../core/embeddings.js';
 import { invalid } from '../errors.js';
 import type { ImageHeader } from '../image-header.js';
-import { loadImages, type ImageRef, type ImageSourceOptions } from './image-sources.js';
+import { loadImages, type ImageLoadTimings, type ImageRef, type ImageSourceOptions } from './image-sources.js';
 import { LiteralUnion } from './schemas.js';
 
 const imageSource =
@@ -177,10 +177,11 @@ function readMessages(messages: unknown[]): Pending {
   return oneItem(parts);
 }
 
-/** What the parsers give: core's input, and the header of each image in it, in order. */
+/** What the parsers give: core's input, the header of each image in it, in order, and the time its images took. */
 export interface ReadInput {
   input: EmbeddingInput;
   images: ImageHeader[];
+  imageTimings?: ImageLoadTimings;
 }
 
 /** Loads the images of pending items and puts them in their places. */
@@ -197,13 +198,18 @@ export async function resolveItems(
     if (typeof item === 'object' && 'parts' in item) item.parts.forEach(collect);
     else collect(item);
   }
-  const loaded = await loadImages(refs, options, signal);
+  const imageTimings: ImageLoadTimings = { base64Ms: 0, headerMs: 0 };
+  const loaded = await loadImages(refs, options, signal, imageTimings);
   const images = new Map<ImageRef, ImageItem>(refs.map((ref, i) => [ref, loaded[i]!.item]));
   const place = (part: Part): string | ImageItem => (typeof part === 'string' ? part : images.get(part)!);
   const input = pending.map((item): EmbeddingItem =>
     typeof item === 'object' && 'parts' in item ? { parts: item.parts.map(place) } : place(item),
   );
-  return { input, images: loaded.map(({ header }) => header) };
+  return {
+    input,
+    images: loaded.map(({ header }) => header),
+    ...(refs.length > 0 ? { imageTimings } : {}),
+  };
 }
 
 const isTokenIds = (value: unknown): boolean => Array.isArray(value) && value.every((id) => typeof id === 'number');

@@ -9,7 +9,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { reportCacheHits } from './cache-hits.js';
 import type { CoreContext } from '../core/context.js';
 import { embed, type EmbedResult } from '../core/embeddings.js';
@@ -18,12 +18,12 @@ import { invalid } from '../errors.js';
 import { embedSparse, type SparseEmbedResult } from '../core/sparse.js';
 import { float32ToBase64, float32ToJson } from '../vectors/encoding.js';
 import { EmbeddingsInputSchema, MessagesSchema, ModalitySchema, readEmbeddingsInput } from './embedding-inputs.js';
-import { imageSourceOptions, type ImageSourceOptions } from './image-sources.js';
+import { imageSourceOptions, type ImageLoadTimings, type ImageSourceOptions } from './image-sources.js';
 import { sendJsonText } from './json-text.js';
 import { longInputsFields } from './long-inputs.js';
 import type { HttpServices } from './services.js';
 import { ErrorResponse, errorResponses, responseHeaders, withHeaders } from './schemas.js';
-import { operationPhases, reportTimings } from './timing.js';
+import { imagePhases, operationPhases, reportTimings } from './timing.js';
 
 export const EmbeddingsBody = Type.Object(
   {
@@ -144,9 +144,9 @@ export async function createEmbeddings(
   body: EmbeddingsBody,
   model: string | undefined,
   signal: AbortSignal,
-): Promise<{ result: EmbedResult | SparseEmbedResult; payload: string }> {
+): Promise<{ result: EmbedResult | SparseEmbedResult; payload: string; imageTimings?: ImageLoadTimings }> {
   const format = body.encoding_format ?? 'float';
-  const { input } = await readEmbeddingsInput(body, imageOptions, signal);
+  const { input, imageTimings } = await readEmbeddingsInput(body, imageOptions, signal);
   if (format === 'sparse') {
     if (body.dimensions)
       throw invalid('dimensions', 'dimensions does not apply to sparse vectors; top_k keeps the largest weights.');
@@ -173,8 +173,13 @@ export async function createEmbeddings(
     lateChunking: body.late_chunking,
   };
   const result = await embed(core, request, signal);
-  if (format === 'float' || format === 'base64') return { result, payload: serializeEmbeddings(result, format) };
-  return { result, payload: serializeEmbeddings(result, await quantizeEmbeddings(core, request, result, format)) };
+  if (format === 'float' || format === 'base64')
+    return { result, payload: serializeEmbeddings(result, format), imageTimings };
+  return {
+    result,
+    payload: serializeEmbeddings(result, await quantizeEmbeddings(core, request, result, format)),
+    imageTimings,
+  };
 }
 
 export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (app, { core, config }) => {
@@ -196,8 +201,8 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
     createEmbeddings(core, answerLimit, imageOptions, body, model, signal);
 
   app.post('/v1/embeddings', { schema: { ...schema, summary: 'Create embeddings' } }, async (request, reply) => {
-    const { result, payload } = await handle(request.body, request.body.model, request.clientSignal);
-    reportTimings(reply, operationPhases(result.timings));
+    const { result, payload, imageTimings } = await handle(request.body, request.body.model, request.clientSignal);
+    reportTimings(reply, { ...imagePhases(request, imageTimings), ...operationPhases(result.timings) });
     reportCacheHits(reply, result);
     return sendJsonText(reply, payload);
   });
@@ -205,16 +210,16 @@ export const embeddingsRoutes: FastifyPluginAsyncTypebox<HttpServices> = async (
   // The path names the model; a different `model` in the body is ignored (the path wins), as the
   // legacy OpenAI engines API did. A Hub repo id ("owner/name") may come with its slash as it is.
   const enginePath = async (
-    request: {
-      body: EmbeddingsBody;
-      params: { model?: string; owner?: string; name?: string };
-      clientSignal: AbortSignal;
-    },
+    request: FastifyRequest<{ Body: EmbeddingsBody; Params: { model?: string; owner?: string; name?: string } }>,
     reply: FastifyReply,
   ) => {
     const { model, owner, name } = request.params;
-    const { result, payload } = await handle(request.body, model ?? `${owner}/${name}`, request.clientSignal);
-    reportTimings(reply, operationPhases(result.timings));
+    const { result, payload, imageTimings } = await handle(
+      request.body,
+      model ?? `${owner}/${name}`,
+      request.clientSignal,
+    );
+    reportTimings(reply, { ...imagePhases(request, imageTimings), ...operationPhases(result.timings) });
     reportCacheHits(reply, result);
     return sendJsonText(reply, payload);
   };

@@ -7,6 +7,13 @@
  */
 import type { FastifyBodyParser, FastifyInstance, FastifyRequest } from 'fastify';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** How long parsing the JSON body took (null: no JSON body); routes report it with their timings. */
+    parseMs: number | null;
+  }
+}
+
 function bodyIsOptional(request: FastifyRequest): boolean {
   const validate = request.getValidationFunction('body') as ((body: unknown) => boolean) | undefined;
   return typeof validate !== 'function' || validate(null);
@@ -14,9 +21,16 @@ function bodyIsOptional(request: FastifyRequest): boolean {
 
 export function parseJsonBodies(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.decorateRequest('parseMs', null);
   const parse: FastifyBodyParser<string> = (request, body, done) => {
     if (body.length === 0 && bodyIsOptional(request)) done(null, undefined);
-    else void parseJson(request, body, done);
+    else {
+      const started = performance.now();
+      void parseJson(request, body, (error, value) => {
+        request.parseMs = performance.now() - started;
+        done(error, value);
+      });
+    }
   };
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parse);

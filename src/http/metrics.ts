@@ -84,7 +84,7 @@ export class Metrics {
   });
   private readonly phaseSeconds = new HistogramFamily({
     name: `${prefix}request_phase_seconds`,
-    help: 'Where the time of a model request went: tokenize, queue (longest wait of its inputs) and inference (summed over its batches); image edits: decode, edit, inference, encode.',
+    help: 'Where the time of a model request went: tokenize, queue (longest wait of its inputs) and inference (summed over its batches); with images also parse, base64, header and preprocess; image edits: decode, edit, inference, encode.',
     labelNames: ['route', 'phase'],
     buckets: secondsBuckets,
     registry: this.registry,

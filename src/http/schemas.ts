@@ -44,7 +44,7 @@ export const responseHeaders = {
     'server-timing': {
       type: 'string',
       description:
-        'Where the time went, in ms: `tokenize`, `queue` (the longest wait of the inputs), `load` (of that wait, the time its model was loading; only where it was) and `inference` (summed over batches); image edits: `decode`, `edit`, `inference`, `encode`.',
+        'Where the time went, in ms: `tokenize`, `queue` (the longest wait of the inputs), `load` (of that wait, the time its model was loading; only where it was) and `inference` (summed over batches); with images also `parse` (the JSON body), `base64` and `header` (the images decoded from base64 and their headers checked) and `preprocess` (their decoding and preprocessing in the workers, summed over batches); image edits: `decode`, `edit`, `inference`, `encode`.',
     },
   },
   cacheHits: {

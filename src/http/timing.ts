@@ -3,12 +3,30 @@
  * header is written from it and the metrics count it (from the record, never from the header);
  * clients of a running server, the bench, read the header back with parseServerTiming.
  */
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Timings } from '../core/context.js';
 import type { EditResult } from '../images/edit.js';
+import type { ImageLoadTimings } from './image-sources.js';
 
-/** Every phase a route may report, in the order the header lists them. */
-export const phases = ['tokenize', 'load', 'queue', 'decode', 'edit', 'inference', 'encode'] as const;
+/**
+ * Every phase a route may report, in the order the header lists them. A request with images also
+ * reports `parse` (its JSON body parsed), `base64` (its images' base64 to bytes), `header` (their
+ * headers checked), all on the main thread, and `preprocess` (their decoding and preprocessing in
+ * the vision tower's workers, summed over the batches that held them, as inference is).
+ */
+export const phases = [
+  'parse',
+  'base64',
+  'header',
+  'tokenize',
+  'load',
+  'queue',
+  'decode',
+  'preprocess',
+  'edit',
+  'inference',
+  'encode',
+] as const;
 export type Phase = (typeof phases)[number];
 export type PhaseTimings = Partial<Record<Phase, number>>;
 
@@ -23,10 +41,23 @@ declare module 'fastify' {
  * Embed, rerank and the compatibility routes over them: tokenise, queue (longest wait), inference (summed over
  * batches), and load (the part of the queue's wait the model spent loading) where the request waited for one.
  */
-export function operationPhases({ tokenizeMs, loadMs, queueMs, inferenceMs }: Timings): PhaseTimings {
-  return loadMs > 0
-    ? { tokenize: tokenizeMs, load: loadMs, queue: queueMs, inference: inferenceMs }
-    : { tokenize: tokenizeMs, queue: queueMs, inference: inferenceMs };
+export function operationPhases({ tokenizeMs, loadMs, queueMs, inferenceMs, preprocessMs }: Timings): PhaseTimings {
+  const timings: PhaseTimings =
+    loadMs > 0
+      ? { tokenize: tokenizeMs, load: loadMs, queue: queueMs, inference: inferenceMs }
+      : { tokenize: tokenizeMs, queue: queueMs, inference: inferenceMs };
+  if (preprocessMs !== undefined) timings.preprocess = preprocessMs;
+  return timings;
+}
+
+/** The main thread's part of a request with images: its body parsed, its images' base64 decoded and headers checked. */
+export function imagePhases(request: FastifyRequest, images: ImageLoadTimings | undefined): PhaseTimings {
+  if (!images) return {};
+  return {
+    ...(request.parseMs !== null ? { parse: request.parseMs } : {}),
+    base64: images.base64Ms,
+    header: images.headerMs,
+  };
 }
 
 /** An image edit: decoding the inputs, the pipelines' whole run, the model runs within it, encoding. */

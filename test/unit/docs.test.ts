@@ -134,32 +134,83 @@ describe('bench tables', () => {
         cases: [{ workload: 'photo-jpeg', processor: 'clip', oursMs: 12.5, pillowMs: 10, ratio: 1.25 }],
       }),
     );
+    const point = (target: string, rate: number, extra: object = {}) => ({
+      target,
+      workload: 'embed-image-photo',
+      unit: 'images',
+      concurrency: 16,
+      durationS: 10,
+      requestsPerSec: { median: rate, min: rate, max: rate },
+      unitsPerSec: { median: rate, min: rate, max: rate },
+      p50Ms: { median: 4000, min: 4000, max: 4000 },
+      p99Ms: { median: 6000, min: 6000, max: 6000 },
+      non2xx: 0,
+      errors: 0,
+      timeouts: 0,
+      statusCodes: {},
+      ...extra,
+    });
+    writeFileSync(
+      join(dir, 'run-images.json'),
+      JSON.stringify({
+        startedAt: '2026-11-27T15:00:00.000Z',
+        machine: machine.machine,
+        argv: ['--only', 'http', '--targets', 'gateway,ort', '--workloads', 'embed-image-photo'],
+        models: { dir: '.data/standins-real', embed: 'e', rerank: 'r', image: 'Xenova/clip-vit-base-patch32' },
+        http: [
+          {
+            name: 'gateway',
+            kind: 'gateway',
+            variant: 'fp32',
+            points: [
+              point('gateway', 3.5, {
+                phasesMs: {
+                  parse: 6.2,
+                  base64: 5.1,
+                  header: 0.02,
+                  tokenize: 0,
+                  queue: 900,
+                  preprocess: 210,
+                  inference: 2800,
+                },
+                cpuPerRequestMs: { main: 17.5, other: 480 },
+              }),
+            ],
+          },
+          { name: 'ort-1x2-b16', kind: 'raw', variant: 'fp32', points: [point('ort-1x2-b16', 4)] },
+        ],
+        ratios: {
+          vsSideBySide: [
+            {
+              target: 'gateway',
+              workload: 'embed-image-photo',
+              concurrency: 16,
+              unitsPerSec: 3.5,
+              raw: 'ort-1x2-b16',
+              rawUnitsPerSec: 4,
+              ratio: 0.875,
+              layouts: [],
+            },
+          ],
+          c1LatencyVsSideBySide: [],
+        },
+      }),
+    );
+    const images = benchTable('run-images.json:http:embed-image-photo', dir);
+    expect(images).toContain('| 16 | 3.5 | 4.0 | x0.88 |');
+    // The models dir came from the environment: the command names it.
+    expect(images).toContain(
+      'made by `ONNX_GATEWAY_MODELS_DIR=.data/standins-real npx tsx bench/run.ts --only http --targets gateway,ort --workloads embed-image-photo`',
+    );
+    const split = benchTable('run-images.json:phases:embed-image-photo', dir);
+    expect(split).toContain(
+      '| target | c | parse (ms) | base64 (ms) | header (ms) | tokenize (ms) | queue (ms) | preprocess (ms) | inference (ms) |',
+    );
+    expect(split).toContain('| gateway | 16 | 6.2 | 5.1 | 0.0 | 0.0 | 900.0 | 210.0 | 2800.0 | 17.5 / 480.0 |');
+
     const pre = benchTable('pre.json:image-preprocess', dir);
     expect(pre).toContain('| 1920x1080 JPEG q90 | CLIP | 12.50 | 10.00 | 1.25x |');
     expect(pre).toContain('made by `npx tsx bench/image-preprocess.ts --rounds 9`');
     expect(pre).toContain('2026-11-27 11:00 UTC');
-
-    writeFileSync(
-      join(dir, 'emb.json'),
-      JSON.stringify({
-        ...common,
-        command: 'npx tsx bench/image-embeddings.ts --rounds 2',
-        points: [
-          {
-            workload: 'embed-image-photo',
-            concurrency: 16,
-            gateway: 9.5,
-            raw: 10,
-            ratio: 0.95,
-            ratioRounds: [0.94, 0.96],
-            gatewayP50Ms: 1600.4,
-            gatewayP99Ms: 2100,
-          },
-        ],
-      }),
-    );
-    const emb = benchTable('emb.json:image-embeddings', dir);
-    expect(emb).toContain('| `embed-image-photo` | 16 | 9.50 | 10.00 | 0.95x (0.94, 0.96) | 1,600 / 2,100 |');
-    expect(emb).toContain('made by `npx tsx bench/image-embeddings.ts --rounds 2`');
   });
 });

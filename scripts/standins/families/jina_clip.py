@@ -19,9 +19,11 @@ and image size (512), so the vision sequence is the real 36 x 36 + 1 = 1297 toke
 token goes through a final LayerNorm, with no projection (`proj_type: null`, both towers 1024 wide).
 
 Image processor (JinaCLIPImageProcessor, open_clip's eval transform): torchvision Resize(512,
-bicubic) of the shortest edge on the image as it is, CenterCrop(512) with offsets
-int(round((h - 512) / 2)), then convert("RGB"), ToTensor (1/255), Normalize (OpenAI mean / std): an
-RGBA image is resized before its alpha is dropped (Pillow resamples RGBA premultiplied).
+bicubic) of the shortest edge, CenterCrop(512) with offsets int(round((h - 512) / 2)), convert("RGB"),
+ToTensor (1/255), Normalize (OpenAI mean / std). The model's own entry points (JinaCLIPModel's
+encode_image and the sentence-transformers module's tokenize) convert every image to RGB before
+they call the processor, so the transform always gets RGB: an image with alpha has it dropped before
+the resize, as transformers' load_image does (the transform's own convert is then a no-op).
 
 Text: the XLM-R tokenizer; queries take the instruction "Represent the query for retrieving
 evidence documents: " (config.json's task_instructions for retrieval.query), documents and images
@@ -135,7 +137,7 @@ VISION = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 1
 
 def processor_steps(pp):
     return {"resize": ("shortest_edge", pp["size"]), "resample": 3, "crop": (pp["size"], pp["size"]),
-            "crop_rounding": "round", "convert_rgb": "after_crop", "rescale": 1 / 255, "mean": pp["mean"], "std": pp["std"]}
+            "crop_rounding": "round", "rescale": 1 / 255, "mean": pp["mean"], "std": pp["std"]}
 
 
 def towers(size, vocab_rows):

@@ -22,7 +22,10 @@ import { VectorLru } from './lru.js';
 import { SharedTier, type CacheLog } from './shared-tier.js';
 
 /** What a cached run gives back: the rows of every input, and how many came from the cache. */
-export interface CachedJob extends Pick<JobResult, 'output' | 'width' | 'queueMs' | 'loadMs' | 'inferenceMs'> {
+export interface CachedJob extends Pick<
+  JobResult,
+  'output' | 'width' | 'queueMs' | 'loadMs' | 'inferenceMs' | 'preprocessMs'
+> {
   /** Inputs served from either tier. */
   hits: number;
 }
@@ -109,7 +112,7 @@ export class EmbeddingCache {
         'onnx_gateway.cache.shared': this.shared !== undefined,
       });
 
-    const timings = { queueMs: 0, loadMs: 0, inferenceMs: 0 };
+    const timings = { queueMs: 0, loadMs: 0, inferenceMs: 0, preprocessMs: 0 };
     if (missing.size > 0) {
       // Inputs another request is computing right now are waited for, not computed twice.
       const awaited = [...missing.keys()].filter((key) => this.pending.has(key));
@@ -133,7 +136,15 @@ export class EmbeddingCache {
 
     const output = new Float32Array(count * width);
     for (let i = 0; i < count; i++) output.set(rows[i]!, i * width);
-    return { output, width, queueMs: timings.queueMs, loadMs: timings.loadMs, inferenceMs: timings.inferenceMs, hits };
+    return {
+      output,
+      width,
+      queueMs: timings.queueMs,
+      loadMs: timings.loadMs,
+      inferenceMs: timings.inferenceMs,
+      ...(timings.preprocessMs > 0 ? { preprocessMs: timings.preprocessMs } : {}),
+      hits,
+    };
   }
 
   /**
@@ -148,7 +159,7 @@ export class EmbeddingCache {
     rows: (Float32Array | undefined)[],
     width: number,
     compute: Compute<T>,
-    timings: { queueMs: number; loadMs: number; inferenceMs: number },
+    timings: { queueMs: number; loadMs: number; inferenceMs: number; preprocessMs: number },
   ): Promise<void> {
     if (keys.length === 0) return;
     this.misses += keys.length;
@@ -160,6 +171,7 @@ export class EmbeddingCache {
       timings.queueMs = Math.max(timings.queueMs, job.queueMs);
       timings.loadMs = Math.max(timings.loadMs, job.loadMs);
       timings.inferenceMs += job.inferenceMs;
+      timings.preprocessMs += job.preprocessMs ?? 0;
       keys.forEach((key, j) => {
         // A copy: the answer is normalised in place, the cached row must stay as pooled.
         const row = job.output.slice(j * width, (j + 1) * width);

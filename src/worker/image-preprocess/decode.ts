@@ -78,11 +78,14 @@ function cmykToRgb(cmyk: Uint8Array, pixels: number): Uint8Array {
   return rgb;
 }
 
-/** 16-bit gray clamped to 0..255 and replicated, as Pillow's I -> RGB conversion does. */
-function gray16ToRgb(gray: Uint16Array, pixels: number): Uint8Array {
+/**
+ * 16-bit gray clamped to 0..255 and replicated, as Pillow's I -> RGB conversion does; `bands` is 2
+ * where a tRNS chunk made libvips add an alpha band (Pillow reads the file as I and ignores it).
+ */
+function gray16ToRgb(gray: Uint16Array, pixels: number, bands: number): Uint8Array {
   const rgb = new Uint8Array(pixels * 3);
-  for (let p = 0, r = 0; p < pixels; p++, r += 3) {
-    const v = gray[p]!;
+  for (let p = 0, q = 0, r = 0; p < pixels; p++, q += bands, r += 3) {
+    const v = gray[q]!;
     rgb[r] = rgb[r + 1] = rgb[r + 2] = v > 255 ? 255 : v;
   }
   return rgb;
@@ -136,12 +139,12 @@ export async function decodeRgb(bytes: Uint8Array, maxPixels: number): Promise<R
     return { data: cmykToRgb(bytesOf, pixels), width, height };
   }
   if (gray16) {
-    if (channels !== 1 || data.byteLength !== pixels * 2)
+    if ((channels !== 1 && channels !== 2) || data.byteLength !== pixels * channels * 2)
       throw new ImageDecodeError(
         `the 16-bit grayscale PNG decoded to ${channels} bands of ${data.byteLength / pixels} bytes.`,
       );
     const gray = new Uint16Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
-    return { data: gray16ToRgb(gray, pixels), width, height };
+    return { data: gray16ToRgb(gray, pixels, channels), width, height };
   }
   // libvips writes sRGB on the way out: gray is replicated, palettes expanded, alpha kept as a 4th band.
   if (channels === 3) return { data: bytesOf, width, height };
