@@ -757,7 +757,12 @@ export interface HttpPoint {
    * per request (a server's event loop: HTTP, JSON, tokenising, scheduling), and units per second of
    * CPU of the threads that run the model (a server's workers; every thread of a raw target).
    */
-  cpuPerRequestMs?: { main: number; other: number };
+  cpuPerRequestMs?: {
+    main: number;
+    other: number;
+    /** The main thread's CPU ms per request in each repeat, in order (the spread behind `main`). */
+    mainByRepeat?: number[];
+  };
   unitsPerWorkerCoreSecond?: number;
   /**
    * Image workloads on the gateway: mean ms per request of each Server-Timing phase (parse, base64,
@@ -1066,6 +1071,7 @@ export async function runHttp(options: HttpOptions): Promise<HttpTargetResult[]>
             p.cpuPerRequestMs = {
               main: round(median(used.map((u) => u.mainMsPerRequest)), 2),
               other: round(median(used.map((u) => u.otherMsPerRequest)), 2),
+              mainByRepeat: used.map((u) => round(u.mainMsPerRequest, 2)),
             };
             p.unitsPerWorkerCoreSecond = round(median(used.map((u) => u.unitsPerWorkerCoreSecond)), 1);
           }

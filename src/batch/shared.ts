@@ -25,10 +25,13 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { Queue, WaitingError, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
+import type { Attributes } from '@opentelemetry/api';
 import type { Config } from '../config.js';
 import type { CoreContext } from '../core/context.js';
 import { ApiError } from '../errors.js';
 import { probeRedis, throttledErrorLog } from '../redis.js';
+import { processSpan, sendSpan, type TraceCarrier } from '../tracing/messaging.js';
+import { tracer } from '../tracing/spans.js';
 import type { Batches, CreateBatch, ExpiresAfter, ReceivedFile } from './batches.js';
 import { cutChunks, partPath, removeParts, runChunk, type Chunk, type ChunkResult } from './chunks.js';
 import { FileStorage, newFileId, resultFileId } from './files.js';
@@ -49,10 +52,14 @@ const maxStalls = 5;
 
 export type SharedBatchSettings = BatchSettings & Pick<Config, 'batchChunkLines' | 'batchLockSeconds'>;
 
-type JobData =
+/** A job: what it does to which batch, and (when traced) the trace context of what queued it. */
+type JobData = (
   | { kind: 'validate'; batchId: string }
   | { kind: 'chunk'; batchId: string; chunk: Chunk }
-  | { kind: 'finalize'; batchId: string };
+  | { kind: 'finalize'; batchId: string }
+) & { trace?: TraceCarrier };
+
+type JobOf<Kind extends JobData['kind']> = Omit<Extract<JobData, { kind: Kind }>, 'trace'>;
 
 const finals = [...finalStatuses];
 const expiredError = {
@@ -202,7 +209,7 @@ export class SharedBatchService implements Batches {
       const input = await this.file(owner, request.inputFileId);
       const batch = newBatchRecord(owner, request, this.endpoints, input, this.clock());
       await this.store.insertBatch(batch);
-      await this.queue.add('validate', { kind: 'validate', batchId: batch.id }, { jobId: `${batch.id}-validate` });
+      await this.enqueue([{ kind: 'validate', batchId: batch.id }]);
       return (await this.store.batch(batch.id))!;
     });
   }
@@ -256,7 +263,44 @@ export class SharedBatchService implements Batches {
     await Promise.all(this.connections.map((connection) => connection.quit().catch(() => undefined)));
   }
 
-  private async process(job: Job<JobData>, token: string | undefined): Promise<void> {
+  /**
+   * Queues jobs (their ids say which batch and step, so a job queued twice runs once), each with
+   * the trace context of the span that queued them when traced: a batch's jobs, on any replica,
+   * are in the trace of the request that created it.
+   */
+  private enqueue(jobs: (JobOf<'validate'> | JobOf<'chunk'> | JobOf<'finalize'>)[]): Promise<unknown> {
+    const add = (trace?: TraceCarrier) =>
+      this.queue.addBulk(
+        jobs.map((data) => ({
+          name: data.kind,
+          data: trace ? { ...data, trace } : data,
+          opts: { jobId: `${data.batchId}-${data.kind === 'chunk' ? data.chunk.index : data.kind}` },
+        })),
+      );
+    if (!tracer || jobs.length === 0) return add();
+    const first = jobs[0]!;
+    return sendSpan(
+      tracer,
+      chunkQueueName,
+      {
+        messages: jobs.length,
+        attributes: { 'onnx_gateway.batch.id': first.batchId, 'onnx_gateway.batch.job': first.kind },
+      },
+      add,
+    );
+  }
+
+  private process(job: Job<JobData>, token: string | undefined): Promise<void> {
+    if (!tracer) return this.run(job, token);
+    const data = job.data;
+    const attributes: Attributes = { 'onnx_gateway.batch.id': data.batchId, 'onnx_gateway.batch.job': data.kind };
+    if (data.kind === 'chunk') attributes['onnx_gateway.batch.chunk'] = data.chunk.index;
+    return processSpan(tracer, chunkQueueName, { carrier: data.trace, messageId: job.id, attributes }, () =>
+      this.run(job, token),
+    );
+  }
+
+  private async run(job: Job<JobData>, token: string | undefined): Promise<void> {
     const data = job.data;
     if (data.kind === 'validate') return this.validate(data.batchId);
     if (data.kind === 'finalize') return this.finalize(data.batchId);
@@ -338,19 +382,13 @@ export class SharedBatchService implements Batches {
 
   private async queueChunks(id: string, chunks: Chunk[]): Promise<void> {
     const done = await this.store.chunkResults(id);
-    await this.queue.addBulk(
-      chunks
-        .filter((chunk) => !done.has(chunk.index))
-        .map((chunk) => ({
-          name: 'chunk',
-          data: { kind: 'chunk' as const, batchId: id, chunk },
-          opts: { jobId: `${id}-${chunk.index}` },
-        })),
+    await this.enqueue(
+      chunks.filter((chunk) => !done.has(chunk.index)).map((chunk) => ({ kind: 'chunk', batchId: id, chunk })),
     );
   }
 
   private async queueFinalize(id: string): Promise<void> {
-    await this.queue.add('finalize', { kind: 'finalize', batchId: id }, { jobId: `${id}-finalize` });
+    await this.enqueue([{ kind: 'finalize', batchId: id }]);
   }
 
   /**

@@ -174,13 +174,8 @@ class Job {
   /** Opens the job's `queue wait` span, a child of the span that submitted it. */
   traceWait(active: Tracer): void {
     this.caller = activeSpanContext();
-    this.waitSpan = active.startSpan('queue wait', {
-      attributes: {
-        'gen_ai.request.model': this.model,
-        'onnx_gateway.inputs': this.output.length,
-        'onnx_gateway.priority': this.priority,
-      },
-    });
+    // The model and the inputs are the operation's (its span and its tokenize span say them).
+    this.waitSpan = active.startSpan('queue wait', { attributes: { 'onnx_gateway.priority': this.priority } });
   }
 
   /** `count` of the job's inputs went in `batch`; the wait ends when none is left queued. */

@@ -7,6 +7,7 @@
  * deterministic, so `n` is 1: more copies of the same image would add nothing.
  */
 import { invalid } from '../errors.js';
+import { inSpan, recordSpan, tracer } from '../tracing/spans.js';
 import { checkAnswerSize, thousands } from '../answer-size.js';
 import type { ServedImageModel } from '../models/image-catalogue.js';
 import { imageUsage, type ImageUsage } from './accounting.js';
@@ -126,17 +127,40 @@ export async function editImage(
       `Background removal takes one image (a cut-out) or two (the first one's subject on the second); got ${request.images.length}.`,
     );
   }
-  // Decoded images take memory: an edit waits for its turn before it decodes anything.
+  const plan: Plan = { chosenBy, format, background, quality, requested };
+  if (!tracer) return admitted(context, request, model, plan, signal);
+  const attributes = {
+    'gen_ai.request.model': model.id,
+    'onnx_gateway.image.task': task,
+    'onnx_gateway.image.inputs': request.images.length,
+    'onnx_gateway.image.output_format': format,
+    'onnx_gateway.image.quality': quality,
+  };
+  return inSpan(tracer, `image edit ${model.id}`, attributes, async (span) => {
+    const result = await admitted(context, request, model, plan, signal);
+    span.setAttributes({
+      'onnx_gateway.image.outputs': result.images.length,
+      'onnx_gateway.image.tiles': result.timings.tiles,
+      'onnx_gateway.image.inference_ms': result.timings.inferenceMs,
+    });
+    return result;
+  });
+}
+
+/** Runs the edit once it has its turn (decoded images take memory: nothing is decoded before). */
+async function admitted(
+  context: ImagesContext,
+  request: EditRequest,
+  model: ServedImageModel,
+  plan: Plan,
+  signal?: AbortSignal,
+): Promise<EditResult> {
+  const waitStarted = performance.now();
   const release = await context.admission.admit(signal);
+  if (tracer) recordSpan(tracer, 'admission wait', waitStarted, performance.now(), {});
   try {
     const images = request.images.map((source) => (typeof source === 'function' ? source() : source));
-    return await runEdit(
-      context,
-      { ...request, images },
-      model,
-      { chosenBy, format, background, quality, requested },
-      signal,
-    );
+    return await runEdit(context, { ...request, images }, model, plan, signal);
   } finally {
     release();
   }
@@ -178,7 +202,52 @@ async function runEdit(
     return sizes;
   });
   checkEditAnswer(context, request.answerLimit, plannedOutputs(context, model, headers, requested), format);
-  const decode = (i: number) => timed('decodeMs', () => decodeImage(request.images[i]!, i, limits.maxPixels));
+  const decode = (i: number) =>
+    timed('decodeMs', () =>
+      tracer
+        ? inSpan(
+            tracer,
+            'image decode',
+            { 'onnx_gateway.image.index': i, 'onnx_gateway.image.input_bytes': request.images[i]!.byteLength },
+            async (span) => {
+              const decoded = await decodeImage(request.images[i]!, i, limits.maxPixels);
+              span.setAttributes({
+                'onnx_gateway.image.format': decoded.format,
+                'onnx_gateway.image.width': decoded.rgb.width,
+                'onnx_gateway.image.height': decoded.rgb.height,
+                'onnx_gateway.image.alpha': decoded.alpha !== undefined,
+              });
+              return decoded;
+            },
+          )
+        : decodeImage(request.images[i]!, i, limits.maxPixels),
+    );
+  // The model's part of the edit (with the resizes and blending around it), in an `image run` span when traced.
+  const run = (inputs: DecodedImage[], work: () => Promise<Made>) =>
+    timed('runMs', () =>
+      tracer
+        ? inSpan(
+            tracer,
+            `image run ${model.id}`,
+            {
+              'gen_ai.request.model': model.id,
+              'onnx_gateway.image.input_width': inputs[0]!.rgb.width,
+              'onnx_gateway.image.input_height': inputs[0]!.rgb.height,
+            },
+            async (span) => {
+              const before = { tiles: timings.tiles, inferenceMs: timings.inferenceMs };
+              const made = await work();
+              span.setAttributes({
+                'onnx_gateway.image.width': made.image.width,
+                'onnx_gateway.image.height': made.image.height,
+                'onnx_gateway.image.tiles': timings.tiles - before.tiles,
+                'onnx_gateway.image.inference_ms': timings.inferenceMs - before.inferenceMs,
+              });
+              return made;
+            },
+          )
+        : work(),
+    );
   const overlap = overlapFor(
     quality,
     model.manifest.tile?.overlap ?? 0,
@@ -194,7 +263,24 @@ async function runEdit(
   const images: EditedImage[] = [];
   const finish = async (made: Made) => {
     throwIfAborted(signal);
-    const bytes = await timed('encodeMs', () => encode(made.image, settings));
+    const bytes = await timed('encodeMs', () =>
+      tracer
+        ? inSpan(
+            tracer,
+            'image encode',
+            {
+              'onnx_gateway.image.format': format,
+              'onnx_gateway.image.width': made.image.width,
+              'onnx_gateway.image.height': made.image.height,
+            },
+            async (span) => {
+              const encoded = await encode(made.image, settings);
+              span.setAttribute('onnx_gateway.image.output_bytes', encoded.byteLength);
+              return encoded;
+            },
+          )
+        : encode(made.image, settings),
+    );
     images.push({
       bytes,
       size: { width: made.image.width, height: made.image.height },
@@ -207,7 +293,7 @@ async function runEdit(
     for (let i = 0; i < request.images.length; i++) decoded.push(await decode(i));
     inputs.push(...decoded.map((d) => ({ width: d.rgb.width, height: d.rgb.height })));
     await finish(
-      await timed('runMs', () =>
+      await run(decoded, () =>
         removeBackground(context, model, decoded, requested, background, format, timings, signal),
       ),
     );
@@ -218,7 +304,7 @@ async function runEdit(
       inputs.push({ width: decoded.rgb.width, height: decoded.rgb.height });
       throwIfAborted(signal);
       await finish(
-        await timed('runMs', () =>
+        await run([decoded], () =>
           editOne(context, model, decoded, i, requested, overlap, background, format, timings, signal),
         ),
       );

@@ -9,6 +9,7 @@
  * request spans and the trace context on outgoing fetches (SearXNG, the web reader, Hub downloads).
  */
 import type { FastifyPluginCallback } from 'fastify';
+import fp from 'fastify-plugin';
 import { version } from '../version.js';
 import { defaultServiceName, tracingWanted } from './settings.js';
 import { setTracer } from './spans.js';
@@ -33,12 +34,16 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
     import('@opentelemetry/api'),
   ]);
   const fastify = new FastifyOtelInstrumentation({
-    // One span per request, one for its handler (which makes the request's context active for the
-    // operation's spans); none per hook, which would be a dozen per request.
+    // One span per request: none per hook (a dozen per request) and none for the handler, whose
+    // part of the request is the operation's span (the request's context is made active for it
+    // below, at less cost than a span of its own).
     instrumentHooks: false,
-    instrumentHandler: true,
+    instrumentHandler: false,
     // Probes and scrapes every few seconds are no one's request: not traced.
-    ignorePaths: ({ url }) => untraced.has(url.split('?')[0]!),
+    ignorePaths: ({ url }) => {
+      const query = url.indexOf('?');
+      return untraced.has(query < 0 ? url : url.slice(0, query));
+    },
     // HTTP's span name: the method and the route template, never the raw path.
     requestHook: (span, request) => {
       const route = request.routeOptions.url;
@@ -62,8 +67,21 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
   });
   sdk.start();
   setTracer(api.trace.getTracer('onnx-gateway', version));
+  const requestSpans = fastify.plugin();
+  // The request's body is read on socket events, out of the request span's context: the handler is
+  // run in it again (from the last hook before it, so the context flows into the handler), so that
+  // the operation's spans are the request's children and log lines carry its ids.
+  const fastifyPlugin = fp((app, _options, done) => {
+    app.register(requestSpans);
+    app.addHook('preHandler', (request, _reply, next) => {
+      const requestContext = request.opentelemetry().context;
+      if (requestContext) api.context.with(requestContext, next);
+      else next();
+    });
+    done();
+  });
   return {
-    fastifyPlugin: fastify.plugin(),
+    fastifyPlugin,
     async shutdown() {
       setTracer(undefined);
       await sdk.shutdown();

@@ -54,11 +54,9 @@ export function operationSpan<T>(
     try {
       const result = await run();
       const { model, inputTokens } = outcome(result);
-      span.setAttributes({
-        'gen_ai.request.model': requestModel ?? model,
-        'gen_ai.response.model': model,
-        'gen_ai.usage.input_tokens': inputTokens,
-      });
+      span.setAttribute('gen_ai.response.model', model);
+      span.setAttribute('gen_ai.usage.input_tokens', inputTokens);
+      if (!requestModel) span.setAttribute('gen_ai.request.model', model);
       return result;
     } catch (error) {
       failed(span, error);

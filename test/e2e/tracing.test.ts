@@ -2,18 +2,28 @@
  * OpenTelemetry tracing of the real command (`node dist/cli/index.js serve`) against a real OTLP
  * receiver (test/helpers/otlp-receiver.ts): an incoming W3C traceparent continued, the spans of
  * what a request spends its time on and their parents, the batch span's links to every request it
- * served, the GenAI attributes, outgoing fetches carrying the trace, log lines carrying its ids;
- * over OTLP/HTTP protobuf (the default) and JSON.
+ * served, the GenAI attributes, image edits' stages, outgoing fetches carrying the trace, log lines
+ * carrying its ids; jobs through Redis (shared search tasks, batch jobs) continuing the trace of
+ * the request that queued them on another replica; over OTLP/HTTP protobuf (the default) and JSON.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStandInSearxng, type StandInSearxng } from '../fixtures/stand-in-searxng.js';
+import { writeTinyImageModels } from '../fixtures/tiny-image-model.js';
+import { uploadEmbeddingRequests } from '../helpers/batch-files.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
+import { hasRedisServer, REDIS_SKIP_REASON, startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { missing } from '../helpers/resources.js';
 import { listeningUrl, spawnTinyServer, type ServerProcess } from '../helpers/server-process.js';
 
 const serverKind = 2;
+const producerKind = 4;
+const consumerKind = 5;
 
 /** A caller's trace: its trace id and the id of its span that made the request. */
 function callerTrace() {
@@ -54,8 +64,13 @@ describe('tracing over OTLP/HTTP protobuf', () => {
   beforeAll(async () => {
     receiver = await startOtlpReceiver();
     dataDir = await mkdtemp(join(tmpdir(), 'onnx-gateway-tracing-'));
+    const imageDir = join(dataDir, 'images');
+    await mkdir(imageDir);
+    await writeTinyImageModels(imageDir);
     server = spawnTinyServer(dataDir, {
       ONNX_GATEWAY_API_KEYS: '',
+      ONNX_GATEWAY_IMAGE_MODELS: 'tiny-upscaler',
+      ONNX_GATEWAY_IMAGE_MODELS_DIR: imageDir,
       // Models load on their first request: requests sent together wait for the load and share a batch.
       ONNX_GATEWAY_PRELOAD: 'false',
       ONNX_GATEWAY_READER_ALLOW_PRIVATE: 'true',
@@ -199,6 +214,88 @@ describe('tracing over OTLP/HTTP protobuf', () => {
     expect(fetchSpan.attributes['http.request.method']).toBe('GET');
   });
 
+  it('traces an image edit: its decodes, model runs and encodes, with their sizes', async () => {
+    const caller = callerTrace();
+    const rgb = await sharp({ create: { width: 30, height: 20, channels: 3, background: '#336699' } })
+      .png()
+      .toBuffer();
+    const rgba = await sharp({ create: { width: 24, height: 16, channels: 4, background: '#33669980' } })
+      .png()
+      .toBuffer();
+    const answer = await post(
+      base,
+      '/v1/images/edits',
+      { model: 'tiny-upscaler', prompt: 'upscale', image: [rgb.toString('base64'), rgba.toString('base64')] },
+      { traceparent: traceparent(caller) },
+    );
+    expect(answer.status).toBe(200);
+    const outputs = (answer.body.data as { b64_json: string }[]).map((d) => Buffer.from(d.b64_json, 'base64'));
+    const spans = await receiver.waitFor(
+      (received) => received.filter((s) => s.traceId === caller.traceId && s.name === 'image encode').length === 2,
+    );
+    const ofTrace = spans.filter((s) => s.traceId === caller.traceId);
+    const request = ofTrace.find((s) => s.name === 'POST /v1/images/edits')!;
+    const edit = ofTrace.find((s) => s.name === 'image edit tiny-upscaler')!;
+    expect(ancestors(edit, spans)).toContain(request);
+    expect(edit.attributes).toMatchObject({
+      'gen_ai.request.model': 'tiny-upscaler',
+      'onnx_gateway.image.task': 'super-resolution',
+      'onnx_gateway.image.inputs': 2,
+      'onnx_gateway.image.outputs': 2,
+    });
+    const children = (name: string) =>
+      ofTrace
+        .filter((s) => s.name === name && s.parentSpanId === edit.spanId)
+        .sort(
+          (a, b) =>
+            Number(a.attributes['onnx_gateway.image.index'] ?? 0) -
+            Number(b.attributes['onnx_gateway.image.index'] ?? 0),
+        );
+    expect(children('admission wait')).toHaveLength(1);
+    const decodes = children('image decode');
+    expect(decodes.map((s) => s.attributes)).toEqual([
+      expect.objectContaining({
+        'onnx_gateway.image.index': 0,
+        'onnx_gateway.image.input_bytes': rgb.length,
+        'onnx_gateway.image.width': 30,
+        'onnx_gateway.image.height': 20,
+        'onnx_gateway.image.alpha': false,
+      }),
+      expect.objectContaining({
+        'onnx_gateway.image.index': 1,
+        'onnx_gateway.image.input_bytes': rgba.length,
+        'onnx_gateway.image.width': 24,
+        'onnx_gateway.image.height': 16,
+        'onnx_gateway.image.alpha': true,
+      }),
+    ]);
+    // One model run per image (x2 super-resolution), its tiles and inference time.
+    const runs = ofTrace.filter((s) => s.name === 'image run tiny-upscaler' && s.parentSpanId === edit.spanId);
+    expect(
+      runs
+        .map((s) => [s.attributes['onnx_gateway.image.input_width'], s.attributes['onnx_gateway.image.width']])
+        .sort(),
+    ).toEqual([
+      [24, 48],
+      [30, 60],
+    ]);
+    for (const run of runs) expect(run.attributes['onnx_gateway.image.tiles']).toBeGreaterThan(0);
+    expect(runs.reduce((sum, s) => sum + (s.attributes['onnx_gateway.image.tiles'] as number), 0)).toBe(
+      edit.attributes['onnx_gateway.image.tiles'],
+    );
+    // One encode per output, its size the answer's.
+    const encodes = children('image encode');
+    expect(encodes.map((s) => s.attributes['onnx_gateway.image.output_bytes']).sort()).toEqual(
+      outputs.map((bytes) => bytes.length).sort(),
+    );
+    expect(
+      encodes.map((s) => [s.attributes['onnx_gateway.image.width'], s.attributes['onnx_gateway.image.height']]).sort(),
+    ).toEqual([
+      [48, 32],
+      [60, 40],
+    ]);
+  });
+
   it('writes trace_id and span_id on log lines logged inside a request', async () => {
     const caller = callerTrace();
     await post(base, '/v1/embeddings', { model: 'not-served', input: 'x' }, { traceparent: traceparent(caller) });
@@ -255,3 +352,163 @@ describe('tracing over OTLP/HTTP JSON', () => {
     expect(batch.links).toEqual([{ traceId: caller.traceId, spanId: operation.spanId }]);
   });
 });
+
+describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(
+  `tracing jobs across replicas through Redis${hasRedisServer ? '' : ` (skipped: ${REDIS_SKIP_REASON})`}`,
+  () => {
+    const key = 'tracing-replicas-key-0123456789';
+    let receiver: OtlpReceiver;
+    let dir: string;
+    let redis: RedisServer;
+    const standIns: StandInSearxng[] = [];
+    const servers: ServerProcess[] = [];
+    let baseA: string;
+
+    beforeAll(async () => {
+      receiver = await startOtlpReceiver();
+      dir = await mkdtemp(join(tmpdir(), 'onnx-gateway-tracing-redis-'));
+      const filesDir = join(dir, 'files');
+      await mkdir(filesDir);
+      redis = await startRedisServer(dir);
+      // Each replica searches its own stand-in: which one saw a query says which replica ran the task.
+      standIns.push(await startStandInSearxng(), await startStandInSearxng());
+      const start = (name: string, searxng: StandInSearxng) => {
+        const server = spawnTinyServer(join(dir, name), {
+          ONNX_GATEWAY_API_KEYS: key,
+          ONNX_GATEWAY_REDIS_URL: redis.url,
+          ONNX_GATEWAY_FILES_DIR: filesDir,
+          ONNX_GATEWAY_BATCH_CHUNK_LINES: '3',
+          ONNX_GATEWAY_SEARCH_PROVIDER: 'searxng',
+          ONNX_GATEWAY_SEARXNG_URL: searxng.url,
+          ONNX_GATEWAY_SEARCH_CONCURRENCY: '1',
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+          OTEL_BSP_SCHEDULE_DELAY: '50',
+          OTEL_RESOURCE_ATTRIBUTES: `service.instance.id=${name}`,
+        });
+        servers.push(server);
+        return server;
+      };
+      [baseA] = await Promise.all([listeningUrl(start('a', standIns[0]!)), listeningUrl(start('b', standIns[1]!))]);
+    }, 120_000);
+    afterAll(async () => {
+      for (const server of servers) if (server.child.exitCode === null) server.child.kill('SIGKILL');
+      await Promise.all(standIns.map((standIn) => standIn.close()));
+      await redis?.stop();
+      await receiver?.close();
+      if (dir) await rm(dir, { recursive: true, force: true });
+    });
+
+    async function call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+      const response = await fetch(`${baseA}/v1${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(body ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+        },
+        body: body ? JSON.stringify(body) : undefined,
+      });
+      expect(response.status, `${method} ${path}`).toBe(200);
+      return (await response.json()) as T;
+    }
+
+    it('runs a search task created on one replica on the other, in the creating request trace', async () => {
+      // Tasks created on replica a until one runs on replica b.
+      let caller = callerTrace();
+      let id = '';
+      for (let i = 0; i < 20; i++) {
+        caller = callerTrace();
+        const query = `traced query ${i}`;
+        id = (await call<{ id: string }>('POST', '/web-search/search', { query }, { traceparent: traceparent(caller) }))
+          .id;
+        expect((await call<{ state: string }>('GET', `/web-search/search/${id}?wait=30`)).state).toBe('succeeded');
+        if (standIns[1]!.requests.some((request) => request.get('q') === query)) break;
+        id = '';
+      }
+      expect(id, 'a task ran on replica b').not.toBe('');
+
+      const spans = await receiver.waitFor((received) =>
+        received.some((s) => s.traceId === caller.traceId && s.name === 'search searxng'),
+      );
+      const ofTrace = spans.filter((s) => s.traceId === caller.traceId);
+      const request = ofTrace.find((s) => s.name === 'POST /v1/web-search/search')!;
+      expect(request.resource['service.instance.id']).toBe('a');
+      // The producer span, on replica a, under the request that created the task.
+      const send = ofTrace.find((s) => s.name === 'send search')!;
+      expect(send.kind).toBe(producerKind);
+      expect(ancestors(send, spans)).toContain(request);
+      expect(send.resource['service.instance.id']).toBe('a');
+      expect(send.attributes).toMatchObject({
+        'messaging.system': 'bullmq',
+        'messaging.operation.type': 'send',
+        'messaging.destination.name': 'search',
+        'messaging.message.id': id,
+      });
+      // The consumer span, on replica b, a child of the producer span and linked to it.
+      const process = ofTrace.find((s) => s.name === 'process search')!;
+      expect(process.kind).toBe(consumerKind);
+      expect(process.resource['service.instance.id']).toBe('b');
+      expect(process.parentSpanId).toBe(send.spanId);
+      expect(process.links).toEqual([{ traceId: caller.traceId, spanId: send.spanId }]);
+      expect(process.attributes).toMatchObject({ 'messaging.operation.type': 'process', 'messaging.message.id': id });
+      // The task's run and its provider call under it.
+      const task = ofTrace.find((s) => s.name === 'search task')!;
+      expect(task.parentSpanId).toBe(process.spanId);
+      expect(ofTrace.find((s) => s.name === 'search searxng')!.parentSpanId).toBe(task.spanId);
+    });
+
+    it("runs a batch's jobs, on either replica, in the trace of the request that created it", async () => {
+      const caller = callerTrace();
+      const { fileId } = await uploadEmbeddingRequests(baseA, key, 7);
+      const created = await call<{ id: string }>(
+        'POST',
+        '/batches',
+        { input_file_id: fileId, endpoint: '/v1/embeddings', completion_window: '24h' },
+        { traceparent: traceparent(caller) },
+      );
+      for (;;) {
+        const batch = await call<{ status: string }>('GET', `/batches/${created.id}`);
+        if (['completed', 'failed', 'cancelled', 'expired'].includes(batch.status)) {
+          expect(batch.status).toBe('completed');
+          break;
+        }
+        await sleep(50);
+      }
+      const processed = (received: ReceivedSpan[], job: string) =>
+        received.filter(
+          (s) =>
+            s.traceId === caller.traceId &&
+            s.name === 'process batch-chunks' &&
+            s.attributes['onnx_gateway.batch.job'] === job,
+        );
+      const spans = await receiver.waitFor((received) => processed(received, 'finalize').length === 1);
+      const ofTrace = spans.filter((s) => s.traceId === caller.traceId);
+      const request = ofTrace.find((s) => s.name === 'POST /v1/batches')!;
+      const sends = ofTrace.filter((s) => s.name === 'send batch-chunks');
+      for (const send of sends) expect(send.kind).toBe(producerKind);
+      // validate: queued by the request; its run queues the 3 chunks (7 requests, 3 a chunk) at once.
+      const [validate] = processed(spans, 'validate');
+      const validateSend = sends.find((s) => s.spanId === validate!.parentSpanId)!;
+      expect(ancestors(validateSend, spans)).toContain(request);
+      const chunks = processed(spans, 'chunk');
+      expect(chunks.map((s) => s.attributes['onnx_gateway.batch.chunk']).sort()).toEqual([0, 1, 2]);
+      const chunkSend = sends.find((s) => s.attributes['onnx_gateway.batch.job'] === 'chunk')!;
+      expect(chunkSend.parentSpanId).toBe(validate!.spanId);
+      expect(chunkSend.attributes['messaging.batch.message_count']).toBe(3);
+      for (const chunk of chunks) {
+        expect(chunk.kind).toBe(consumerKind);
+        expect(chunk.parentSpanId).toBe(chunkSend.spanId);
+        expect(chunk.links).toEqual([{ traceId: caller.traceId, spanId: chunkSend.spanId }]);
+        expect(chunk.attributes['onnx_gateway.batch.id']).toBe(created.id);
+      }
+      // Each chunk's requests are embeddings operations under its run.
+      const operations = ofTrace.filter((s) => s.name === 'embeddings tiny-embedder');
+      expect(operations).toHaveLength(7);
+      for (const operation of operations) expect(chunks).toContainEqual(ancestors(operation, spans)[0]);
+      // The last chunk to finish queued the finalize job.
+      const [finalize] = processed(spans, 'finalize');
+      const finalizeSend = sends.find((s) => s.spanId === finalize!.parentSpanId)!;
+      expect(chunks.map((s) => s.spanId)).toContain(finalizeSend.parentSpanId);
+    });
+  },
+);

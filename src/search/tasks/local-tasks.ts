@@ -6,7 +6,9 @@
  * After a restart, tasks that were running are marked failed (their provider call is gone) and
  * pending tasks are run: nothing had started for them yet.
  */
+import { context, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import { ApiError } from '../../errors.js';
+import { tracer } from '../../tracing/spans.js';
 import { durationSamples, newTask, TaskServiceBase, type SearchTasksOptions, type TaskView } from './task-base.js';
 import type { LocalTaskStore } from './task-store.js';
 import { finalStates, type SearchProvider, type SearchRequest, type StoredTask } from '../types.js';
@@ -16,6 +18,8 @@ export type { SearchTasksOptions, TaskService, TaskView } from './task-base.js';
 export class SearchTasks extends TaskServiceBase {
   private readonly queue: string[] = [];
   private readonly running = new Map<string, AbortController>();
+  /** While traced: the context of the request that created each queued task, which its run continues. */
+  private readonly origins = new Map<string, Context>();
   private sweepTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -58,6 +62,7 @@ export class SearchTasks extends TaskServiceBase {
     const task = newTask(owner, request);
     await this.store.insert(task);
     this.queue.push(task.id);
+    if (tracer) this.origins.set(task.id, context.active());
     const view = await this.view(task);
     this.pump();
     return view;
@@ -68,6 +73,7 @@ export class SearchTasks extends TaskServiceBase {
     if (!task || finalStates.has(task.state)) return task;
     const index = this.queue.indexOf(id);
     if (index >= 0) this.queue.splice(index, 1);
+    this.origins.delete(id);
     if (
       await this.store.finish(id, 'cancelled', Date.now(), null, {
         code: 'cancelled',
@@ -112,7 +118,11 @@ export class SearchTasks extends TaskServiceBase {
       const id = this.queue.shift()!;
       const controller = new AbortController();
       this.running.set(id, controller);
-      void this.execute(id, controller)
+      // Started when a slot frees, maybe by another task's end: run in the creating request's trace.
+      const origin = this.origins.get(id);
+      this.origins.delete(id);
+      const run = () => this.execute(id, controller);
+      void (tracer ? context.with(origin ?? ROOT_CONTEXT, run) : run())
         .then((ms) => {
           if (ms === undefined) return;
           this.durations.unshift(ms);

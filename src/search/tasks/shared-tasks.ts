@@ -17,6 +17,8 @@ import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { ApiError } from '../../errors.js';
 import { probeRedis, throttledErrorLog } from '../../redis.js';
+import { processSpan, sendSpan, type TraceCarrier } from '../../tracing/messaging.js';
+import { tracer } from '../../tracing/spans.js';
 import { RedisTaskStore } from './redis-task-store.js';
 import { durationSamples, newTask, TaskServiceBase, type SearchTasksOptions, type TaskView } from './task-base.js';
 import { finalStates, type SearchProvider, type SearchRequest, type StoredTask } from '../types.js';
@@ -27,6 +29,12 @@ const channel = 'onnx-gateway:search:events';
 /** How long a running job's lock lasts without renewal, and how often replicas look for stalled jobs. */
 const lockMs = 10_000;
 const stalledCheckMs = 5_000;
+
+/** A job's data: the task's id, and the trace context of the request that created it when traced. */
+interface TaskJob {
+  id: string;
+  trace?: TraceCarrier;
+}
 
 interface TaskEvent {
   type: 'done' | 'cancel';
@@ -72,7 +80,7 @@ export class SharedSearchTasks extends TaskServiceBase {
 
     await subscriber.subscribe(channel);
     subscriber.on('message', (_channel: string, message: string) => tasks.onEvent(message));
-    tasks.worker = new Worker(queueName, (job: Job<{ id: string }>) => tasks.process(job.data.id), {
+    tasks.worker = new Worker(queueName, (job: Job<TaskJob>) => tasks.process(job), {
       connection: workerConnection,
       prefix: keyPrefix,
       concurrency: options.concurrency,
@@ -101,7 +109,7 @@ export class SharedSearchTasks extends TaskServiceBase {
       const task = newTask(owner, request);
       await this.store.insert(task);
       try {
-        await this.queue.add('search', { id: task.id }, { jobId: task.id, removeOnComplete: true, removeOnFail: true });
+        await this.enqueue(task.id);
       } catch (error) {
         // A record with no job would stay pending for ever.
         await this.store.remove(task.id).catch(() => undefined);
@@ -164,7 +172,26 @@ export class SharedSearchTasks extends TaskServiceBase {
     return { ...task, estimateWaitSeconds };
   }
 
-  private async process(id: string): Promise<void> {
+  /** Queues a task's job, with the creating request's trace context when traced. */
+  private enqueue(id: string): Promise<unknown> {
+    const add = (trace?: TraceCarrier) =>
+      this.queue.add('search', trace ? { id, trace } : { id }, {
+        jobId: id,
+        removeOnComplete: true,
+        removeOnFail: true,
+      });
+    return tracer ? sendSpan(tracer, queueName, { messageId: id }, add) : add();
+  }
+
+  /** Runs a task's job: in the trace of the request that created it, whichever replica that was. */
+  private process(job: Job<TaskJob>): Promise<void> {
+    const { id, trace } = job.data;
+    return tracer
+      ? processSpan(tracer, queueName, { carrier: trace, messageId: id }, () => this.run(id))
+      : this.run(id);
+  }
+
+  private async run(id: string): Promise<void> {
     const controller = new AbortController();
     this.running.set(id, controller);
     try {
