@@ -14,7 +14,8 @@
  * each round. For the gateway it reports:
  *   wall:  the client's p50/p99, and the mean of each Server-Timing phase (tokenize, queue,
  *          inference); `outside` is the rest of the mean: HTTP in and out, validation, the hop to the
- *          worker and back, packing and pooling, serialising, the client's own share;
+ *          worker and back, packing and pooling, serialising, the client's own share (for a request
+ *          of one batch: a rerank request's inference is summed over batches that run side by side);
  *   CPU per request: the gateway's main thread, its other threads (the worker, ONNX Runtime's
  *          threads), and this process as the load generator (Linux /proc, process.cpuUsage);
  *          `offCpu` is the mean wall no thread of the request's path spent on a CPU: the mean wall,
