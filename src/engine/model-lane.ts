@@ -56,11 +56,13 @@ export class ModelLane {
     const opening: Promise<unknown>[] = [];
     if (more > 0) opening.push(this.sessions.grow(more));
     if (placement.soloThreads > 0 && !this.solo) {
-      // Spinning keeps the solo session's threads hot between a lone client's requests; ONNX Runtime
-      // stops spinning soon after the last run, so an idle server still uses no CPU.
+      // Its threads spin within a run (a short input's many small operators start at once), and
+      // stop when the run ends: spinning on after it, for tens of ms, they took every core from
+      // the main thread's answer and the client's next request (docs/performance.md).
       this.solo = this.openPool(1, {
         intraOpThreads: placement.soloThreads,
         spinning: true,
+        stopSpinningAfterRun: true,
         memoryArena: this.defaults.memoryArena,
       });
       opening.push(this.solo.ready);

@@ -12,6 +12,11 @@ export type { OutputKind } from '../models/heads.js';
 export interface SessionOptions {
   intraOpThreads: number;
   spinning: boolean;
+  /**
+   * With spinning: the threads stop spinning as soon as a run ends (they still spin within it),
+   * so that between runs they leave the cores to the main thread and the clients.
+   */
+  stopSpinningAfterRun?: boolean;
   memoryArena: boolean;
 }
 

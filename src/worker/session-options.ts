@@ -11,6 +11,7 @@ export function ortSessionOptions(
 ): ort.InferenceSession.SessionOptions {
   const spinning = options.spinning ? '1' : '0';
   const externalData = externalDataDir ? { model_external_initializers_file_folder_path: externalDataDir } : {};
+  const stopSpinning = options.spinning && options.stopSpinningAfterRun ? { force_spinning_stop: '1' } : {};
   return {
     // ONNX Runtime puts what the accelerator's provider does not implement on the CPU, in the same session.
     executionProviders: executionProviders(device),
@@ -22,7 +23,12 @@ export function ortSessionOptions(
     // Some exports keep unused initializers; ORT's warnings about them are noise here.
     logSeverityLevel: 3,
     extra: {
-      session: { intra_op: { allow_spinning: spinning }, inter_op: { allow_spinning: spinning }, ...externalData },
+      session: {
+        intra_op: { allow_spinning: spinning },
+        inter_op: { allow_spinning: spinning },
+        ...stopSpinning,
+        ...externalData,
+      },
     },
   };
 }
