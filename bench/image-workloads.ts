@@ -12,26 +12,16 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import { readImageProcessor } from '../src/models/image-processor.js';
 import { preprocessInto } from '../src/worker/image-preprocess/index.js';
+import { rng } from './mix.js';
 
 export const DEFAULT_IMAGE_MODEL = 'Xenova/clip-vit-base-patch32';
 export const IMAGE_WORKLOADS = ['embed-image-224', 'embed-image-photo'] as const;
 export const isImageWorkload = (name: string): boolean => (IMAGE_WORKLOADS as readonly string[]).includes(name);
 
-/** A small deterministic PRNG (mulberry32), so the images are the same on every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Photo-like RGB: gradients and rings, a few hard-edged shapes, Gaussian noise (sigma 9). */
 function photoPixels(width: number, height: number, seed: number): Uint8Array {
-  const random = prng(seed);
+  // The mix's deterministic PRNG, so the images are the same on every run.
+  const random = rng(seed);
   const gauss = () => Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
   const shapes = Array.from({ length: 6 }, () => ({
     x: random() * width,

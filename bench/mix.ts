@@ -17,7 +17,7 @@ export const MAX_TOKENS = 512;
 export const DOCS_PER_RERANK = 50;
 
 /** mulberry32: small deterministic PRNG. */
-function rng(seed: number): () => number {
+export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
