@@ -172,8 +172,11 @@ function valid(doc: OpenApiDocument, raw: Schema | undefined, name = '', depth =
         fc.constantFrom('hello world', 'The quick brown fox jumps over the lazy dog.', 'a', 'query', 'passage: otters'),
         fc.string({ maxLength: 40 }),
       );
-    case 'integer':
-      return fc.integer({ min: Math.max(schema.minimum ?? -4, -4), max: Math.min(schema.maximum ?? 64, 64) });
+    case 'integer': {
+      // Small values, from the schema's minimum where that is above them (e.g. expiry seconds).
+      const min = Math.max(schema.minimum ?? -4, -4);
+      return fc.integer({ min, max: Math.min(schema.maximum ?? min + 68, min + 68) });
+    }
     case 'number':
       return fc.double({ min: -10, max: 10, noNaN: true });
     case 'boolean':
