@@ -8,6 +8,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { crc32, deflateSync } from 'node:zlib';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -20,6 +21,7 @@ import {
   resizeRgb,
   type RgbImage,
 } from '../../src/worker/image-preprocess/index.js';
+import { pngOrientation } from '../../src/worker/image-preprocess/png-orientation.js';
 import { decodePng } from '../../src/worker/image-preprocess/png.js';
 import { referenceProcessors } from '../fixtures/preprocessor-configs.js';
 import { madeOnce } from '../helpers/made-once.js';
@@ -89,7 +91,7 @@ describe('decodeRgb', () => {
     }
     expect(wrong).toEqual([]);
     // Every kind the script makes is here (EXIF orientations, alpha, gray, palette, 16-bit, CMYK, WebP).
-    expect(cases.length).toBeGreaterThanOrEqual(35);
+    expect(cases.length).toBeGreaterThanOrEqual(76);
   });
 
   it('applies every EXIF orientation (2..8 differ from the stored pixels)', async () => {
@@ -124,6 +126,85 @@ describe('decodeRgb', () => {
       ImageDecodeError,
     );
     await expect(decodeRgb(png, 1000)).rejects.toThrow(/can not be decoded.*pixel limit/i);
+  });
+});
+
+/** A PNG chunk: length, type, body and checksum. */
+function chunk(type: string, body: Uint8Array | string): Buffer {
+  const data = Buffer.concat([Buffer.from(type, 'latin1'), Buffer.from(body)]);
+  const out = Buffer.alloc(data.length + 8);
+  out.writeUInt32BE(data.length - 4, 0);
+  data.copy(out, 4);
+  out.writeUInt32BE(crc32(data), data.length + 4);
+  return out;
+}
+
+/** `png` with chunks put just before its first IDAT and just after its last (a single one here). */
+function withChunks(png: Uint8Array, before: Buffer[], after: Buffer[] = []): Uint8Array {
+  const bytes = Buffer.from(png);
+  const idat = bytes.indexOf('IDAT') - 4;
+  const end = idat + 12 + bytes.readUInt32BE(idat);
+  return Buffer.concat([bytes.subarray(0, idat), ...before, bytes.subarray(idat, end), ...after, bytes.subarray(end)]);
+}
+
+const xmp = (orientation: string) => chunk('iTXt', `XML:com.adobe.xmp\0\0\0\0\0<rdf:Description ${orientation}/>`);
+/** A little-endian EXIF block whose first IFD holds an orientation (SHORT). */
+const exifBlock = (orientation: number) =>
+  Buffer.from(
+    `4578696600004949 2a00 08000000 0100 1201 0300 01000000 ${orientation.toString(16).padStart(2, '0')}000000 00000000`.replace(
+      / /g,
+      '',
+    ),
+    'hex',
+  );
+const rawProfile = (hex: string) =>
+  chunk('tEXt', `Raw profile type exif\0\nexif\n${String(hex.length / 2).padStart(8)}\n${hex}\n`);
+
+describe('pngOrientation', () => {
+  it('reads the PNGs Pillow refuses to read, and whatever their chunks hold, without throwing', () => {
+    const png = bytesOf('rgb-17x11.png');
+    const orientation = (before: Buffer[], after: Buffer[] = []) => pngOrientation(withChunks(png, before, after));
+    expect(orientation([rawProfile(exifBlock(6).toString('hex'))])).toBe(6);
+    // EXIF Pillow cannot parse (hex that is not hex, no TIFF header, BigTIFF, a zTXt "exif"): as if absent, XMP decides.
+    expect(orientation([rawProfile('zz' + exifBlock(6).toString('hex')), xmp('tiff:Orientation="8"')])).toBe(8);
+    expect(
+      orientation([rawProfile(Buffer.from('Exif\0\0garbage!!').toString('hex')), xmp('tiff:Orientation="8"')]),
+    ).toBe(8);
+    expect(orientation([rawProfile('49492b0008000000' + '00'.repeat(16)), xmp('tiff:Orientation="7"')])).toBe(7);
+    expect(
+      orientation([
+        chunk('zTXt', Buffer.concat([Buffer.from('exif\0\0'), deflateSync('text')])),
+        xmp('tiff:Orientation="5"'),
+      ]),
+    ).toBe(5);
+    // XMP as Pillow's regular expression reads it: one digit after =" or >, the first such; 2..8 turn.
+    expect(orientation([xmp(`tiff:Orientation='6' tiff:Orientation="3"`)])).toBe(3);
+    expect(orientation([xmp('tiff:Orientation="16"')])).toBe(1);
+    expect(orientation([xmp('tiff:Orientation = "6"')])).toBe(1);
+    // A checksum that is wrong before the image data (Pillow refuses the file): the chunk is ignored; after it, Pillow reads it.
+    const badSum = xmp('tiff:Orientation="8"');
+    badSum[badSum.length - 1]! ^= 0xff;
+    expect(orientation([badSum])).toBe(1);
+    expect(orientation([], [badSum])).toBe(8);
+    // Past Pillow's limit of 1 MB a zTXt is refused: ignored, the raw profile before it stands.
+    const bomb = Buffer.concat([Buffer.from('Raw profile type exif\0\0'), deflateSync(Buffer.alloc(2 << 20, 0x20))]);
+    expect(orientation([rawProfile(exifBlock(6).toString('hex')), chunk('zTXt', bomb)])).toBe(6);
+    // A key of megabytes, a chunk running past the end of the file, a file of nothing but a signature.
+    expect(orientation([chunk('tEXt', Buffer.alloc(2 << 20, 0x41))])).toBe(1);
+    const cut = withChunks(png, [xmp('tiff:Orientation="6"')]);
+    expect(pngOrientation(cut.subarray(0, 60))).toBe(1);
+    expect(pngOrientation(png.subarray(0, 8))).toBe(1);
+  });
+
+  it('decodes a PNG with such chunks to its upright pixels, or refuses it with an ImageDecodeError', async () => {
+    const png = bytesOf('rgb-17x11.png');
+    const upright = await decodeRgb(withChunks(png, [xmp('tiff:Orientation="6"')]), MAX_PIXELS);
+    expect([upright.width, upright.height]).toEqual([11, 17]);
+    const bomb = Buffer.concat([Buffer.from('XML:com.adobe.xmp\0\0'), deflateSync(Buffer.alloc(2 << 20, 0x20))]);
+    const stored = await decodeRgb(withChunks(png, [chunk('zTXt', bomb)]), MAX_PIXELS);
+    expect([stored.width, stored.height]).toEqual([17, 11]);
+    const cut = withChunks(png, [xmp('tiff:Orientation="6"')]);
+    await expect(decodeRgb(cut.subarray(0, cut.length - 40), MAX_PIXELS)).rejects.toThrow(ImageDecodeError);
   });
 });
 

@@ -1,8 +1,10 @@
 /**
  * Encoded PNG, JPEG or WebP bytes to the RGB pixels transformers' `load_image` gives:
  * `ImageOps.exif_transpose(Image.open(...)).convert('RGB')`. Common PNGs are decoded in png.ts
- * (lossless: the same pixels, without a sharp pipeline's cost); otherwise sharp decodes and applies the EXIF
- * orientation (the same pixels as Pillow's on these formats); it never resizes here, and embedded
+ * (lossless: the same pixels, without a sharp pipeline's cost); otherwise sharp decodes, and for JPEG
+ * and WebP applies the EXIF orientation (the same pixels as Pillow's on these formats). A PNG's
+ * orientation is found as Pillow finds it (png-orientation.ts: eXIf, ImageMagick's raw profile, XMP)
+ * and applied here; sharp never resizes here, and embedded
  * ICC profiles are ignored, as Pillow ignores them. Where Pillow's convert('RGB') is not what
  * libvips' sRGB output gives, it is done here as Pillow does it:
  * - alpha is dropped, never composited (libvips' colour bands are the straight, unpremultiplied ones);
@@ -11,7 +13,9 @@
  *   0..255 (libvips would keep the high byte). 16-bit colour PNGs are read as their high bytes by both.
  */
 import sharp, { type OutputInfo } from 'sharp';
+import { applyOrientation } from './orientation.js';
 import { decodePng } from './png.js';
+import { pngOrientation } from './png-orientation.js';
 import type { RgbImage } from './resample.js';
 
 // Every image is new: libvips' operation cache would only hold memory.
@@ -107,10 +111,14 @@ export async function decodeRgb(bytes: Uint8Array, maxPixels: number): Promise<R
   if (bytes.length === 0) throw new ImageDecodeError('the image is empty.');
   const format = formatOf(bytes);
   if (!format) throw new ImageDecodeError('the image is not PNG, JPEG or WebP.');
-  if (format === 'png') {
-    const decoded = decodePng(bytes, maxPixels);
-    if (decoded) return decoded;
-  }
+  if (format !== 'png') return decodeWithSharp(bytes, format, maxPixels);
+  const orientation = pngOrientation(bytes);
+  const decoded = decodePng(bytes, maxPixels) ?? (await decodeWithSharp(bytes, format, maxPixels));
+  return applyOrientation(decoded, orientation);
+}
+
+/** sharp's decode, upright by the file's EXIF for JPEG and WebP, as stored for PNG. */
+async function decodeWithSharp(bytes: Uint8Array, format: Format, maxPixels: number): Promise<RgbImage> {
   const png = format === 'png' ? pngHeader(bytes) : undefined;
   const gray16 = png !== undefined && png.depth === 16 && png.colourType === 0;
   const cmyk = format === 'jpeg' && jpegComponents(bytes) === 4;
@@ -120,7 +128,8 @@ export async function decodeRgb(bytes: Uint8Array, maxPixels: number): Promise<R
     failOn: 'error',
     ignoreIcc: true,
     sequentialRead: true,
-  }).rotate();
+  });
+  if (format !== 'png') pipeline = pipeline.rotate();
   if (cmyk) pipeline = pipeline.pipelineColourspace('cmyk').toColourspace('cmyk');
   else if (gray16) pipeline = pipeline.pipelineColourspace('grey16').toColourspace('grey16');
   let decoded: { data: Buffer; info: OutputInfo };

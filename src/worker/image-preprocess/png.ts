@@ -1,8 +1,8 @@
 /**
- * The common PNGs decoded here rather than by sharp: 8-bit, not interlaced, without EXIF (so
- * upright as stored). PNG is lossless, so any correct decoder gives Pillow's pixels; for a small
- * image the decode itself is a fraction of what a sharp pipeline costs to set up. Anything else
- * (other bit depths, interlacing, an eXIf chunk, animation) is left to sharp (`undefined`).
+ * The common PNGs decoded here rather than by sharp: 8-bit, not interlaced, as stored (their
+ * orientation is applied after, png-orientation.ts). PNG is lossless, so any correct decoder gives
+ * Pillow's pixels; for a small image the decode itself is a fraction of what a sharp pipeline costs
+ * to set up. Anything else (other bit depths, interlacing, animation) is left to sharp (`undefined`).
  */
 import { crc32, inflateSync } from 'node:zlib';
 import type { RgbImage } from './resample.js';
@@ -52,7 +52,6 @@ function parse(bytes: Uint8Array): Parsed | undefined {
       case 'IDAT':
         data.push(body);
         break;
-      case 'eXIf':
       case 'acTL':
         return undefined;
       case 'IEND':
