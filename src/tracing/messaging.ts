@@ -9,17 +9,8 @@
  * the link and allow the parent for a single message). A job without trace context (enqueued
  * while tracing was off) starts a trace of its own.
  */
-import {
-  context,
-  propagation,
-  ROOT_CONTEXT,
-  SpanKind,
-  trace,
-  type Attributes,
-  type Span,
-  type Tracer,
-} from '@opentelemetry/api';
-import { failed } from './spans.js';
+import { context, propagation, ROOT_CONTEXT, SpanKind, trace, type Attributes, type Tracer } from '@opentelemetry/api';
+import { endWhenSettled } from './spans.js';
 
 /** W3C trace context carried in a job's data (`traceparent`, and `tracestate` when there is one). */
 export type TraceCarrier = Record<string, string>;
@@ -50,7 +41,7 @@ export function sendSpan<T>(
   const span = active.startSpan(`send ${queue}`, { kind: SpanKind.PRODUCER, attributes });
   const carrier: TraceCarrier = {};
   propagation.inject(trace.setSpan(context.active(), span), carrier);
-  return settle(span, send(carrier));
+  return endWhenSettled(span, send(carrier));
 }
 
 /**
@@ -77,21 +68,6 @@ export function processSpan<T>(
     `process ${queue}`,
     { kind: SpanKind.CONSUMER, attributes, links: producer ? [{ context: producer }] : [] },
     parent,
-    (span) => settle(span, run()),
-  );
-}
-
-/** Ends the span when `work` settles, marked failed when it rejects. */
-function settle<T>(span: Span, work: Promise<T>): Promise<T> {
-  return work.then(
-    (result) => {
-      span.end();
-      return result;
-    },
-    (error: unknown) => {
-      failed(span, error);
-      span.end();
-      throw error;
-    },
+    (span) => endWhenSettled(span, run()),
   );
 }

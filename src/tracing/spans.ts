@@ -106,11 +106,21 @@ export function clientSpan<T>(
   const span = active.startSpan(method, { kind: SpanKind.CLIENT, attributes });
   const headers: Record<string, string> = {};
   propagation.inject(trace.setSpan(context.active(), span), headers);
-  return run(headers).then(
-    (result) => {
+  return endWhenSettled(
+    span,
+    run(headers).then((result) => {
       const status = statusOf(result);
       span.setAttribute('http.response.status_code', status);
       if (status >= 400) span.setStatus({ code: SpanStatusCode.ERROR });
+      return result;
+    }),
+  );
+}
+
+/** Ends `span` when `work` settles, marked failed when it rejects. */
+export function endWhenSettled<T>(span: Span, work: Promise<T>): Promise<T> {
+  return work.then(
+    (result) => {
       span.end();
       return result;
     },
