@@ -41,6 +41,12 @@ export class FileStorage {
     return join(this.dir, `${batchId}.${kind}.jsonl.part`);
   }
 
+  /** Writes an upload's `stream` to a new file: its id and size (write's limit and refusal). */
+  async receive(stream: Readable, maxBytes: number): Promise<{ id: string; bytes: number }> {
+    const id = newFileId();
+    return { id, bytes: await this.write(id, stream, maxBytes) };
+  }
+
   /**
    * Writes `stream` to the file `id`; its size once complete. Past `maxBytes` the upload is
    * refused (413) and nothing is kept.

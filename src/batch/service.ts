@@ -16,7 +16,7 @@ import type { Config } from '../config.js';
 import type { CoreContext } from '../core/context.js';
 import { ApiError } from '../errors.js';
 import { openDatabase } from '../sqlite.js';
-import { FileStorage, newFileId, resultFileId } from './files.js';
+import { FileStorage, resultFileId } from './files.js';
 import { expireRemaining, runRequests, type RunEnd } from './run.js';
 import { BatchStore, type Page } from './store.js';
 import { finalStatuses, type BatchEndpoints, type BatchRecord, type FileRecord } from './types.js';
@@ -97,8 +97,7 @@ export class BatchService implements Batches {
    */
   async receive(stream: Readable): Promise<{ id: string; bytes: number }> {
     if (this.closed) throw new ApiError('shutting_down');
-    const id = newFileId();
-    return { id, bytes: await this.storage.write(id, stream, this.settings.fileMaxMb * 1024 * 1024) };
+    return this.storage.receive(stream, this.settings.fileMaxMb * 1024 * 1024);
   }
 
   /** Makes a received file a file of the API. Only batch inputs are taken. */

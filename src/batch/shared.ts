@@ -34,7 +34,7 @@ import { processSpan, sendSpan, type TraceCarrier } from '../tracing/messaging.j
 import { tracer } from '../tracing/spans.js';
 import type { Batches, CreateBatch, ExpiresAfter, ReceivedFile } from './batches.js';
 import { cutChunks, partPath, removeParts, runChunk, type Chunk, type ChunkResult } from './chunks.js';
-import { FileStorage, newFileId, resultFileId } from './files.js';
+import { FileStorage, resultFileId } from './files.js';
 import { RedisBatchStore } from './redis-store.js';
 import { inputInUse, newBatchRecord, seconds, sweepMs, uploadedFile, type Clock } from './requests.js';
 import { bulkCore, type BatchLog, type BatchSettings } from './service.js';
@@ -154,8 +154,7 @@ export class SharedBatchService implements Batches {
 
   async receive(stream: Readable): Promise<ReceivedFile> {
     if (this.closed) throw new ApiError('shutting_down');
-    const id = newFileId();
-    return { id, bytes: await this.storage.write(id, stream, this.settings.fileMaxMb * 1024 * 1024) };
+    return this.storage.receive(stream, this.settings.fileMaxMb * 1024 * 1024);
   }
 
   register(
