@@ -9,7 +9,9 @@
  *
  * A batch holds at most `batchLines` requests (the server refuses more than its batchMaxRequests:
  * when it does, the batch is cut again at the limit the refusal names) and 100 MB; an input whose
- * id the batch already holds starts the next one, as a batch's custom_ids must differ.
+ * id the batch already holds starts the next one, as a batch's custom_ids must differ. The next
+ * batch is uploaded and created while one runs, so that the server never waits for the command
+ * between batches (for the upload, its validation, the download of the last one's answers).
  */
 import { closeSync, mkdtempSync, openAsBlob, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -55,6 +57,8 @@ const maxBatchBytes = 100 * 1024 * 1024;
 const listedFailures = 10;
 /** Rows handed to the sink at once. */
 const sliceRows = 256;
+/** Batches on the server at once: the one whose answers are awaited, and the next. */
+const batchesInFlight = 2;
 
 interface BatchObject {
   id: string;
@@ -80,18 +84,39 @@ export async function embedOnServer(
   let parts = 0;
   const newPart = () => new PartFile(join(dir, `batch-${parts++}.jsonl`));
 
-  const runPart = async (part: PartFile): Promise<void> => {
+  // Batches created on the server, oldest first: their answers are written in this order, and
+  // each is created after the one before it, so that the server runs them in this order too.
+  const inFlight: Promise<Submitted>[] = [];
+  const submit = (part: PartFile): void => {
     part.close();
-    const refusedAbove = await runBatch(client, options, run, part, counts);
-    if (refusedAbove === undefined) return;
-    // The server takes fewer requests a batch: the rest go at its limit, and this one again, cut.
-    limit = refusedAbove;
-    run.warn(`the server takes at most ${limit} requests a batch; sending batches of ${limit}.`);
+    const previous = inFlight.at(-1)?.catch(() => undefined);
+    const submitted = (previous ?? Promise.resolve()).then(() => submitBatch(client, part));
+    submitted.catch(() => undefined);
+    inFlight.push(submitted);
+  };
+  const settleOldest = async (): Promise<void> => {
+    const submitted = await inFlight.shift()!;
+    const refusedAbove = await finishBatch(client, options, run, submitted, counts);
+    if (refusedAbove !== undefined) await runCut(submitted.part, refusedAbove);
+  };
+  const runPart = async (part: PartFile): Promise<void> => {
+    submit(part);
+    while (inFlight.length >= batchesInFlight) await settleOldest();
+  };
+  // The server takes fewer requests a batch: the rest go at its limit, and this one again, cut
+  // (each piece run to its end before the batch after it is read, to keep the input's order).
+  const runCut = async (part: PartFile, most: number): Promise<void> => {
+    if (most < limit) {
+      limit = most;
+      run.warn(`the server takes at most ${limit} requests a batch; sending batches of ${limit}.`);
+    }
     const lines = readFileSync(part.path, 'utf8').split('\n');
-    for (let start = 0; start < part.ids.length && !run.signal.aborted; start += limit) {
+    for (let start = 0; start < part.ids.length && !run.signal.aborted; start += most) {
       const piece = newPart();
-      for (let i = start; i < Math.min(start + limit, part.ids.length); i++) piece.add(part.ids[i]!, `${lines[i]}\n`);
-      await runPart(piece);
+      for (let i = start; i < Math.min(start + most, part.ids.length); i++) piece.add(part.ids[i]!, `${lines[i]}\n`);
+      piece.close();
+      const refusedAbove = await finishBatch(client, options, run, await submitBatch(client, piece), counts);
+      if (refusedAbove !== undefined) await runCut(piece, refusedAbove);
     }
   };
 
@@ -108,9 +133,13 @@ export async function embedOnServer(
       }
       part.add(input.id, line);
     }
-    if (!run.signal.aborted && part.ids.length > 0) await runPart(part);
+    if (!run.signal.aborted && part.ids.length > 0) submit(part);
     else part.close();
+    // Ctrl-C: each batch still on the server is cancelled in turn, and what it answered written.
+    while (inFlight.length > 0) await settleOldest();
   } finally {
+    // After a failure: the batches not read are cancelled and their files deleted.
+    await Promise.all(inFlight.splice(0).map((submitted) => abandonBatch(client, submitted)));
     rmSync(dir, { recursive: true, force: true });
   }
   return counts;
@@ -151,26 +180,52 @@ class PartFile {
   }
 }
 
-/**
- * Uploads one batch input file, runs it and writes its answers; the server's limit when it
- * refused the batch as too large, else undefined. The batch's files are deleted from the server
- * once read.
- */
-async function runBatch(
-  client: GatewayClient,
-  options: RemoteOptions,
-  run: RemoteRun,
-  part: PartFile,
-  counts: { embedded: number; failed: number },
-): Promise<number | undefined> {
+/** A batch input file uploaded and its batch created. */
+interface Submitted {
+  part: PartFile;
+  inputFile: string;
+  batch: BatchObject;
+}
+
+/** Uploads one batch input file and creates its batch (the file is deleted should that fail). */
+async function submitBatch(client: GatewayClient, part: PartFile): Promise<Submitted> {
   const inputFile = await client.upload(part.path);
   try {
-    let batch = await client.call<BatchObject>('POST', '/v1/batches', {
+    const batch = await client.call<BatchObject>('POST', '/v1/batches', {
       input_file_id: inputFile,
       endpoint: '/v1/embeddings',
       completion_window: '24h',
       metadata: { source: 'onnx-gateway embed' },
     });
+    return { part, inputFile, batch };
+  } catch (error) {
+    await client.deleteFile(inputFile);
+    throw error;
+  }
+}
+
+/** Cancels a batch whose answers will not be read, and deletes its input file. */
+async function abandonBatch(client: GatewayClient, submitting: Promise<Submitted>): Promise<void> {
+  const submitted = await submitting.catch(() => undefined);
+  if (!submitted) return;
+  if (!finalStatuses.has(submitted.batch.status))
+    await client.call('POST', `/v1/batches/${submitted.batch.id}/cancel`).catch(() => undefined);
+  await client.deleteFile(submitted.inputFile);
+}
+
+/**
+ * Waits for a created batch to end and writes its answers; the server's limit when it refused the
+ * batch as too large, else undefined. The batch's files are deleted from the server once read.
+ */
+async function finishBatch(
+  client: GatewayClient,
+  options: RemoteOptions,
+  run: RemoteRun,
+  { part, inputFile, batch: created }: Submitted,
+  counts: { embedded: number; failed: number },
+): Promise<number | undefined> {
+  let batch = created;
+  try {
     const before = counts.embedded + counts.failed;
     let cancelled = false;
     // Read soon after the start (a small batch ends at once), then every pollMs.

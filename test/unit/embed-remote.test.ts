@@ -1,8 +1,9 @@
 /**
  * The embed command's client of a server's Batch API, against a stand-in server that records what
  * it is sent: each request line as the in-process path would embed it (custom_id the id, base64,
- * dimensions and long_inputs passed on), a repeated id starting the next batch, and Ctrl-C
- * cancelling the running batch, whose kept answers are written, and deleting its files.
+ * dimensions and long_inputs passed on), a repeated id starting the next batch, the next batch
+ * created while one runs, and Ctrl-C cancelling the running batches, whose kept answers are
+ * written, and deleting their files.
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
@@ -22,6 +23,8 @@ interface StandIn {
   deleted: string[];
   /** Whether a batch stays in progress until it is cancelled. */
   holdUntilCancel: boolean;
+  /** What the client did, in order: `create <batch>`, `read <file>`. */
+  log: string[];
 }
 
 let standIn: StandIn | undefined;
@@ -30,10 +33,20 @@ afterEach(() => standIn?.server.close());
 /** The vector the stand-in answers for a text: its length and first char code, as float32. */
 const vectorOf = (text: string) => Float32Array.from([text.length / 10, text.charCodeAt(0) / 1000, 0.1]);
 
-async function startStandIn(holdUntilCancel: boolean): Promise<StandIn> {
+/** A stand-in server; its batches complete when created, after `readsToComplete` reads, or never (`hold`). */
+async function startStandIn(hold: boolean, readsToComplete = 0): Promise<StandIn> {
   const files = new Map<string, string>();
-  const state: StandIn = { url: '', server: createServer(), batches: [], cancelled: [], deleted: [], holdUntilCancel };
+  const state: StandIn = {
+    url: '',
+    server: createServer(),
+    batches: [],
+    cancelled: [],
+    deleted: [],
+    holdUntilCancel: hold,
+    log: [],
+  };
   const status = new Map<string, string>();
+  const reads = new Map<string, number>();
   const answer = (batchId: string, count: number) => {
     const batch = state.batches.find((b) => b.id === batchId)!;
     const text = batch.lines
@@ -91,7 +104,8 @@ async function startStandIn(holdUntilCancel: boolean): Promise<StandIn> {
             .filter(Boolean)
             .map((line) => JSON.parse(line) as StandIn['batches'][number]['lines'][number]),
         });
-        status.set(id, state.holdUntilCancel ? 'in_progress' : 'completed');
+        state.log.push(`create ${id}`);
+        status.set(id, state.holdUntilCancel || readsToComplete > 0 ? 'in_progress' : 'completed');
         return json(batchObject(id));
       }
       const cancel = /^\/v1\/batches\/([^/]+)\/cancel$/.exec(url);
@@ -101,9 +115,18 @@ async function startStandIn(holdUntilCancel: boolean): Promise<StandIn> {
         return json(batchObject(cancel[1]!));
       }
       const batch = /^\/v1\/batches\/([^/]+)$/.exec(url);
-      if (batch) return json(batchObject(batch[1]!));
+      if (batch) {
+        const id = batch[1]!;
+        reads.set(id, (reads.get(id) ?? 0) + 1);
+        if (!state.holdUntilCancel && readsToComplete > 0 && reads.get(id)! >= readsToComplete)
+          status.set(id, 'completed');
+        return json(batchObject(id));
+      }
       const content = /^\/v1\/files\/([^/]+)\/content$/.exec(url);
-      if (content) return res.writeHead(200).end(files.get(content[1]!));
+      if (content) {
+        state.log.push(`read ${content[1]!}`);
+        return res.writeHead(200).end(files.get(content[1]!));
+      }
       const file = /^\/v1\/files\/([^/]+)$/.exec(url);
       if (req.method === 'DELETE' && file) {
         state.deleted.push(file[1]!);
@@ -188,4 +211,44 @@ it('cancels the running batch on Ctrl-C and writes the answers it kept', async (
   expect(counts.embedded).toBe(2);
   expect(readJsonl(output).map((w) => w.id)).toEqual(['id-0', 'id-1']);
   expect(standIn.deleted.sort()).toEqual(['batch-0-out', 'file-0']);
+});
+
+it('creates the next batch while one runs, and writes every answer in input order', async () => {
+  standIn = await startStandIn(false, 3);
+  const output = join(mkdtempSync(join(tmpdir(), 'onnx-gateway-embed-remote-')), 'out.jsonl');
+  const sink = openSink(output, false);
+  const inputs = Array.from({ length: 7 }, (_, i) => ({ id: `id-${i}`, text: `text number ${i}` }));
+  const counts = await embedOnServer(
+    { ...options(standIn.url), batchLines: 3 },
+    {
+      inputs: inputsOf(inputs),
+      done: new Set(),
+      sink,
+      signal: new AbortController().signal,
+      progress: () => undefined,
+      warn: () => undefined,
+    },
+  );
+  sink.close();
+  expect(counts).toEqual({ embedded: 7, failed: 0 });
+  expect(standIn.batches.map((b) => b.lines.length)).toEqual([3, 3, 1]);
+  // Each batch after the first was on the server before the answers of the one before it were read.
+  expect(standIn.log).toEqual([
+    'create batch-0',
+    'create batch-1',
+    'read batch-0-out',
+    'create batch-2',
+    'read batch-1-out',
+    'read batch-2-out',
+  ]);
+  const written = readJsonl(output);
+  expect(written.map((w) => w.id)).toEqual(inputs.map((input) => input.id));
+  written.forEach((w, i) => expect(Float32Array.from(w.embedding)).toEqual(vectorOf(inputs[i]!.text)));
+  // Every input and output file is deleted.
+  expect(standIn.deleted.filter((id) => id.startsWith('file-'))).toHaveLength(3);
+  expect(standIn.deleted.filter((id) => id.endsWith('-out')).sort()).toEqual([
+    'batch-0-out',
+    'batch-1-out',
+    'batch-2-out',
+  ]);
 });
