@@ -27,6 +27,8 @@ export interface ChunkResult {
   token: string;
   completed: number;
   failed: number;
+  /** The successes' input tokens; absent in results recorded before it was counted. */
+  inputTokens?: number;
 }
 
 /** The input cut every `lines` requests (blank lines are read with the chunk they fall in). */
@@ -80,12 +82,13 @@ export async function runChunk(chunk: Chunk, options: ChunkOptions): Promise<Chu
   const token = randomBytes(6).toString('hex');
   const path = (kind: PartKind) => partPath(options.dir, options.batchId, chunk.index, token, kind);
   const handles: Partial<Record<PartKind, FileHandle>> = {};
-  const result: ChunkResult = { token, completed: 0, failed: 0 };
+  const result: ChunkResult = { token, completed: 0, failed: 0, inputTokens: 0 };
   const write = async (answer: Answer) => {
     const handle = (handles[answer.line] ??= await open(`${path(answer.line)}.tmp`, 'w'));
     await handle.write(answer.text);
     if (answer.line === 'output') result.completed += 1;
     else result.failed += 1;
+    result.inputTokens! += answer.inputTokens;
   };
   const window: Promise<Answer>[] = [];
   try {
@@ -97,6 +100,7 @@ export async function runChunk(chunk: Chunk, options: ChunkOptions): Promise<Chu
         ? Promise.resolve({
             line: 'error',
             text: resultLine(options.batchId, line.number, request.custom_id, undefined, options.answerAll),
+            inputTokens: 0,
           })
         : answerRequest(options.batchId, line.number, request, options);
       answer.catch(() => undefined);

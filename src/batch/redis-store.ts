@@ -58,13 +58,14 @@ return 1`;
 
 /**
  * Records chunk ARGV[1]'s run (ARGV[2], JSON) unless a run of it was recorded already, and counts
- * its answers (ARGV[3] completed, ARGV[4] failed) once. Returns {newly recorded, every chunk recorded}.
+ * its answers (ARGV[3] completed, ARGV[4] failed) and their input tokens (ARGV[5]) once. Returns {newly recorded, every chunk recorded}.
  */
 const chunkDoneScript = `
 local newly = redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
 if newly == 1 then
   redis.call('HINCRBY', KEYS[1], 'completed', ARGV[3])
   redis.call('HINCRBY', KEYS[1], 'failed', ARGV[4])
+  redis.call('HINCRBY', KEYS[1], 'inputTokens', ARGV[5])
   redis.call('HINCRBY', KEYS[1], 'chunksDone', 1)
 end
 local done = tonumber(redis.call('HGET', KEYS[1], 'chunksDone') or '0')
@@ -206,6 +207,7 @@ export class RedisBatchStore {
       total: Number(h.total ?? 0),
       completed: Number(h.completed ?? 0),
       failed: Number(h.failed ?? 0),
+      inputTokens: Number(h.inputTokens ?? 0),
       // Replicas keep their place by chunks (chunkResults), not by a line.
       progress: { nextLine: 0, inputOffset: 0, outputBytes: 0, errorBytes: 0 },
     };
@@ -267,6 +269,7 @@ export class RedisBatchStore {
       JSON.stringify(result),
       String(result.completed),
       String(result.failed),
+      String(result.inputTokens ?? 0),
     )) as [number, number];
     return { newly: newly === 1, all: all === 1 };
   }

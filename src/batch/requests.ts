@@ -106,6 +106,7 @@ export function newBatchRecord(
     total: 0,
     completed: 0,
     failed: 0,
+    inputTokens: 0,
     progress: { nextLine: 0, inputOffset: 0, outputBytes: 0, errorBytes: 0 },
   };
 }

@@ -41,6 +41,8 @@ export type RunEnd = 'done' | 'stopped' | 'expired';
 export interface Answer {
   line: 'output' | 'error';
   text: string;
+  /** A success's input tokens (0 for an error). */
+  inputTokens: number;
 }
 
 const hashId = (prefix: string, batchId: string, line: number) =>
@@ -105,7 +107,8 @@ export async function runRequests(batch: BatchRecord, options: RunOptions): Prom
     }
     progress.inputOffset = heldUntil.end;
     progress.nextLine = heldUntil.number;
-    store.commit(batch.id, progress, out.length, err.length);
+    const inputTokens = held.reduce((sum, a) => sum + a.inputTokens, 0);
+    store.commit(batch.id, progress, out.length, err.length, inputTokens);
     held = [];
     lastCommit = Date.now();
   };
@@ -177,6 +180,7 @@ export async function answerRequest(
         return {
           line: 'error',
           text: resultLine(batchId, lineNumber, request.custom_id, undefined, { code: 'request_failed', message }),
+          inputTokens: 0,
         };
       }
       // A full queue says when to come back; anything else waits longer each time.
@@ -187,6 +191,7 @@ export async function answerRequest(
     return {
       line: outcome.ok ? 'output' : 'error',
       text: resultLine(batchId, lineNumber, request.custom_id, outcome),
+      inputTokens: outcome.ok ? (outcome.inputTokens ?? 0) : 0,
     };
   }
 }

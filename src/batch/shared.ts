@@ -67,7 +67,7 @@ const expiredError = {
   message: 'This request could not be executed before the completion window expired.',
 };
 /** The run recorded for a chunk that a cancel skipped: no parts. */
-const skipped = (): ChunkResult => ({ token: '', completed: 0, failed: 0 });
+const skipped = (): ChunkResult => ({ token: '', completed: 0, failed: 0, inputTokens: 0 });
 
 export class SharedBatchService implements Batches {
   private readonly running = new Set<AbortController>();

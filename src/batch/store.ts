@@ -40,6 +40,7 @@ interface BatchRow {
   total: number;
   completed: number;
   failed: number;
+  input_tokens: number;
   next_line: number;
   input_offset: number;
   output_bytes: number;
@@ -111,6 +112,7 @@ export class BatchStore {
     // Columns added since the first release: a database made before gains them.
     addColumn(db, 'files', 'expires_at INTEGER');
     addColumn(db, 'batches', 'output_expires_after INTEGER');
+    addColumn(db, 'batches', 'input_tokens INTEGER NOT NULL DEFAULT 0');
     db.exec('CREATE INDEX IF NOT EXISTS files_expiry ON files (expires_at) WHERE expires_at IS NOT NULL');
   }
 
@@ -262,14 +264,23 @@ export class BatchStore {
     );
   }
 
-  /** A stretch of answers is on disk: where the run stands now, and the counts. */
-  commit(id: string, progress: BatchProgress, completed: number, failed: number): void {
+  /** A stretch of answers is on disk: where the run stands now, and the counts (its successes' input tokens too). */
+  commit(id: string, progress: BatchProgress, completed: number, failed: number, inputTokens = 0): void {
     this.db
       .prepare(
         `UPDATE batches SET next_line = ?, input_offset = ?, output_bytes = ?, error_bytes = ?,
-           completed = completed + ?, failed = failed + ? WHERE id = ?`,
+           completed = completed + ?, failed = failed + ?, input_tokens = input_tokens + ? WHERE id = ?`,
       )
-      .run(progress.nextLine, progress.inputOffset, progress.outputBytes, progress.errorBytes, completed, failed, id);
+      .run(
+        progress.nextLine,
+        progress.inputOffset,
+        progress.outputBytes,
+        progress.errorBytes,
+        completed,
+        failed,
+        inputTokens,
+        id,
+      );
   }
 
   /** The batch's output and error files, once they are files of the API. */
@@ -317,6 +328,7 @@ function batchFromRow(row: BatchRow): BatchRecord {
     total: row.total,
     completed: row.completed,
     failed: row.failed,
+    inputTokens: row.input_tokens,
     progress: {
       nextLine: row.next_line,
       inputOffset: row.input_offset,

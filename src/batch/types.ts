@@ -58,6 +58,8 @@ export interface BatchRecord {
   total: number;
   completed: number;
   failed: number;
+  /** The input tokens of the requests answered with success, as their `usage` counted them: the batch's usage. */
+  inputTokens: number;
   /**
    * Where the run stands, committed together after each stretch of answers is on disk: the next
    * input line (and its byte offset), and how long the output and error files were then. A run
@@ -81,6 +83,8 @@ export interface RequestOutcome {
   ok: boolean;
   status: number;
   body: string;
+  /** A success's input tokens (its usage's prompt_tokens). */
+  inputTokens?: number;
 }
 
 /**

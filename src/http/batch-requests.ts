@@ -35,7 +35,7 @@ function errorOutcome(error: ApiError): RequestOutcome {
 /** A runner over a route's body schema: the body checked as the route checks it, then run. */
 function endpoint<T extends TSchema>(
   schema: T,
-  run: (core: CoreContext, body: never, signal: AbortSignal) => Promise<string>,
+  run: (core: CoreContext, body: never, signal: AbortSignal) => Promise<{ body: string; inputTokens: number }>,
 ): EndpointRunner {
   const validator = Compile(schema);
   return async (core, body, signal) => {
@@ -56,7 +56,7 @@ function endpoint<T extends TSchema>(
       );
     }
     try {
-      return { ok: true, status: 200, body: await run(core, body as never, signal) };
+      return { ok: true, status: 200, ...(await run(core, body as never, signal)) };
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       if (transient.has(error.code)) throw error;
@@ -86,21 +86,23 @@ export function batchEndpoints(
     [
       '/v1/embeddings',
       endpoint(EmbeddingsBody, async (core, body: EmbeddingsBody, signal) => {
-        const { payload } = await createEmbeddings(core, answerLimit, imageOptions, body, body.model, signal);
-        return payload;
+        const { payload, result } = await createEmbeddings(core, answerLimit, imageOptions, body, body.model, signal);
+        return { body: payload, inputTokens: result.promptTokens };
       }),
     ],
     [
       '/v1/rerank',
-      endpoint(RerankBody, async (core, body: Parameters<typeof rerankDocuments>[1], signal) =>
-        JSON.stringify((await rerankDocuments(core, body, signal)).answer),
-      ),
+      endpoint(RerankBody, async (core, body: Parameters<typeof rerankDocuments>[1], signal) => {
+        const { answer } = await rerankDocuments(core, body, signal);
+        return { body: JSON.stringify(answer), inputTokens: answer.usage.prompt_tokens };
+      }),
     ],
     [
       '/v1/classify',
-      endpoint(ClassifyBody, async (core, body: Parameters<typeof classifyTexts>[1], signal) =>
-        JSON.stringify((await classifyTexts(core, body, signal)).answer),
-      ),
+      endpoint(ClassifyBody, async (core, body: Parameters<typeof classifyTexts>[1], signal) => {
+        const { answer } = await classifyTexts(core, body, signal);
+        return { body: JSON.stringify(answer), inputTokens: answer.usage.prompt_tokens };
+      }),
     ],
   ]);
 }

@@ -81,6 +81,19 @@ const BatchObject = Type.Object({
   cancelling_at: Timestamp,
   cancelled_at: Timestamp,
   request_counts: Type.Object({ total: Type.Integer(), completed: Type.Integer(), failed: Type.Integer() }),
+  usage: Type.Object(
+    {
+      input_tokens: Type.Integer(),
+      input_tokens_details: Type.Object({ cached_tokens: Type.Integer() }),
+      output_tokens: Type.Integer(),
+      output_tokens_details: Type.Object({ reasoning_tokens: Type.Integer() }),
+      total_tokens: Type.Integer(),
+    },
+    {
+      description:
+        "The input tokens of the requests answered so far with success, as each answer's usage counted them (cached inputs included); nothing is generated, so output_tokens is 0.",
+    },
+  ),
   metadata: Type.Union([Type.Record(Type.String(), Type.String()), Type.Null()]),
 });
 
@@ -167,6 +180,13 @@ function batchObject(batch: BatchRecord) {
     cancelling_at: present(batch.cancellingAt),
     cancelled_at: present(batch.cancelledAt),
     request_counts: { total: batch.total, completed: batch.completed, failed: batch.failed },
+    usage: {
+      input_tokens: batch.inputTokens,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 0,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: batch.inputTokens,
+    },
     metadata: batch.metadata,
   };
 }

@@ -22,6 +22,7 @@ interface Batch {
   output_file_id?: string;
   error_file_id?: string;
   request_counts: { total: number; completed: number; failed: number };
+  usage: { input_tokens: number; total_tokens: number };
 }
 
 describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(
@@ -115,9 +116,18 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(
       const lines = (await content.text())
         .split('\n')
         .filter(Boolean)
-        .map((line) => JSON.parse(line) as { custom_id: string; response: { status_code: number } });
+        .map(
+          (line) =>
+            JSON.parse(line) as {
+              custom_id: string;
+              response: { status_code: number; body: { usage: { prompt_tokens: number } } };
+            },
+        );
       expect(lines.map((line) => line.custom_id)).toEqual(ids);
       expect(lines.every((line) => line.response.status_code === 200)).toBe(true);
+      // Each chunk's tokens counted once, the chunk run again on the other replica included.
+      const tokens = lines.reduce((sum, line) => sum + line.response.body.usage.prompt_tokens, 0);
+      expect(after.usage).toMatchObject({ input_tokens: tokens, total_tokens: tokens });
     });
   },
 );

@@ -98,6 +98,20 @@ describe('the openai SDK', () => {
       vector.forEach((x, d) => expect(x).toBeCloseTo(online.data[i]!.embedding[d]!, 5));
     });
 
+    // The batch's usage is its answers' input tokens, as each answer's usage counted them.
+    const promptTokens = output.reduce(
+      (sum, line) => sum + (line.response!.body.usage as { prompt_tokens: number }).prompt_tokens,
+      0,
+    );
+    expect(promptTokens).toBeGreaterThan(40);
+    expect(batch.usage).toEqual({
+      input_tokens: promptTokens,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 0,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: promptTokens,
+    });
+
     const outputFile = await client().files.retrieve(batch.output_file_id!);
     expectConforms('openai', 'OpenAIFile', outputFile);
     expect(outputFile.purpose).toBe('batch_output');
@@ -148,7 +162,10 @@ describe('the openai SDK', () => {
     const batch = await ended(created.id);
     expect(batch.status).toBe('completed');
     expect(batch.request_counts).toEqual({ total: 4, completed: 1, failed: 3 });
-    expect((await lines(batch.output_file_id!)).map((line) => line.custom_id)).toEqual(['good']);
+    const [good] = await lines(batch.output_file_id!);
+    expect(good!.custom_id).toBe('good');
+    // Only the success counts: the failed requests' tokens are not the batch's usage.
+    expect(batch.usage?.input_tokens).toBe((good!.response!.body.usage as { prompt_tokens: number }).prompt_tokens);
     const errors = await lines(batch.error_file_id!);
     expect(errors.map((line) => [line.custom_id, line.response!.status_code])).toEqual([
       ['unknown-model', 404],
@@ -186,8 +203,13 @@ describe('the openai SDK', () => {
       headers: { authorization: `Bearer ${testKey}` },
       payload: { model: 'tiny-reranker', query: 'cats', documents: ['a cat', 'the sea'] },
     });
-    const body = line!.response!.body as { results: { index: number; relevance_score: number }[] };
+    const body = line!.response!.body as {
+      results: { index: number; relevance_score: number }[];
+      usage: { prompt_tokens: number };
+    };
     expect(body.results).toEqual(online.json<typeof body>().results);
+    expect(body.usage.prompt_tokens).toBeGreaterThan(0);
+    expect(batch.usage?.input_tokens).toBe(body.usage.prompt_tokens);
 
     // Classify: whatever the route answers this body (the tiny models have no classifier), the batch answers too.
     const request = { model: 'tiny-reranker', input: ['a cat', 'the sea'] };
