@@ -12,15 +12,17 @@
  * (`dist/`, started as the HTTP bench starts it: cache off, one window per pair), sent one request at
  * a time over one keep-alive connection from this process; the order of the two alternates with
  * each round. For the gateway it reports:
- *   wall:  the client's p50/p99, and the mean of each Server-Timing phase (tokenize, queue,
+ *   wall:  the client's p50/p99 and their excess over raw's (the p50's also less the client's own
+ *          CPU per request, which raw's loop does not spend), the mean of each Server-Timing phase (tokenize, queue,
  *          inference); `outside` is the rest of the mean: HTTP in and out, validation, the hop to the
  *          worker and back, packing and pooling, serialising, the client's own share (for a request
  *          of one batch: a rerank request's inference is summed over batches that run side by side);
  *   CPU per request: the gateway's main thread, its other threads (the worker, ONNX Runtime's
  *          threads), and this process as the load generator (Linux /proc, process.cpuUsage);
- *          `offCpu` is the mean wall no thread of the request's path spent on a CPU: the mean wall,
- *          less the main thread's and the client's CPU and the inference (which do not overlap at
- *          concurrency 1), less the worker's CPU outside inference: the wake-ups of the thread hops;
+ *          `offCpu` is the rest of the mean wall: less the main thread's and the client's CPU and the
+ *          inference (which do not overlap at concurrency 1): the thread hops' wake-ups and the
+ *          worker's own work around the run (the other threads' CPU is not subtracted: most of it
+ *          is the run's, on as many threads as the session has);
  *   --cpu-prof: the gateway also runs under node's CPU profiler, and its main thread's samples taken
  *          while requests were measured are
  *          split by stage (HTTP parse and write, fastify, validation, tokenising, scheduling, the
@@ -67,7 +69,7 @@ interface Pass {
 
 interface GatewayPass extends Pass {
   phases: { tokenize: number; queue: number; inference: number; outside: number };
-  cpuPerRequestMs: { main: number; other: number; client: number; otherOutsideInference: number; offCpu: number };
+  cpuPerRequestMs: { main: number; other: number; client: number; offCpu: number };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -184,7 +186,6 @@ async function measureGateway(target: RunningTarget, w: Workload, requests: numb
   const other = per(cpu1.other - cpu0.other);
   const clientMs = per((client.user + client.system) / 1000);
   const inference = per(phases.inference);
-  const otherOutsideInference = Math.max(0, other - inference);
   return {
     ...pass,
     phases: {
@@ -197,8 +198,7 @@ async function measureGateway(target: RunningTarget, w: Workload, requests: numb
       main,
       other,
       client: clientMs,
-      otherOutsideInference,
-      offCpu: Math.max(0, pass.mean - main - clientMs - inference - otherOutsideInference),
+      offCpu: Math.max(0, pass.mean - main - clientMs - inference),
     },
   };
 }
@@ -398,7 +398,12 @@ async function main(): Promise<void> {
       results[name] = {
         requests,
         rounds,
-        raw: { layout: raws[0]!.layout, p50Ms: rs(raws.map((x) => x.p50)), p99Ms: rs(raws.map((x) => x.p99)) },
+        raw: {
+          layout: raws[0]!.layout,
+          p50Ms: rs(raws.map((x) => x.p50)),
+          p99Ms: rs(raws.map((x) => x.p99)),
+          meanMs: rs(raws.map((x) => x.mean)),
+        },
       };
       for (const { target } of targets) results[name][target.name] = gatewayReport(passes.get(target.name)!, raws);
     }
@@ -442,6 +447,13 @@ function gatewayReport(gateways: GatewayPass[], raws: Pass[]): Record<string, un
     meanMs: pick((g) => g.mean),
     overRawP50Ms: rs(gateways.map((g, i) => g.p50 - raws[i]!.p50)),
     overRawP99Ms: rs(gateways.map((g, i) => g.p99 - raws[i]!.p99)),
+    // The load generator's own CPU per request, which raw ORT's loop does not spend, taken out.
+    overRawP50LessClientMs: rs(gateways.map((g, i) => g.p50 - raws[i]!.p50 - g.cpuPerRequestMs.client)),
+    // A run inside the server against the same run back to back in raw ORT, by their means: what
+    // the idle time between one client's requests costs the session (cold caches, sleeping threads).
+    // Read it for requests of one batch (embed-1-float): a rerank request's inference is summed
+    // over batches that run side by side.
+    inferenceOverRawMeanMs: rs(gateways.map((g, i) => g.phases.inference - raws[i]!.mean)),
     phasesMs: {
       tokenize: pick((g) => g.phases.tokenize),
       queue: pick((g) => g.phases.queue),
@@ -451,7 +463,6 @@ function gatewayReport(gateways: GatewayPass[], raws: Pass[]): Record<string, un
     cpuPerRequestMs: {
       main: pick((g) => g.cpuPerRequestMs.main),
       other: pick((g) => g.cpuPerRequestMs.other),
-      otherOutsideInference: pick((g) => g.cpuPerRequestMs.otherOutsideInference),
       client: pick((g) => g.cpuPerRequestMs.client),
       offCpu: pick((g) => g.cpuPerRequestMs.offCpu),
     },

@@ -18,6 +18,7 @@ import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import {
   DEFAULT_EMBED_MODEL,
+  allocatorEnvironment,
   DEFAULT_RERANK_MODEL,
   type MachineInfo,
   RESULTS_DIR,
@@ -115,6 +116,8 @@ export interface BenchReport {
   sections: Section[];
   machine: MachineInfo;
   loadavgAfter: number[];
+  /** The C allocator's settings from the environment (MALLOC_*, LD_PRELOAD), which the servers inherit; absent in older files. */
+  allocator?: Record<string, string>;
   /** `image`: the image-text model of the image workloads, where they ran. */
   models: { dir: string; embed: string; rerank: string; image?: string };
   ceiling: CeilingResult | null;
@@ -599,6 +602,7 @@ async function main(): Promise<void> {
     sections,
     machine,
     loadavgAfter: machineInfo().loadavg,
+    allocator: allocatorEnvironment(),
     // Relative, so results name no machine's paths.
     models: {
       dir: relative(process.cwd(), modelsDir()) || '.',

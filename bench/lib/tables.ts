@@ -30,6 +30,10 @@ interface SoakReport {
   reader: Record<string, number>;
   healthMs: { count: number; p50: number; p99: number; max: number };
   rssMb: { atFirstMinute: number; maxAfterFirstMinute: number; atEnd: number; slopeMbPerMinute: number };
+  /** With --churn: the models' switch period, keep-alive, and the loads and unloads counted. */
+  churn?: { seconds: number; keepAlive: string; loads: number; unloads: number };
+  /** The C allocator's settings the server ran with (MALLOC_*, LD_PRELOAD). */
+  allocator?: Record<string, string>;
 }
 
 const MARKER = /<!-- bench-table:(\S+) -->\n[\s\S]*?<!-- bench-table:end -->/g;
@@ -328,8 +332,17 @@ function soakTable(soak: SoakReport): string {
     ],
     ['resident memory slope after the first minute', `${num(soak.rssMb.slopeMbPerMinute)} MB per minute`],
   ];
+  const { churn } = soak;
+  if (churn)
+    rows.push([
+      `model loads / unloads (the clients switch models every ${churn.seconds} s, keep-alive ${churn.keepAlive})`,
+      `${thousands(churn.loads)} / ${thousands(churn.unloads)}`,
+    ]);
   return markdownTable(
-    ['measure', `${soak.minutes} minutes, ${soak.connections} clients, ${soak.attackers} attackers`],
+    [
+      'measure',
+      `${soak.minutes} minutes, ${soak.connections} clients, ${soak.attackers} attackers${churn ? ', models churning' : ''}`,
+    ],
     rows,
   );
 }
@@ -424,20 +437,27 @@ function sourceLine(file: string, data: unknown): string {
   const link = `[bench/results/${file}](../bench/results/${file})`;
   const report = data as Partial<BenchReport> & Partial<ImagesReport> & Partial<SoakReport>;
   let command: string;
+  // The allocator's settings a run had in its environment are part of how to make it again.
+  const allocator = Object.entries(report.allocator ?? {})
+    .map(([name, value]) => `${name}=${value} `)
+    .join('');
   if (Array.isArray(report.argv)) {
     const argv = report.argv.map((a, i, all) => (all[i - 1] === '--api-key' ? 'KEY' : a));
     // An image run's model comes from the environment's models dir (ONNX_GATEWAY_MODELS_DIR): named.
     const dir = report.models?.image ? report.models.dir : undefined;
     const env = dir && dir !== '.data/models' ? `ONNX_GATEWAY_MODELS_DIR=${dir} ` : '';
-    command = [`${env}npx tsx bench/run.ts`, ...argv].join(' ');
+    command = [`${allocator}${env}npx tsx bench/run.ts`, ...argv].join(' ');
   } else if (typeof (data as { command?: unknown }).command === 'string') {
     command = (data as { command: string }).command;
   } else if (report.kind === 'images') {
     command = 'npx tsx bench/images.ts';
   } else if (report.minutes !== undefined) {
+    const churn = report.churn
+      ? ` --churn ${report.churn.seconds}${report.churn.keepAlive === '5s' ? '' : ` --keep-alive ${report.churn.keepAlive}`}`
+      : '';
     command =
-      'npm run build && npx tsx bench/soak.ts ' +
-      `--minutes ${report.minutes} --connections ${report.connections} --attackers ${report.attackers}`;
+      `npm run build && ${allocator}npx tsx bench/soak.ts ` +
+      `--minutes ${report.minutes} --connections ${report.connections} --attackers ${report.attackers}${churn}`;
   } else {
     throw new Error(`${file}: neither a bench/run.ts, bench/images.ts nor bench/soak.ts result`);
   }
