@@ -21,12 +21,18 @@ COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
 FROM node:24-bookworm-slim
-# glibc's malloc raises its mmap threshold as large blocks are freed, up to 32 MB, so that a
-# session's weights and ONNX Runtime's arena chunks, once a model has been unloaded, are next
-# allocated inside its arenas, which keep them after they are freed: a server whose models load
-# and unload grew by about 20 MB a cycle (docs/performance.md, model churn). A fixed threshold keeps
-# every block over 128 KB in its own mapping, given back when it is freed.
-ENV MALLOC_MMAP_THRESHOLD_=131072
+# jemalloc instead of glibc's malloc. glibc raises its mmap threshold as large blocks are freed, up
+# to 32 MB, so that a session's weights and ONNX Runtime's arena chunks, once a model has been
+# unloaded, are next allocated inside its arenas, which keep them: a server whose models load and
+# unload grew by about 20 MB a cycle. A fixed low threshold (MALLOC_MMAP_THRESHOLD_) stops that but
+# maps and faults in every large block anew, which cost image embeddings 38% of their throughput.
+# jemalloc gives freed memory back within seconds and reuses it until then: neither cost
+# (docs/performance.md, models that load and unload).
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends libjemalloc2 \
+  && ln -s "/usr/lib/$(uname -m)-linux-gnu/libjemalloc.so.2" /usr/lib/libjemalloc.so.2 \
+  && rm -rf /var/lib/apt/lists/*
+ENV LD_PRELOAD=/usr/lib/libjemalloc.so.2
 ENV NODE_ENV=production \
     ONNX_GATEWAY_HOST=0.0.0.0 \
     ONNX_GATEWAY_PORT=8080 \

@@ -58,8 +58,13 @@ describe('Dockerfile', () => {
     expect(env).toMatch(/ONNX_GATEWAY_PORT=8080\b/);
     expect(env).toMatch(/ONNX_GATEWAY_HOST=0\.0\.0\.0\b/);
     for (const [, name] of env.matchAll(/(ONNX_GATEWAY_\w+)=/g)) expect(settingEnvs, name).toContain(name);
-    // Memory freed by unloaded models goes back to the system (docs/performance.md, model churn).
-    expect(env).toMatch(/MALLOC_MMAP_THRESHOLD_=131072\b/);
+    // Memory freed by unloaded models goes back to the system, without glibc's fixed mmap
+    // threshold's cost to large buffers (docs/performance.md, model churn): jemalloc, installed.
+    expect(env).toMatch(/LD_PRELOAD=\/usr\/lib\/libjemalloc\.so\.2\b/);
+    expect(env).not.toMatch(/MALLOC_MMAP_THRESHOLD_/);
+    expect(args('RUN').join(' ')).toMatch(
+      /apt-get install .*libjemalloc2[\s\S]*ln -s .*libjemalloc\.so\.2"? \/usr\/lib\/libjemalloc\.so\.2/,
+    );
     expect(args('ENTRYPOINT').concat(args('CMD')).join(' ')).toMatch(/dist\/cli\/index\.js.*serve/);
   });
 
