@@ -58,7 +58,8 @@ return 1`;
 
 /**
  * Records chunk ARGV[1]'s run (ARGV[2], JSON) unless a run of it was recorded already, and counts
- * its answers (ARGV[3] completed, ARGV[4] failed) and their input tokens (ARGV[5]) once. Returns {newly recorded, every chunk recorded}.
+ * its answers (ARGV[3] completed, ARGV[4] failed) and their input tokens (ARGV[5]) once. Returns
+ * {newly recorded, every chunk recorded}.
  */
 const chunkDoneScript = `
 local newly = redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
