@@ -427,8 +427,10 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(
       }
       expect(id, 'a task ran on replica b').not.toBe('');
 
+      // Each replica exports its spans on its own schedule: wait for both sides' spans.
+      const needed = ['POST /v1/web-search/search', 'send search', 'process search', 'search task', 'search searxng'];
       const spans = await receiver.waitFor((received) =>
-        received.some((s) => s.traceId === caller.traceId && s.name === 'search searxng'),
+        needed.every((name) => received.some((s) => s.traceId === caller.traceId && s.name === name)),
       );
       const ofTrace = spans.filter((s) => s.traceId === caller.traceId);
       const request = ofTrace.find((s) => s.name === 'POST /v1/web-search/search')!;
@@ -481,7 +483,16 @@ describe.skipIf(missing(hasRedisServer, REDIS_SKIP_REASON))(
             s.name === 'process batch-chunks' &&
             s.attributes['onnx_gateway.batch.job'] === job,
         );
-      const spans = await receiver.waitFor((received) => processed(received, 'finalize').length === 1);
+      // Each replica exports its spans on its own schedule: wait for every job's and request's span.
+      const spans = await receiver.waitFor(
+        (received) =>
+          processed(received, 'finalize').length === 1 &&
+          processed(received, 'validate').length === 1 &&
+          processed(received, 'chunk').length === 3 &&
+          received.filter((s) => s.traceId === caller.traceId && s.name === 'embeddings tiny-embedder').length === 7 &&
+          received.filter((s) => s.traceId === caller.traceId && s.name === 'send batch-chunks').length === 3 &&
+          received.some((s) => s.traceId === caller.traceId && s.name === 'POST /v1/batches'),
+      );
       const ofTrace = spans.filter((s) => s.traceId === caller.traceId);
       const request = ofTrace.find((s) => s.name === 'POST /v1/batches')!;
       const sends = ofTrace.filter((s) => s.name === 'send batch-chunks');
