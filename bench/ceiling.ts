@@ -285,8 +285,13 @@ export function ceilingDefaults(quick: boolean, cores: number): CeilingOptions {
       };
 }
 
-export function sessionOptions(threads: number, v: SessionVariant): ort.InferenceSession.SessionOptions {
+export function sessionOptions(
+  threads: number,
+  v: SessionVariant,
+  device?: string,
+): ort.InferenceSession.SessionOptions {
   const o: ort.InferenceSession.SessionOptions = {
+    ...(device ? { executionProviders: [device] } : {}),
     graphOptimizationLevel: 'all',
     executionMode: 'sequential',
     intraOpNumThreads: threads,

@@ -183,8 +183,11 @@ export interface TargetOptions {
   rawLayouts?: { fp32?: { embed: RawLayout; rerank: RawLayout }; int8?: { embed: RawLayout; rerank: RawLayout } };
   /** The kinds of workload the run measures (absent: embed and rerank). */
   kinds?: WorkloadKind[];
-  /** The image-text model of the image workloads, their names, and the largest concurrency they run at. */
-  images?: { model: string; workloads: string[]; maxConcurrency: number };
+  /**
+   * The image-text model of the image workloads, their names, the largest concurrency they run at, and
+   * the accelerator both the gateway and raw ORT run its vision tower on (absent: the CPU).
+   */
+  images?: { model: string; workloads: string[]; maxConcurrency: number; device?: string };
 }
 
 /** Rerank requests of the HTTP workload (see workloads()). */
@@ -266,7 +269,7 @@ async function startRaw(
   };
 }
 
-const layoutName = (l: RawLayout): string => `${l.sessions}x${l.threads}-b${l.batch}`;
+const layoutName = (l: RawLayout): string => `${l.device ? `${l.device}-` : ''}${l.sessions}x${l.threads}-b${l.batch}`;
 const sameLayout = (a: RawLayout | undefined, b: RawLayout | undefined): boolean =>
   a === b ||
   (a !== undefined && b !== undefined && a.sessions === b.sessions && a.threads === b.threads && a.batch === b.batch);
@@ -286,15 +289,23 @@ export function rawLayoutSet(
   cores: number,
   sweepBest?: { embed: RawLayout; rerank: RawLayout },
   imageBatch?: number,
+  imageDevice?: string,
 ): RawLayouts[] {
   const perCore: RawLayout = { sessions: cores, threads: 1, batch: 1 };
   const oneSession: RawLayout = { sessions: 1, threads: cores, batch: 1 };
-  const image = (layout: RawLayout) => (imageBatch ? { image: layout } : {});
+  const onCpu = imageBatch !== undefined && imageDevice === undefined;
+  const image = (layout: RawLayout) => (onCpu ? { image: layout } : {});
   const set: RawLayouts[] = [{ embed: perCore, rerank: perCore, ...image(perCore) }];
   if (cores > 1) set.push({ embed: oneSession, rerank: oneSession, ...image(oneSession) });
   if (sweepBest && !set.some((l) => sameLayout(l.embed, sweepBest.embed) && sameLayout(l.rerank, sweepBest.rerank)))
     set.push(sweepBest);
-  if (imageBatch && imageBatch > 1) set.push({ image: { sessions: 1, threads: cores, batch: imageBatch } });
+  if (onCpu && imageBatch > 1) set.push({ image: { sessions: 1, threads: cores, batch: imageBatch } });
+  // On an accelerator one session runs everything (as the gateway places it): alone and at the largest batch.
+  if (imageBatch !== undefined && imageDevice !== undefined) {
+    const onDevice = (batch: number): RawLayout => ({ sessions: 1, threads: cores, batch, device: imageDevice });
+    set.push({ image: onDevice(1) });
+    if (imageBatch > 1) set.push({ image: onDevice(imageBatch) });
+  }
   return set;
 }
 
@@ -350,6 +361,9 @@ function gatewaySpec(name: string, models: TargetSpec['models'], opts: TargetOpt
                 ONNX_GATEWAY_HOST: '127.0.0.1',
                 ONNX_GATEWAY_API_KEYS: apiKey,
                 ONNX_GATEWAY_LOG_LEVEL: process.env.ONNX_GATEWAY_LOG_LEVEL ?? 'warn',
+                ...(opts.images?.device
+                  ? { ONNX_GATEWAY_DEVICE_MAP: `${opts.images.model}=${opts.images.device}` }
+                  : {}),
                 ...traced,
               },
             },
@@ -402,7 +416,7 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
         name: label,
         kind: 'url',
         variant: 'fp32',
-        models: fp32,
+        models: { ...fp32, image: opts.images?.model },
         async start() {
           await waitHealthy(url, null, 10_000);
           return { name: label, url, apiKey: opts.apiKey, stop: async () => {}, logTail: () => '' };
@@ -414,7 +428,13 @@ export function targetSpecs(names: string[], opts: TargetOptions & { n?: number 
       const models = int8 ? { embed: `${opts.embedModel}:int8`, rerank: `${opts.rerankModel}:int8` } : fp32;
       const kinds = opts.kinds ?? textKinds;
       const imageBatch = int8 ? undefined : opts.images?.maxConcurrency;
-      return rawLayoutSet(machineInfo().cores, int8 ? opts.rawLayouts?.int8 : opts.rawLayouts?.fp32, imageBatch)
+      const imageDevice = int8 ? undefined : opts.images?.device;
+      return rawLayoutSet(
+        machineInfo().cores,
+        int8 ? opts.rawLayouts?.int8 : opts.rawLayouts?.fp32,
+        imageBatch,
+        imageDevice,
+      )
         .map((all): RawLayouts =>
           Object.fromEntries(Object.entries(all).filter(([k]) => kinds.includes(k as WorkloadKind))),
         )
@@ -502,6 +522,8 @@ export interface WorkloadOptions {
   /** The image workloads' concurrency levels, model and images (made once, before any target starts). */
   image?: number[];
   imageModel?: string;
+  /** `--image-device`: the accelerator of the image model, for the gateway and raw ORT alike. */
+  imageDevice?: string;
   imageFiles?: Record<string, Uint8Array[]>;
 }
 
@@ -855,7 +877,12 @@ export async function runHttp(options: HttpOptions): Promise<HttpTargetResult[]>
     ),
     images:
       imageNames.length > 0
-        ? { model: imageModel, workloads: imageNames, maxConcurrency: Math.max(...(options.image ?? [16])) }
+        ? {
+            model: imageModel,
+            workloads: imageNames,
+            maxConcurrency: Math.max(...(options.image ?? [16])),
+            ...(options.imageDevice ? { device: options.imageDevice } : {}),
+          }
         : undefined,
   };
   const specs = targetSpecs(opts.targets, opts);

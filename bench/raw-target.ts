@@ -28,6 +28,8 @@ export interface RawLayout {
   sessions: number;
   threads: number;
   batch: number;
+  /** An accelerator (`webgpu`) for the image layouts of `--image-device`; absent: the CPU. */
+  device?: string;
 }
 
 export interface RawInit {
@@ -100,7 +102,7 @@ class Lane {
   /** Images' pixel_values in batches of the layout's (the images repeated to fill the last one). */
   static async openImages(path: string, layout: RawLayout, pixels: Float32Array[], height: number, width: number) {
     const group = await SessionGroup.start(
-      { model: path, options: sessionOptions(layout.threads, { arena: true, spinning: null }) },
+      { model: path, options: sessionOptions(layout.threads, { arena: true, spinning: null }, layout.device) },
       layout.sessions,
     );
     const plane = 3 * height * width;

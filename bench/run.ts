@@ -5,7 +5,7 @@
  *       [--sessions 1,2,4] [--threads 1,2,4] [--batches 1,8,32] (the ceiling sweep's layouts; default: powers of two up to the cores)
  *       [--targets gateway,gateway-int8,gateway-traced,transformers,minimal,name=URL] [--gateway-from-src] [--server gateway]
  *       [--n 256] [--embed-model ID] [--rerank-model ID] [--api-key KEY]
- *       [--workloads embed-image-224,embed-image-photo] [--image-model ID] [--image-concurrency 16]
+ *       [--workloads embed-image-224,embed-image-photo] [--image-model ID] [--image-concurrency 16] [--image-device webgpu]
  *
  * Writes bench/results/<timestamp>.json, latest.json and latest.svg, prints a compact table and the
  * ratios: server inputs/s at concurrency >= 32 over the raw-ORT ceiling, rerank pairs/s over its
@@ -582,6 +582,7 @@ async function main(): Promise<void> {
       batchInputs: flagNumber(f, 'batch-inputs', BATCH_WHILE_ONLINE.inputs),
       image: flagNumbers(f, 'image-concurrency', d.image ?? [16]),
       imageModel: flagString(f, 'image-model', DEFAULT_IMAGE_MODEL),
+      imageDevice: flagString(f, 'image-device', '') || undefined,
       only: typeof f.workloads === 'string' ? f.workloads.split(',') : undefined,
       embedModel,
       rerankModel,
