@@ -5,6 +5,7 @@
  * as each imports what it runs (the server, the index, the quantizer): `models list` starts without
  * the server's modules. Without one (serve by default, the root's --help), all are.
  */
+import '../threadpool.js';
 import { Command } from 'commander';
 
 type Register = (program: Command) => void;

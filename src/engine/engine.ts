@@ -18,6 +18,7 @@ import { ModelFilesError } from '../models/facts.js';
 import { inSpan, tracer } from '../tracing/spans.js';
 import type { ModelReport } from '../worker/protocol.js';
 import { memoryBudgetBytes, residentBytes } from './memory.js';
+import { ImagePreprocessPool } from './image-preprocess-pool.js';
 import { ModelLane } from './model-lane.js';
 import {
   placeModels,
@@ -97,6 +98,8 @@ export class Engine implements Lanes {
   private warm = false;
   /** Restarts counted by lanes since closed. */
   private pastRestarts = 0;
+  /** Decodes and preprocesses the images of every vision tower's batches (its threads start with the first image). */
+  private readonly preprocess = new ImagePreprocessPool();
   /** Resolves once the models to load at start are warm (at once without preload); rejects if one can not load. */
   readonly ready: Promise<ModelReport[]>;
 
@@ -258,6 +261,7 @@ export class Engine implements Lanes {
     await this.scheduler.drain();
     await this.loadChain.catch(() => undefined);
     await Promise.all([...this.entries.values()].map((entry) => this.release(entry)));
+    await this.preprocess.close();
   }
 
   private serialized<T>(step: () => Promise<T>): Promise<T> {
@@ -371,6 +375,7 @@ export class Engine implements Lanes {
       spinning: config.ortSpinning,
       memoryArena: config.ortMemoryArena,
       imageMaxPixels: config.imageMaxPixels,
+      preprocess: this.preprocess,
     });
     entry.lane = lane;
     const report = await lane.report;
@@ -397,6 +402,7 @@ export class Engine implements Lanes {
         spinning: config.ortSpinning,
         memoryArena: config.ortMemoryArena,
         imageMaxPixels: config.imageMaxPixels,
+        preprocess: this.preprocess,
       });
       await entry.lane.report;
     }

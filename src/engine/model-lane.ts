@@ -8,6 +8,7 @@
 import type { ModelLoadSpec } from '../models/registry.js';
 import type { BatchResult, BatchTask, ModelReport, SessionOptions, WorkerInit } from '../worker/protocol.js';
 import { deviceLock } from './devices.js';
+import type { ImagePreprocessPool } from './image-preprocess-pool.js';
 import type { Placement } from './placement.js';
 import { WorkerPool, WorkerStartError, workerFile } from './worker-pool.js';
 
@@ -15,9 +16,14 @@ import { WorkerPool, WorkerStartError, workerFile } from './worker-pool.js';
 export interface LaneSessionDefaults {
   spinning: boolean;
   memoryArena: boolean;
-  /** A vision tower's bound on a decoded image's pixels (the imageMaxPixels setting), checked again in the worker. */
+  /** A vision tower's bound on a decoded image's pixels (the imageMaxPixels setting), checked again when decoding. */
   imageMaxPixels?: number;
+  /** Where a vision tower's images are decoded and preprocessed, before its session runs them. */
+  preprocess?: ImagePreprocessPool;
 }
+
+/** A bound on a decoded image where the engine gave none: the imageMaxPixels setting's default. */
+const defaultMaxPixels = 4096 * 4096;
 
 export class ModelLane {
   private readonly sessions: WorkerPool<ModelReport[]>;
@@ -90,13 +96,34 @@ export class ModelLane {
 
   /** A worker that dies fails its batches (the scheduler retries them once) and is replaced. */
   run(task: BatchTask): Promise<BatchResult> {
+    if (task.images) return this.runImages(task, task.images);
     const transfer: ArrayBuffer[] = [task.ids.buffer as ArrayBuffer, task.lengths.buffer as ArrayBuffer];
     if (task.typeIds) transfer.push(task.typeIds.buffer as ArrayBuffer);
     if (task.attended) transfer.push(task.attended.buffer as ArrayBuffer);
-    // Each image's own buffer (one buffer listed once, should two rows share it).
-    for (const buffer of new Set(task.images?.map((image) => image.buffer as ArrayBuffer))) transfer.push(buffer);
     const pool = task.solo && this.solo ? this.solo : this.sessions;
     return pool.run<BatchResult>(task, transfer);
+  }
+
+  /**
+   * A vision tower's batch: its images decoded and preprocessed side by side on the preprocessing
+   * threads, then the tower run on their pixel values. An image that can not be decoded leaves its
+   * row zero and is reported by row, so that it fails its own request and never its neighbours'.
+   */
+  private async runImages(task: BatchTask, images: Uint8Array[]): Promise<BatchResult> {
+    const vision = this.spec.vision;
+    if (!vision || !this.defaults.preprocess) throw new Error(`Model "${this.spec.id}" does not take images.`);
+    const maxPixels = this.defaults.imageMaxPixels ?? vision.maxPixels ?? defaultMaxPixels;
+    const { pixels, rowErrors, preprocess } = await this.defaults.preprocess.run(images, vision, maxPixels);
+    const failedRows = rowErrors ? Object.keys(rowErrors).length : 0;
+    if (failedRows === images.length)
+      return { output: new Float32Array(0), width: 0, rowErrors, inferenceMs: 0, preprocess };
+    const { images: _sent, ...rest } = task;
+    const pool = task.solo && this.solo ? this.solo : this.sessions;
+    const result = await pool.run<BatchResult>({ ...rest, pixels }, [
+      task.ids.buffer as ArrayBuffer,
+      task.lengths.buffer as ArrayBuffer,
+    ]);
+    return { ...result, preprocess, ...(rowErrors ? { rowErrors } : {}) };
   }
 
   /** Lets held batches finish, then ends the threads (and frees the sessions). */

@@ -25,9 +25,9 @@
  *
  * An image-text model's vision tower is a model of its own here: its items are images, each
  * counted as the tower's sequence length against the token budget. A batch hands their encoded
- * bytes to the worker (transferred), which decodes them; an image it can not decode fails its own
- * request only. The first try transfers copies, so that a batch whose worker dies is tried again
- * with the originals, as a text batch is.
+ * bytes to the lane (transferred), which has them decoded on the preprocessing threads; an image
+ * that can not be decoded fails its own request only. The first try transfers copies, so that a
+ * batch whose worker dies is tried again with the originals, as a text batch is.
  */
 import { context, trace, type Span, type SpanContext, type Tracer } from '@opentelemetry/api';
 import { onAbort } from '../abort.js';

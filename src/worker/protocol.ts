@@ -47,10 +47,13 @@ export interface BatchTask {
    */
   attended?: Int32Array;
   /**
-   * A vision tower's batch: each row's encoded image (PNG, JPEG, WebP), decoded and preprocessed in
-   * the worker into one pixel_values tensor; `ids` is then empty and `lengths` holds each image's tokens.
+   * A vision tower's batch as the scheduler hands it to the lane: each row's encoded image (PNG,
+   * JPEG, WebP); `ids` is then empty and `lengths` holds each image's tokens. The lane has them
+   * decoded and preprocessed (engine/image-preprocess-pool.ts) and sends the worker `pixels` instead.
    */
   images?: Uint8Array[];
+  /** A vision tower's batch as its worker runs it: pixel_values, rows x 3 x height x width, in shared memory. */
+  pixels?: Float32Array;
 }
 
 export interface BatchResult {
@@ -68,7 +71,7 @@ export interface BatchResult {
   /** A vision tower's rows whose image could not be decoded, by row, with why (their output rows are zeros). */
   rowErrors?: Record<number, string>;
   inferenceMs: number;
-  /** A vision tower's decoding and preprocessing of the batch's images: when it began (epoch ms) and how long it took. */
+  /** A vision tower's decoding and preprocessing of the batch's images (set by the lane): when it began (epoch ms) and how long it took. */
   preprocess?: { startedAt: number; ms: number };
 }
 

@@ -1,20 +1,14 @@
 /**
- * One ONNX Runtime session of an image-text model's vision tower. A batch comes as the images'
- * encoded bytes; each is decoded and preprocessed here (image-preprocess/: Pillow-exact) into its
- * rows of one `pixel_values` tensor, and the tower's pooled image vectors are read back. An image
- * that can not be decoded leaves its rows zero and is reported by row, so that it fails its own
- * request and never its neighbours', the batch or the thread. A joint graph (jina-clip) also takes
- * `input_ids`: it is fed the empty text's ids, one row or as many as the images.
+ * One ONNX Runtime session of an image-text model's vision tower. A batch comes as its images'
+ * `pixel_values`, already decoded and preprocessed (Pillow-exact) by the preprocessing threads
+ * (engine/image-preprocess-pool.ts), and the tower's pooled image vectors are read back. A joint
+ * graph (jina-clip) also takes `input_ids`: it is fed the empty text's ids, one row or as many as the images.
  */
 import * as ort from 'onnxruntime-node';
 import type { ModelLoadSpec, VisionLoadSpec } from '../models/registry.js';
-import { preprocessInto } from './image-preprocess/index.js';
 import { floatToHalf, toFloat32 } from './half.js';
 import type { BatchResult, BatchTask, ModelReport, SessionOptions } from './protocol.js';
 import { ortSessionOptions } from './session-options.js';
-
-/** A bound on a decoded image where the engine gave none: the imageMaxPixels setting's default. */
-const defaultMaxPixels = 4096 * 4096;
 
 export class VisionRunner {
   private readonly vision: VisionLoadSpec;
@@ -38,35 +32,13 @@ export class VisionRunner {
   }
 
   async run(task: BatchTask): Promise<BatchResult> {
-    const images = task.images ?? [];
-    const rows = images.length;
-    const per = this.pixelsPerImage;
-    const pixels = new Float32Array(rows * per);
-    const rowErrors: Record<number, string> = {};
-    let failed = 0;
-    const preprocessStarted = performance.now();
-    // One after another: a batch's decoded images are not all held at once.
-    for (let row = 0; row < rows; row++) {
-      try {
-        await preprocessInto(
-          images[row]!,
-          this.vision.processor,
-          pixels,
-          row * per,
-          this.vision.maxPixels ?? defaultMaxPixels,
-        );
-      } catch (error) {
-        rowErrors[row] = `the image can not be decoded (${(error as Error).message}).`;
-        failed += 1;
-      }
-    }
+    const pixels = task.pixels;
+    if (!pixels) throw new Error(`A batch for "${this.spec.id}" came without its images' pixel values.`);
     const started = performance.now();
-    // Epoch time, which the main thread's clock shares (each thread's performance.now() has its own origin).
-    const preprocess = { startedAt: performance.timeOrigin + preprocessStarted, ms: started - preprocessStarted };
-    if (failed === rows) return { output: new Float32Array(0), width: 0, rowErrors, inferenceMs: 0, preprocess };
-    const { output, width } = await this.forward(pixels, rows);
-    const inferenceMs = performance.now() - started;
-    return { output, width, inferenceMs, preprocess, ...(failed > 0 ? { rowErrors } : {}) };
+    // ONNX Runtime's binding takes a tensor's data from an ArrayBuffer, not from shared memory.
+    const own = pixels.buffer instanceof SharedArrayBuffer ? new Float32Array(pixels) : pixels;
+    const { output, width } = await this.forward(own, own.length / this.pixelsPerImage);
+    return { output, width, inferenceMs: performance.now() - started };
   }
 
   private get pixelsPerImage(): number {

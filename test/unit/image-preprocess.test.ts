@@ -11,8 +11,8 @@ import { readFileSync } from 'node:fs';
 import { crc32, deflateSync } from 'node:zlib';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { ImagePreprocessPool } from '../../src/engine/image-preprocess-pool.js';
 import { readImageProcessor, type Resample } from '../../src/models/image-processor.js';
 import {
   decodeRgb,
@@ -286,28 +286,33 @@ describe('preprocessInto', () => {
     await expect(preprocessInto(bytesOf('tiny-2x3.png'), spec, out, 1, MAX_PIXELS)).rejects.toThrow(RangeError);
   });
 
-  it('runs inside a worker thread (sharp included)', async () => {
-    const worker = new Worker(new URL('../fixtures/preprocess-worker.mjs', import.meta.url));
+  it('runs on the preprocessing threads, a batch side by side: each row as here, a broken image failing its row only', async () => {
+    const spec = readImageProcessor(referenceProcessors.siglip);
+    const pool = new ImagePreprocessPool(3);
     try {
-      const spec = readImageProcessor(referenceProcessors.siglip);
-      const c = cases.find((x) => x.name === 'photo-1920x1080.jpg')!;
-      const bytes = bytesOf(c.name);
-      const answer = await new Promise<{ values?: Float32Array; error?: string }>((resolve, reject) => {
-        worker.once('message', resolve);
-        worker.once('error', reject);
-        worker.postMessage({ bytes, spec, maxPixels: MAX_PIXELS });
-      });
-      expect(answer.error).toBeUndefined();
-      const expected = new Float32Array(bytesOf(c.pixel_values.siglip.file).buffer);
-      expect(maxDifference(answer.values!, expected).max).toBeLessThanOrEqual(1e-6);
-
-      const refused = await new Promise<{ error?: string }>((resolve) => {
-        worker.once('message', resolve);
-        worker.postMessage({ bytes: bytes.subarray(0, 100), spec, maxPixels: MAX_PIXELS });
-      });
-      expect(refused.error).toMatch(/^ImageDecodeError: /);
+      const photo = cases.find((x) => x.name === 'photo-1920x1080.jpg')!;
+      const named = [photo, ...cases.filter((x) => x !== photo).slice(0, 5)];
+      const images = [...named.map((c) => bytesOf(c.name)), bytesOf(photo.name).subarray(0, 100).slice()];
+      const vision = { processor: spec, pixelType: 'float32' as const, height: spec.height, width: spec.width };
+      const batch = await pool.run(images, vision, MAX_PIXELS);
+      const per = 3 * spec.height * spec.width;
+      expect(batch.pixels.length).toBe(images.length * per);
+      for (const [row, c] of named.entries()) {
+        const expected = new Float32Array(bytesOf(c.pixel_values.siglip.file).buffer);
+        expect(
+          maxDifference(batch.pixels.subarray(row * per, (row + 1) * per), expected).max,
+          c.name,
+        ).toBeLessThanOrEqual(1e-6);
+      }
+      const broken = named.length;
+      expect(Object.keys(batch.rowErrors ?? {})).toEqual([String(broken)]);
+      expect(batch.rowErrors![broken]).toMatch(/^the image can not be decoded \(/);
+      expect(batch.pixels.subarray(broken * per).every((value) => value === 0)).toBe(true);
+      // Handed over to the threads, not copied.
+      expect(images.every((image) => image.length === 0)).toBe(true);
+      expect(batch.preprocess.ms).toBeGreaterThan(0);
     } finally {
-      await worker.terminate();
+      await pool.close();
     }
   });
 });

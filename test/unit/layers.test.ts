@@ -34,6 +34,7 @@ const side = [
     'duration',
     'version',
     'v8-flags',
+    'threadpool',
     'devices',
     'redact-url',
     'answer-size',
