@@ -27,8 +27,8 @@ export class ImagePreprocessPool {
 
   constructor(private readonly threads = availableParallelism()) {}
 
-  /** Decodes and preprocesses a batch's images; each image's buffer is handed over (it must be the image's alone). */
-  async run(images: Uint8Array[], vision: VisionLoadSpec, maxPixels: number): Promise<PreprocessedBatch> {
+  /** Starts the threads (a vision tower does as it loads, so that its first images do not wait for them). */
+  start(): WorkerPool {
     this.pool ??= new WorkerPool({
       file: workerFile('preprocess-thread.js'),
       threads: this.threads,
@@ -36,12 +36,18 @@ export class ImagePreprocessPool {
       tasksPerThread: 2,
       workerData: null,
     });
+    return this.pool;
+  }
+
+  /** Decodes and preprocesses a batch's images; each image's buffer is handed over (it must be the image's alone). */
+  async run(images: Uint8Array[], vision: VisionLoadSpec, maxPixels: number): Promise<PreprocessedBatch> {
+    const pool = this.start();
     const startedAt = performance.now();
     const per = 3 * vision.height * vision.width;
     const shared = new SharedArrayBuffer(images.length * per * Float32Array.BYTES_PER_ELEMENT);
     const results = await Promise.all(
       images.map((bytes, row) =>
-        this.pool!.run<PreprocessResult>(
+        pool.run<PreprocessResult>(
           {
             bytes,
             processor: vision.processor,

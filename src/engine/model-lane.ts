@@ -52,6 +52,7 @@ export class ModelLane {
       },
     );
     this.report.catch(() => undefined);
+    if (spec.vision) defaults.preprocess?.start();
   }
 
   /** Opens the sessions and the solo session the placement adds to the first one. */
