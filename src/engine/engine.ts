@@ -98,7 +98,7 @@ export class Engine implements Lanes {
   private warm = false;
   /** Restarts counted by lanes since closed. */
   private pastRestarts = 0;
-  /** Decodes and preprocesses the images of every vision tower's batches (its threads start with the first image). */
+  /** Decodes and preprocesses the images of every vision tower's batches (its threads start as the first vision tower loads). */
   private readonly preprocess = new ImagePreprocessPool();
   /** Resolves once the models to load at start are warm (at once without preload); rejects if one can not load. */
   readonly ready: Promise<ModelReport[]>;

@@ -5,8 +5,8 @@
  * tower's session thread then runs as it is. Before, each session thread decoded its own batch one
  * image after another while its intra-op threads waited: on an accelerator, whose model has one
  * session, every image went through one thread (measured on a 16-core machine with a GPU: photos
- * at 25 images/s while the GPU could embed 1,000/s). The threads start with the first image and
- * idle without one.
+ * at 25 images/s while the GPU could embed 1,000/s). The threads start as the first vision
+ * tower loads and idle without images.
  */
 import { availableParallelism } from 'node:os';
 import type { VisionLoadSpec } from '../models/registry.js';

@@ -5,6 +5,7 @@
  * arrays transferred. A lane opens with one session (the one its size is measured by) and grows to
  * its placement.
  */
+import { settings } from '../config.js';
 import type { ModelLoadSpec } from '../models/registry.js';
 import type { BatchResult, BatchTask, ModelReport, SessionOptions, WorkerInit } from '../worker/protocol.js';
 import { deviceLock } from './devices.js';
@@ -21,9 +22,6 @@ export interface LaneSessionDefaults {
   /** Where a vision tower's images are decoded and preprocessed, before its session runs them. */
   preprocess?: ImagePreprocessPool;
 }
-
-/** A bound on a decoded image where the engine gave none: the imageMaxPixels setting's default. */
-const defaultMaxPixels = 4096 * 4096;
 
 export class ModelLane {
   private readonly sessions: WorkerPool<ModelReport[]>;
@@ -113,7 +111,7 @@ export class ModelLane {
   private async runImages(task: BatchTask, images: Uint8Array[]): Promise<BatchResult> {
     const vision = this.spec.vision;
     if (!vision || !this.defaults.preprocess) throw new Error(`Model "${this.spec.id}" does not take images.`);
-    const maxPixels = this.defaults.imageMaxPixels ?? vision.maxPixels ?? defaultMaxPixels;
+    const maxPixels = this.defaults.imageMaxPixels ?? settings.imageMaxPixels.default!;
     const { pixels, rowErrors, preprocess } = await this.defaults.preprocess.run(images, vision, maxPixels);
     const failedRows = rowErrors ? Object.keys(rowErrors).length : 0;
     if (failedRows === images.length)
@@ -139,7 +137,7 @@ export class ModelLane {
       // A second batch waits in each thread, so a thread never idles for a round trip between batches.
       tasksPerThread: 2,
       workerData: {
-        models: [loadSpec(this.spec, this.defaults.imageMaxPixels)],
+        models: [loadSpec(this.spec)],
         session,
         device: this.device,
         deviceLock: deviceLock(this.device),
@@ -149,23 +147,20 @@ export class ModelLane {
 }
 
 /** The plain-data part of a model that crosses into a worker thread. */
-function loadSpec(
-  {
-    id,
-    task,
-    onnxPath,
-    pooling,
-    padId,
-    output,
-    heads,
-    specialIds,
-    feeds,
-    vision,
-    fillerId,
-    externalDataDir,
-  }: ModelLoadSpec,
-  imageMaxPixels?: number,
-): ModelLoadSpec {
+function loadSpec({
+  id,
+  task,
+  onnxPath,
+  pooling,
+  padId,
+  output,
+  heads,
+  specialIds,
+  feeds,
+  vision,
+  fillerId,
+  externalDataDir,
+}: ModelLoadSpec): ModelLoadSpec {
   return {
     id,
     task,
@@ -176,7 +171,7 @@ function loadSpec(
     heads,
     specialIds,
     feeds,
-    vision: vision && imageMaxPixels !== undefined ? { ...vision, maxPixels: imageMaxPixels } : vision,
+    vision,
     fillerId,
     externalDataDir,
   };

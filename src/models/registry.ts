@@ -69,8 +69,6 @@ export interface VisionLoadSpec {
   pixelType: 'float32' | 'float16';
   height: number;
   width: number;
-  /** Most pixels of a decoded image (the engine sets it from the imageMaxPixels setting). */
-  maxPixels?: number;
   /** A joint graph: `input_ids` fed beside the pixels (the empty text's ids), one row or as many as the images. */
   textDummy?: { idType: 'int64' | 'int32'; batchMatched: boolean; ids: number[] };
 }

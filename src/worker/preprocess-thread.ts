@@ -27,16 +27,10 @@ export interface PreprocessResult {
 
 const port = parentPort!;
 const post = (message: ThreadMessage): void => port.postMessage(message);
-/** The same processor arrives with every task (a copy); its byte -> float tables are made once per model. */
-const processors = new Map<string, ImageProcessorSpec>();
-
 async function answer({ id, task }: TaskMessage): Promise<void> {
   const { bytes, processor, maxPixels, pixels, offset } = task as PreprocessTask;
-  const key = JSON.stringify(processor);
-  let spec = processors.get(key);
-  if (!spec) processors.set(key, (spec = processor));
   try {
-    await preprocessInto(bytes, spec, new Float32Array(pixels), offset, maxPixels);
+    await preprocessInto(bytes, processor, new Float32Array(pixels), offset, maxPixels);
     post({ id, result: {} satisfies PreprocessResult });
   } catch (error) {
     post({ id, result: { failure: (error as Error).message } satisfies PreprocessResult });

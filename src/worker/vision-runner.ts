@@ -35,8 +35,8 @@ export class VisionRunner {
     const pixels = task.pixels;
     if (!pixels) throw new Error(`A batch for "${this.spec.id}" came without its images' pixel values.`);
     const started = performance.now();
-    // ONNX Runtime's binding takes a tensor's data from an ArrayBuffer, not from shared memory.
-    const own = pixels.buffer instanceof SharedArrayBuffer ? new Float32Array(pixels) : pixels;
+    // The pixels are in shared memory; ONNX Runtime's binding takes a tensor's data from an ArrayBuffer only.
+    const own = new Float32Array(pixels);
     const { output, width } = await this.forward(own, own.length / this.pixelsPerImage);
     return { output, width, inferenceMs: performance.now() - started };
   }
