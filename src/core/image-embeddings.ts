@@ -75,16 +75,9 @@ export async function embedItems(
   // Each image's header, before any of the request is queued.
   for (const i of imageAt) checkImageBytes((items[i] as ImageItem).image, limits, `input[${i}]`);
 
-  const [texts, pictures] = await Promise.all([
-    textAt.length > 0
-      ? embedTexts(
-          ctx,
-          model,
-          { ...request, input: textAt.map((i) => items[i] as string) },
-          signal,
-          (j) => `input[${textAt[j]}]`,
-        )
-      : undefined,
+  // The images go first: their bytes reach the preprocessing threads before the texts are
+  // tokenised here, and the tokenize phase times tokenising, not the images' hashing and queueing.
+  const [pictures, texts] = await Promise.all([
     imageAt.length > 0
       ? embedImages(
           ctx,
@@ -92,6 +85,15 @@ export async function embedItems(
           images!.sequenceLength,
           imageAt.map((i) => ({ bytes: (items[i] as ImageItem).image, param: `input[${i}]` })),
           signal,
+        )
+      : undefined,
+    textAt.length > 0
+      ? embedTexts(
+          ctx,
+          model,
+          { ...request, input: textAt.map((i) => items[i] as string) },
+          signal,
+          (j) => `input[${textAt[j]}]`,
         )
       : undefined,
   ]);
