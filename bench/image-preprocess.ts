@@ -25,6 +25,7 @@ import { readImageProcessor, type ImageProcessorSpec, type Resample } from '../s
 import { preprocessInto } from '../src/worker/image-preprocess/index.js';
 import { clipConfig, siglipConfig } from '../test/fixtures/preprocessor-configs.js';
 import {
+  allocatorEnvironment,
   BENCH_DIR,
   RESULTS_DIR,
   flagList,
@@ -62,6 +63,8 @@ export interface PreprocessReport {
   command: string;
   machine: MachineInfo;
   sharp: string;
+  /** The C allocator's settings both sides ran under (MALLOC_*, GLIBC_TUNABLES, LD_PRELOAD). */
+  allocator: Record<string, string>;
   pillow: string;
   numpy: string;
   cases: PreprocessCase[];
@@ -85,6 +88,7 @@ function pythonProcessor(spec: ImageProcessorSpec): Record<string, unknown> {
 /** pillow-preprocess.py serving rounds: one line asks for a round, one line answers its ms per image. */
 async function startPillow(files: string[], specs: Record<string, ImageProcessorSpec>) {
   const processors = Object.fromEntries(Object.entries(specs).map(([name, spec]) => [name, pythonProcessor(spec)]));
+  // The allocator's settings (MALLOC_*, GLIBC_TUNABLES, LD_PRELOAD) reach both sides alike.
   const child = spawn(PYTHON, [script, 'serve', JSON.stringify({ files, processors })], {
     env: { ...process.env, OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1' },
     stdio: ['pipe', 'pipe', 'inherit'],
@@ -190,6 +194,7 @@ async function main(): Promise<void> {
       command: `npx tsx bench/image-preprocess.ts ${process.argv.slice(2).join(' ')}`.trim(),
       machine: machineInfo(),
       sharp: sharp.versions.sharp ?? 'unknown',
+      allocator: allocatorEnvironment(),
       pillow: versions.pillow,
       numpy: versions.numpy,
       cases,

@@ -448,7 +448,7 @@ function sourceLine(file: string, data: unknown): string {
     const env = dir && dir !== '.data/models' ? `ONNX_GATEWAY_MODELS_DIR=${dir} ` : '';
     command = [`${allocator}${env}npx tsx bench/run.ts`, ...argv].join(' ');
   } else if (typeof (data as { command?: unknown }).command === 'string') {
-    command = (data as { command: string }).command;
+    command = `${allocator}${(data as { command: string }).command}`;
   } else if (report.kind === 'images') {
     command = 'npx tsx bench/images.ts';
   } else if (report.minutes !== undefined) {

@@ -3,11 +3,9 @@
  * EXIF orientation), resizing, cropping, alpha and luma planes, encoding. sharp (libvips) does the
  * heavy work on its own threads, off the event loop.
  */
-import sharp, { type KernelEnum, type Metadata, type Sharp } from 'sharp';
+import type { KernelEnum, Metadata, Sharp } from 'sharp';
 import { ApiError } from '../errors.js';
-
-// Every request brings new images: libvips' operation cache would only hold memory.
-sharp.cache(false);
+import sharp from '../libvips.js';
 
 export interface Raster {
   /** height x width x channels, row-major. */

@@ -42,6 +42,7 @@ const side = [
     'redis',
   ],
   'image-header',
+  'libvips',
   'tracing',
   ...['models', 'text', 'vectors', 'onnx', 'quantize'],
 ];

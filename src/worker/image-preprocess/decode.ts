@@ -12,14 +12,12 @@
  * - 16-bit grayscale PNGs: Pillow reads them as 32-bit integers and convert('RGB') clamps them to
  *   0..255 (libvips would keep the high byte). 16-bit colour PNGs are read as their high bytes by both.
  */
-import sharp, { type OutputInfo } from 'sharp';
+import type { OutputInfo } from 'sharp';
+import sharp from '../../libvips.js';
 import { applyOrientation } from './orientation.js';
 import { decodePng } from './png.js';
 import { pngOrientation } from './png-orientation.js';
 import type { RgbImage } from './resample.js';
-
-// Every image is new: libvips' operation cache would only hold memory.
-sharp.cache(false);
 
 /** A corrupt image, or one in a format or layout this server does not read. */
 export class ImageDecodeError extends Error {
