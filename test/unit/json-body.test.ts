@@ -76,6 +76,27 @@ describe('JSON bodies with long strings lifted out', () => {
     expect(liftLongStrings(Buffer.from(`{"a": "${base64}`))).toBeUndefined();
   });
 
+  it('lifts a value only when every byte of it is printable ASCII, wherever the bytes lie', () => {
+    // The check reads four bytes at a time from a word boundary: a byte out of range at any place
+    // of a word, before the first word and after the last, in a Buffer at any offset of its memory.
+    const value = Buffer.from(base64.slice(0, 4099));
+    const backing = Buffer.alloc(value.length + 32);
+    for (const offset of [0, 1, 2, 3]) {
+      for (const at of [0, 1, 2, 3, 4, 5, 6, 7, 2048, 2049, 2050, 2051, 4095, 4096, 4097, 4098]) {
+        for (const byte of [0x00, 0x0a, 0x1f, 0x7f, 0x80, 0xc3, 0xff, 0x20, 0x7e]) {
+          const body = backing.subarray(offset, offset + value.length + 2);
+          body[0] = body[value.length + 1] = 0x22;
+          value.copy(body, 1);
+          body[1 + at] = byte;
+          const lifted = liftLongStrings(body);
+          if (byte === 0x20 || byte === 0x7e)
+            expect(lifted?.strings).toEqual([body.toString('latin1', 1, value.length + 1)]);
+          else expect(lifted, `byte ${byte} at ${at}, offset ${offset}`).toBeUndefined();
+        }
+      }
+    }
+  });
+
   it('refuses what fastify refuses, with the same message', async () => {
     const bodies = [
       `{"input": "${base64}", }`,
