@@ -282,9 +282,10 @@ export class Engine implements Lanes {
   private async loadTogetherUntraced(entries: Entry[]): Promise<ModelReport[]> {
     const reports: ModelReport[] = [];
     try {
+      const threads = this.expectedThreads(entries);
       for (const entry of entries) {
         entry.status = 'loading';
-        reports.push(await this.openFirstSession(entry));
+        reports.push(await this.openFirstSession(entry, threads.get(entry.spec.id)));
       }
       const { placements, refused } = placeModels(
         entries.map((entry) => this.request(entry)),
@@ -314,9 +315,9 @@ export class Engine implements Lanes {
     if (this.closed) throw new ApiError('shutting_down');
     try {
       // Room for one session, by its last measure or the size of its files, before opening it.
-      await this.makeRoom(entry.sessionBytes ?? entry.spec.description.size, entry);
+      const room = await this.makeRoom(entry.sessionBytes ?? entry.spec.description.size, entry);
       const started = performance.now();
-      await this.openFirstSession(entry);
+      await this.openFirstSession(entry, this.expectedThreads([entry], room).get(entry.spec.id));
       // The measure may ask for more room than the estimate did.
       const free = await this.makeRoom(entry.sessionBytes!, entry);
       const { placements, refused } = placeModels([this.request(entry)], this.limits, free);
@@ -326,6 +327,26 @@ export class Engine implements Lanes {
       await this.release(entry);
       throw error;
     }
+  }
+
+  /**
+   * The intra-op threads each model's sessions are expected to get: its placement on the size its
+   * sessions were last measured at, or the floor its files give. Its first session opens with them,
+   * so that a lane placed in fewer sessions of more threads is not closed and opened again once
+   * measured: the closed session's memory would stay in the allocator's arenas of its threads
+   * (glibc's), the process holding a session more than the budget allows.
+   */
+  private expectedThreads(entries: Entry[], freeBytes?: number): Map<string, number> {
+    const { placements } = placeModels(
+      entries.map((entry) => ({
+        id: entry.spec.id,
+        sessionBytes: entry.sessionBytes ?? sessionFloor(entry.spec, entry.spec.description.size),
+        device: entry.spec.device,
+      })),
+      this.limits,
+      freeBytes,
+    );
+    return new Map([...placements].map(([id, placement]) => [id, placement.threadsPerSession]));
   }
 
   private request(entry: Entry): PlacementRequest {
@@ -367,11 +388,11 @@ export class Engine implements Lanes {
     return new ApiError('insufficient_memory', message, { retryAfterSeconds });
   }
 
-  /** Opens a model's first session alone and measures what it added to the process. */
-  private async openFirstSession(entry: Entry): Promise<ModelReport> {
+  /** Opens a model's first session alone, with `threads` intra-op threads, and measures what it added to the process. */
+  private async openFirstSession(entry: Entry, threads?: number): Promise<ModelReport> {
     const { config } = this.options;
     const before = residentBytes();
-    const lane = new ModelLane(entry.spec, entry.spec.device, config.intraOpThreads, {
+    const lane = new ModelLane(entry.spec, entry.spec.device, threads ?? config.intraOpThreads, {
       spinning: config.ortSpinning,
       memoryArena: config.ortMemoryArena,
       imageMaxPixels: config.imageMaxPixels,
@@ -396,7 +417,7 @@ export class Engine implements Lanes {
     const { config } = this.options;
     const before = residentBytes();
     if (placement.threadsPerSession !== entry.lane!.threadsPerSession) {
-      // Fewer sessions with more threads each: the first session was opened with too few.
+      // The measure placed the model otherwise than its estimate did: the first session has other threads.
       await entry.lane!.close();
       entry.lane = new ModelLane(entry.spec, placement.device, placement.threadsPerSession, {
         spinning: config.ortSpinning,
