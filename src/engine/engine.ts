@@ -333,8 +333,8 @@ export class Engine implements Lanes {
    * The intra-op threads each model's sessions are expected to get: its placement on the size its
    * sessions were last measured at, or the floor its files give. Its first session opens with them,
    * so that a lane placed in fewer sessions of more threads is not closed and opened again once
-   * measured: the closed session's memory would stay in the allocator's arenas of its threads
-   * (glibc's), the process holding a session more than the budget allows.
+   * measured: a real-size model's session takes seconds to open, and what a closed one frees may
+   * stay with the allocator (glibc keeps freed blocks in its arenas) while the next ones open.
    */
   private expectedThreads(entries: Entry[], freeBytes?: number): Map<string, number> {
     const { placements } = placeModels(
