@@ -314,8 +314,8 @@ export class Engine implements Lanes {
   private async loadAloneUntraced(entry: Entry): Promise<void> {
     if (this.closed) throw new ApiError('shutting_down');
     try {
-      // Room for one session, by its last measure or the size of its files, before opening it.
-      const room = await this.makeRoom(entry.sessionBytes ?? entry.spec.description.size, entry);
+      // Room for one session, by its last measure or the floor its files give, before opening it.
+      const room = await this.makeRoom(estimatedBytes(entry), entry);
       const started = performance.now();
       await this.openFirstSession(entry, this.expectedThreads([entry], room).get(entry.spec.id));
       // The measure may ask for more room than the estimate did.
@@ -337,20 +337,13 @@ export class Engine implements Lanes {
    * stay with the allocator (glibc keeps freed blocks in its arenas) while the next ones open.
    */
   private expectedThreads(entries: Entry[], freeBytes?: number): Map<string, number> {
-    const { placements } = placeModels(
-      entries.map((entry) => ({
-        id: entry.spec.id,
-        sessionBytes: entry.sessionBytes ?? sessionFloor(entry.spec, entry.spec.description.size),
-        device: entry.spec.device,
-      })),
-      this.limits,
-      freeBytes,
-    );
+    const requests = entries.map((entry) => this.request(entry, estimatedBytes(entry)));
+    const { placements } = placeModels(requests, this.limits, freeBytes);
     return new Map([...placements].map(([id, placement]) => [id, placement.threadsPerSession]));
   }
 
-  private request(entry: Entry): PlacementRequest {
-    return { id: entry.spec.id, sessionBytes: entry.sessionBytes!, device: entry.spec.device };
+  private request(entry: Entry, sessionBytes = entry.sessionBytes!): PlacementRequest {
+    return { id: entry.spec.id, sessionBytes, device: entry.spec.device };
   }
 
   /** The budget less what the other loaded and loading models hold. */
@@ -494,6 +487,11 @@ export class Engine implements Lanes {
 function sessionFloor(model: ServedModel, measured: number): number {
   if (model.device !== 'cpu') return measured;
   return Math.max(measured, Math.ceil(model.description.size * 1.3));
+}
+
+/** A session of a model before its first is measured: its last measure, or the floor its files give. */
+function estimatedBytes(entry: Entry): number {
+  return entry.sessionBytes ?? sessionFloor(entry.spec, entry.spec.description.size);
 }
 
 /** A served model and, for an image-text model, its vision tower: the engine's models. */
