@@ -134,8 +134,10 @@ export class ModelLane {
     return new WorkerPool<ModelReport[]>({
       file: workerFile(),
       threads,
-      // A second batch waits in each thread, so a thread never idles for a round trip between batches.
+      // A second batch waits in each thread, so a thread never idles for a round trip between
+      // batches; a thread that runs dry takes over one that has not started elsewhere.
       tasksPerThread: 2,
+      rebalance: true,
       workerData: {
         models: [loadSpec(this.spec)],
         session,

@@ -4,8 +4,10 @@
  * A thread may hold more than one task (`tasksPerThread`): the next one then waits in the thread's
  * own message queue and starts the moment the running one ends, with no round trip through the
  * main thread; the main thread is woken once per result. Tasks beyond what the threads hold wait
- * here, in order, and go to the first thread with room. A thread that dies fails the tasks it held
- * (the caller decides whether to retry) and is replaced; one that fails while starting is not.
+ * here, in order, and go to the first thread with room. With `rebalance`, a task waiting in a
+ * thread is taken back for a thread that has run dry, if it has not started (worker/claims.ts). A
+ * thread that dies fails the tasks it held (the caller decides whether to retry) and is replaced;
+ * one that fails while starting is not.
  *
  * Hand-written rather than piscina: per task it costs the main thread one message each way and no
  * more, which the embeddings path pays for every batch (see docs/performance.md).
@@ -15,7 +17,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { StartupError } from '../errors.js';
-import type { CloseMessage, TaskMessage, ThreadMessage } from '../worker/messages.js';
+import { claimFree, claimQueued, claimTaken } from '../worker/claims.js';
+import type { ClaimsMessage, CloseMessage, TaskMessage, ThreadMessage } from '../worker/messages.js';
 
 /**
  * The worker's JavaScript file. Built code finds it beside itself; when the sources run as
@@ -42,6 +45,12 @@ export interface WorkerPoolOptions {
   threads: number;
   tasksPerThread: number;
   workerData: unknown;
+  /**
+   * A task sent to wait behind another goes as a copy (its buffers cloned, not handed over), so that
+   * a thread that runs dry can take it over before it starts: without it, the last batches of a lone
+   * request could wait behind others while sessions idle. For tasks whose buffers are small.
+   */
+  rebalance?: boolean;
 }
 
 interface Pending {
@@ -50,6 +59,8 @@ interface Pending {
   transfer: ArrayBuffer[];
   resolve: (result: unknown) => void;
   reject: (error: Error) => void;
+  /** Its cell in the thread's claims, while it waits there behind another task and may be taken back. */
+  claim?: number;
 }
 
 interface Thread {
@@ -60,6 +71,8 @@ interface Thread {
   started: { resolve: (report: unknown) => void; reject: (error: Error) => void };
   /** Resolves once the thread has released its sessions (or ended), when closing. */
   released?: () => void;
+  /** With `rebalance`: the cells of the tasks waiting in it (worker/claims.ts). */
+  claims?: Int32Array;
 }
 
 export class WorkerPool<Ready = unknown> {
@@ -68,6 +81,7 @@ export class WorkerPool<Ready = unknown> {
   private nextId = 1;
   private closing = false;
   private idleWaiters: (() => void)[] = [];
+  private rebalancing = false;
   /** Threads being started (by the constructor or grow); close waits for them. */
   private starting: Promise<unknown> = Promise.resolve();
   /** Resolves with each thread's start-up report once every thread has started; rejects if one fails. */
@@ -151,6 +165,10 @@ export class WorkerPool<Ready = unknown> {
     });
     promise.catch(() => undefined);
     const thread: Thread = { worker, held: new Map(), ready: false, started };
+    if (this.options.rebalance && this.options.tasksPerThread > 1) {
+      thread.claims = new Int32Array(new SharedArrayBuffer(4 * this.options.tasksPerThread));
+      worker.postMessage({ claims: thread.claims } satisfies ClaimsMessage);
+    }
     this.threads.add(thread);
     worker.on('message', (message: ThreadMessage) => this.onMessage(thread, message));
     worker.on('error', (error) => this.onExit(thread, error));
@@ -163,10 +181,12 @@ export class WorkerPool<Ready = unknown> {
       const pending = thread.held.get(message.id);
       if (!pending) return;
       thread.held.delete(message.id);
+      if (pending.claim !== undefined) Atomics.store(thread.claims!, pending.claim, claimFree);
       if ('error' in message)
         pending.reject(Object.assign(new Error(message.error), { name: message.name ?? 'Error' }));
       else pending.resolve(message.result);
       this.distribute();
+      if (thread.held.size === 0) this.rebalanceSoon();
       this.checkIdle();
       return;
     }
@@ -204,17 +224,74 @@ export class WorkerPool<Ready = unknown> {
     while (this.waiting.length > 0) {
       let best: Thread | undefined;
       for (const thread of this.threads) {
-        if (
-          thread.ready &&
-          thread.held.size < this.options.tasksPerThread &&
-          (!best || thread.held.size < best.held.size)
-        )
-          best = thread;
+        if (thread.ready && this.hasRoom(thread) && (!best || thread.held.size < best.held.size)) best = thread;
       }
       if (!best) return;
-      const pending = this.waiting.shift()!;
-      best.held.set(pending.id, pending);
-      best.worker.postMessage({ id: pending.id, task: pending.task } satisfies TaskMessage, pending.transfer);
+      this.send(best, this.waiting.shift()!);
     }
   }
+
+  private hasRoom(thread: Thread): boolean {
+    if (thread.held.size >= this.options.tasksPerThread) return false;
+    return thread.held.size === 0 || !thread.claims || freeCell(thread.claims) >= 0;
+  }
+
+  /** A task behind another goes as a copy with a claim, to be taken back should a thread run dry. */
+  private send(thread: Thread, pending: Pending): void {
+    if (thread.held.size > 0 && thread.claims) {
+      pending.claim = freeCell(thread.claims);
+      Atomics.store(thread.claims, pending.claim, claimQueued);
+    }
+    thread.held.set(pending.id, pending);
+    const message: TaskMessage = { id: pending.id, task: pending.task, claim: pending.claim };
+    thread.worker.postMessage(message, pending.claim === undefined ? pending.transfer : []);
+  }
+
+  /**
+   * Once the caller has had its turn to send more work (its handlers of the result that freed a
+   * thread run first), moves tasks waiting behind others to the threads that still have none.
+   */
+  private rebalanceSoon(): void {
+    if (!this.options.rebalance || this.rebalancing || this.waiting.length > 0) return;
+    this.rebalancing = true;
+    setImmediate(() => {
+      this.rebalancing = false;
+      if (this.waiting.length === 0) this.rebalance();
+    });
+  }
+
+  private rebalance(): void {
+    for (const idle of this.threads) {
+      while (idle.ready && idle.held.size === 0) {
+        const taken = this.lastQueued();
+        if (!taken) return;
+        const { from, pending } = taken;
+        // Unless its thread has started it meanwhile: then it stays there.
+        if (Atomics.compareExchange(from.claims!, pending.claim!, claimQueued, claimTaken) !== claimQueued) continue;
+        from.held.delete(pending.id);
+        pending.claim = undefined;
+        this.send(idle, pending);
+      }
+    }
+  }
+
+  /** Of the tasks waiting in threads that may be taken back, the one sent last: its thread is the likeliest to be busy longest. */
+  private lastQueued(): { from: Thread; pending: Pending } | undefined {
+    let last: { from: Thread; pending: Pending } | undefined;
+    for (const thread of this.threads)
+      for (const pending of thread.held.values())
+        if (
+          pending.claim !== undefined &&
+          (!last || pending.id > last.pending.id) &&
+          Atomics.load(thread.claims!, pending.claim) === claimQueued
+        )
+          last = { from: thread, pending };
+    return last;
+  }
+}
+
+/** A cell of a thread's claims that no task of it holds, or -1. */
+function freeCell(claims: Int32Array): number {
+  for (let cell = 0; cell < claims.length; cell++) if (Atomics.load(claims, cell) === claimFree) return cell;
+  return -1;
 }

@@ -9,7 +9,8 @@ import { VisionRunner } from './vision-runner.js';
 import { ImageRunner } from './image-runner.js';
 import { isImageTask, type ImageTask, type ImageTaskResult, type ImageWorkerInit } from './image-protocol.js';
 import { DeviceLock, noLock } from './device-lock.js';
-import type { CloseMessage, TaskMessage, ThreadMessage } from './messages.js';
+import { startClaimed } from './claims.js';
+import type { ClaimsMessage, CloseMessage, TaskMessage, ThreadMessage } from './messages.js';
 import type { BatchResult, BatchTask, ModelReport, WorkerInit } from './protocol.js';
 
 const init = workerData as WorkerInit & ImageWorkerInit;
@@ -89,7 +90,9 @@ let queue: Promise<void> = start().then(
     port.close();
   },
 );
-port.on('message', (message: TaskMessage | CloseMessage) => {
-  if ('close' in message) queue = queue.then(release).then(() => post({ closed: true }));
-  else queue = queue.then(() => answer(message));
+let claims: Int32Array | undefined;
+port.on('message', (message: TaskMessage | CloseMessage | ClaimsMessage) => {
+  if ('claims' in message) claims = message.claims;
+  else if ('close' in message) queue = queue.then(release).then(() => post({ closed: true }));
+  else queue = queue.then(() => (startClaimed(claims, message.claim) ? answer(message) : undefined));
 });

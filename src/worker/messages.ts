@@ -3,10 +3,20 @@
  * its result hold is the lane's business: protocol.ts for text, image-protocol.ts for images.
  */
 
-/** A task for a thread, answered by a ThreadMessage with the same id. */
+/**
+ * A task for a thread, answered by a ThreadMessage with the same id. One sent to wait behind
+ * another has a `claim`: its cell in the thread's claims, which the pool may take it back by
+ * (claims.ts); the thread then skips it and answers nothing.
+ */
 export interface TaskMessage {
   id: number;
   task: unknown;
+  claim?: number;
+}
+
+/** The thread's claim cells (claims.ts), sent once before any task. */
+export interface ClaimsMessage {
+  claims: Int32Array;
 }
 
 /** The pool ends the thread: it releases its sessions first, and says `closed`. */

@@ -98,3 +98,63 @@ describe('WorkerPool', () => {
     expect(readFileSync(releasedFile, 'utf8').trim().split('\n').map(Number).sort()).toEqual(threads.sort());
   });
 });
+
+describe('WorkerPool rebalance', () => {
+  it('moves a task waiting behind a long one to a thread that ran dry, and copies what it sends to wait', async () => {
+    pool = new WorkerPool({ file, threads: 2, tasksPerThread: 2, workerData: {}, rebalance: true });
+    await pool.ready;
+    const order: string[] = [];
+    const run = (echo: string, wait: number, values = new Float32Array(0)) =>
+      pool!.run<Echo>({ echo, wait, values }, [values.buffer]).then((result) => {
+        order.push(echo);
+        return result;
+      });
+    // long and short go to a thread each; behind-long waits behind long, behind-short behind short.
+    const longValues = Float32Array.of(1);
+    const queuedValues = Float32Array.of(2, 3);
+    const long = run('long', 600, longValues);
+    const short = run('short', 20);
+    const behindLong = run('behind-long', 5, queuedValues);
+    const behindShort = run('behind-short', 20);
+    // Sent to run at once: handed over; sent to wait: copied, so it can be sent again.
+    expect(longValues.length).toBe(0);
+    expect(queuedValues.length).toBe(2);
+    const results = await Promise.all([long, short, behindLong, behindShort]);
+    // The thread of the short ones ran dry and took behind-long over before long ended.
+    expect(order).toEqual(['short', 'behind-short', 'behind-long', 'long']);
+    expect(results[2].threadId).toBe(results[1].threadId);
+    expect(results[2].threadId).not.toBe(results[0].threadId);
+    expect(results[2].sum).toBe(5);
+  });
+
+  it('leaves a waiting task with its thread without rebalance', async () => {
+    pool = new WorkerPool({ file, threads: 2, tasksPerThread: 2, workerData: {} });
+    await pool.ready;
+    const values = Float32Array.of(2, 3);
+    const runs = [
+      pool.run<Echo>({ echo: 'long', wait: 200 }),
+      pool.run<Echo>({ echo: 'short', wait: 5 }),
+      pool.run<Echo>({ echo: 'behind-long', values }, [values.buffer]),
+    ];
+    expect(values.length).toBe(0);
+    const [long, , behindLong] = await Promise.all(runs);
+    expect(behindLong!.threadId).toBe(long!.threadId);
+  });
+
+  it('answers every task once, with its own result, however the threads take them over', async () => {
+    pool = new WorkerPool({ file, threads: 3, tasksPerThread: 2, workerData: {}, rebalance: true });
+    await pool.ready;
+    for (let round = 0; round < 5; round++) {
+      const waits = Array.from({ length: 40 }, (_, i) => ((i * 7 + round * 13) % 11) * 2);
+      const results = await Promise.all(
+        waits.map((wait, i) => {
+          const values = Float32Array.of(i, round);
+          return pool!.run<Echo>({ echo: i, wait, values }, [values.buffer]);
+        }),
+      );
+      expect(results.map((r) => r.echo)).toEqual(waits.map((_, i) => i));
+      expect(results.map((r) => r.sum)).toEqual(waits.map((_, i) => i + round));
+      expect(pool.queueSize).toBe(0);
+    }
+  });
+});
