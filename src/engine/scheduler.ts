@@ -2,12 +2,13 @@
  * The scheduler: one queue per model, batches formed when a worker slot frees up.
  *
  * Every input of every request is its own queue item, so concurrent requests share batches and a
- * large request is split into as many batches as it needs. A batch starts from the oldest waiting
- * item (no request starves) and takes the waiting items closest to it in length, as long as the
- * padded size (longest x count) stays within the token budget and padding stays a small share of
- * the work. Nothing waits for a batch to fill: a lone item on an idle server is dispatched at once,
- * and under load the queue fills by itself while the workers are busy. A batch that is the only
- * work on the server is marked solo: one worker's share of the cores would leave the rest idle.
+ * large request is split into as many batches as it needs; a user's request queues its inputs
+ * longest first. A batch starts from the oldest waiting item (no request starves) and takes the
+ * waiting items closest to it in length, as long as the padded size (longest x count) stays within
+ * the token budget and padding stays a small share of the work. Nothing waits for a batch to
+ * fill: a lone item on an idle server is dispatched at once, and under load the queue fills by
+ * itself while the workers are busy. A batch that is the only work on the server is marked solo:
+ * one worker's share of the cores would leave the rest idle.
  *
  * A model that gives several kinds of output (dense, sparse, token vectors) has a queue per kind,
  * so a batch never mixes them; sparse and token results have rows of their own lengths.
@@ -368,19 +369,22 @@ export class Scheduler {
       if (tracer) job.traceWait(tracer);
       const now = performance.now();
       if (priority === 'interactive') this.lastInteractive = now;
-      for (let i = 0; i < inputs.length; i++) {
-        const input = inputs[i]!;
-        queue.items.push({
-          job,
-          index: i,
-          ids: input.ids,
-          typeIds: input.typeIds,
-          attended: input.attended,
-          image: input.image,
-          length: input.image?.tokens ?? input.ids.length,
-          enqueuedAt: now,
-        });
-      }
+      const items = inputs.map((input, index) => ({
+        job,
+        index,
+        ids: input.ids,
+        typeIds: input.typeIds,
+        attended: input.attended,
+        image: input.image,
+        length: input.image?.tokens ?? input.ids.length,
+        enqueuedAt: now,
+      }));
+      // A user's inputs go longest first: the request's last batches are then its shortest, and its
+      // batches on the sessions side by side end close together; in input order, a long input
+      // dispatched last runs on alone while the other sessions idle. (A bulk job's many batches
+      // are about throughput, and keep their order.)
+      if (priority === 'interactive') items.sort((a, b) => b.length - a.length || a.index - b.index);
+      for (const item of items) queue.items.push(item);
       job.cleanup = onAbort(signal, () => this.cancel(job));
       if (!this.lanes.lane(model)) this.lanes.wanted?.(model);
       this.pump();

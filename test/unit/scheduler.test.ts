@@ -81,6 +81,18 @@ describe('Scheduler', () => {
     expect(plain.soloMarks).toEqual([false]);
   });
 
+  it("runs a user's inputs longest first and answers them in input order", async () => {
+    const runner = new FakeRunner();
+    const scheduler = new Scheduler(runner, { ...options, maxBatchSize: 1 }, [{ id: 'm' }]);
+    const result = await scheduler.submit('m', [seq(5, 1), seq(40, 2), seq(12, 3), seq(40, 4), seq(7, 5)]);
+    // The two of 40 in their own order, then the shorter ones.
+    expect(runner.batches).toEqual([[40], [40], [12], [7], [5]]);
+    expect(Array.from(result.output)).toEqual([5, 5, 80, 40, 36, 12, 160, 40, 35, 7]);
+    // A bulk job's inputs keep their order.
+    await scheduler.submit('m', [seq(3), seq(9)], undefined, 'dense', 'bulk');
+    expect(runner.batches.slice(5)).toEqual([[3], [9]]);
+  });
+
   it('shares batches across requests and returns every row to its request in order', async () => {
     const runner = new FakeRunner();
     runner.auto = false;
@@ -296,7 +308,7 @@ describe('Scheduler priorities', () => {
     // A batch's inputs arrive first: the first takes the one slot, the rest wait.
     const bulk = scheduler.submit('m', [seq(11), seq(12), seq(13)], undefined, 'dense', 'bulk');
     // A user's request arrives while they wait.
-    const online = scheduler.submit('m', [seq(2), seq(3)]);
+    const online = scheduler.submit('m', [seq(3), seq(2)]);
     expect(runner.batches).toEqual([[11]]);
     // Each batch that lands frees the slot for the next one chosen.
     while (runner.batches.length < 5) {
@@ -306,7 +318,7 @@ describe('Scheduler priorities', () => {
     runner.release();
     await Promise.all([bulk, online]);
     // Once the running one lands, the interactive inputs go before the bulk inputs still queued.
-    expect(runner.batches).toEqual([[11], [2], [3], [12], [13]]);
+    expect(runner.batches).toEqual([[11], [3], [2], [12], [13]]);
   });
 
   it("keeps bulk batches out of a session's ready slot while users are about, so that a user's request goes next", async () => {
