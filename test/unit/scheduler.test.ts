@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { defaultBulkYield, Scheduler, type Lane, type Lanes } from '../../src/engine/scheduler.js';
 import type { BatchResult, BatchTask } from '../../src/worker/protocol.js';
@@ -79,6 +80,62 @@ describe('Scheduler', () => {
     const plain = new FakeRunner();
     await new Scheduler(plain, options, [{ id: 'm' }]).submit('m', [seq(5)]);
     expect(plain.soloMarks).toEqual([false]);
+  });
+
+  it('forms each batch as the rule says: the oldest, then the nearest in length (earlier first among equals) that fit', () => {
+    // The rule written plainly: every candidate of the window sorted by distance, then position.
+    const reference = (lengths: number[], cap: number, budget: number, uniform: boolean): number[][] => {
+      const queue = lengths.map((length, id) => ({ length, id }));
+      const batches: number[][] = [];
+      while (queue.length > 0) {
+        const anchor = queue[0]!;
+        const window = queue.slice(0, 512);
+        const order = window
+          .map((_, i) => i)
+          .slice(1)
+          .sort(
+            (a, b) =>
+              Math.abs(window[a]!.length - anchor.length) - Math.abs(window[b]!.length - anchor.length) || a - b,
+          );
+        const chosen = [0];
+        let longest = anchor.length;
+        let tokens = anchor.length;
+        for (const i of order) {
+          if (cap === 1 || chosen.length >= cap) break;
+          const length = window[i]!.length;
+          if (uniform && length !== anchor.length) continue;
+          const padded = Math.max(longest, length) * (chosen.length + 1);
+          if (padded > budget || (tokens + length) / padded < 0.8) continue;
+          chosen.push(i);
+          longest = Math.max(longest, length);
+          tokens += length;
+        }
+        chosen.sort((a, b) => a - b);
+        batches.push(chosen.map((i) => window[i]!.id));
+        for (const i of [...chosen].reverse()) queue.splice(i, 1);
+      }
+      return batches;
+    };
+    const scheduler = new Scheduler(new FakeRunner(), options, [{ id: 'm' }]);
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: 300 }), { minLength: 1, maxLength: 700 }),
+        fc.integer({ min: 1, max: 40 }),
+        fc.integer({ min: 1, max: 2000 }),
+        fc.boolean(),
+        (lengths, cap, budget, uniform) => {
+          const queue = {
+            items: lengths.map((length, index) => ({ length, index, enqueuedAt: 0 })),
+            maxBatchSize: cap,
+            uniformLength: uniform,
+          } as unknown as Parameters<Scheduler['formBatch']>[0];
+          const batches: number[][] = [];
+          while (queue.items.length > 0) batches.push(scheduler.formBatch(queue, budget).map((item) => item.index));
+          expect(batches).toEqual(reference(lengths, cap, budget, uniform));
+        },
+      ),
+      { numRuns: 200 },
+    );
   });
 
   it("runs a user's inputs longest first and answers them in input order", async () => {
