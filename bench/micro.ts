@@ -284,6 +284,49 @@ export const CASES: MicroCase[] = [
     },
   },
   {
+    name: 'batch/form-queue-2000',
+    unit: 'batch',
+    async setup(ctx) {
+      const mod = await project('engine/scheduler.js');
+      type Queue = { items: Array<{ length: number; index: number }>; maxBatchSize: number; uniformLength: boolean };
+      const Scheduler = mod?.Scheduler as
+        | (new (
+            lanes: unknown,
+            options: unknown,
+            models: unknown,
+          ) => { formBatch(q: Queue, budget: number): unknown[] })
+        | undefined;
+      if (!Scheduler) return { skip: 'src/engine/scheduler.ts Scheduler absent' };
+      // A queue of 2,000 inputs of the mix's lengths, formed into batches of the CPU's default
+      // budget until it is empty: the main thread's part of a large request's batching.
+      const lengths = Array.from({ length: 2000 }, (_, i) => ctx.encoded[i % ctx.encoded.length]!.ids.length);
+      const scheduler = new Scheduler(
+        { lane: () => undefined },
+        { maxBatchTokens: 256, maxBatchSize: 32, queueCapacity: 4096, maxInFlight: 4 },
+        [{ id: 'm' }],
+      );
+      const formAll = () => {
+        const queue: Queue = {
+          items: lengths.map((length, index) => ({ length, index })),
+          maxBatchSize: 32,
+          uniformLength: false,
+        };
+        let batches = 0;
+        while (queue.items.length > 0) {
+          scheduler.formBatch(queue, 256);
+          batches += 1;
+        }
+        return batches;
+      };
+      return {
+        impl: 'src',
+        unitsPerCall: formAll(),
+        call: formAll,
+        note: '2,000 inputs of the mix, budget 256 tokens',
+      };
+    },
+  },
+  {
     name: 'pool/mean-32x128x384',
     unit: 'row',
     async setup() {
